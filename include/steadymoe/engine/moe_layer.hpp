@@ -1,0 +1,80 @@
+// MoeLayer: one MoE block (router, routed SwiGLU experts, shared experts, combine) on the CPU backend,
+// under the determinism contract of docs/determinism.md: each token's output bytes depend on that
+// token alone (hidden vector, token id, mask bit), never on the batch or the thread count.
+#pragma once
+
+#include "steadymoe/core/tensor.hpp"
+#include "steadymoe/model/config.hpp"
+#include "steadymoe/model/weights.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace steadymoe {
+
+class Checkpoint;
+namespace cpu {
+struct PackedLayer;
+}
+
+// What to do with a token whose hidden vector holds NaN or Inf.
+enum class NonFinitePolicy {
+    Error,      // reject the batch, naming the token and column (default)
+    Propagate,  // compute anyway; only that token's output is affected (its routing treats NaN
+                // scores as lowest), every other token's bytes are unchanged
+};
+
+struct MoeLayerOptions {
+    // Activation arithmetic of quantised expert GEMMs; unset = the checkpoint's own
+    // (MoeConfig::native_activation_quant()).
+    std::optional<ActivationQuant> activation_quant;
+    int threads = 0;  // 0: all hardware threads
+    NonFinitePolicy nonfinite = NonFinitePolicy::Error;
+    // Check every weight for NaN/Inf codes at construction (costs one pass over the weights).
+    bool check_weights = true;
+};
+
+struct MoeInput {
+    Tensor hidden;     // [T, H] F32 or BF16; the activation dtype of the layer's arithmetic
+    Tensor token_ids;  // [T] I32 or I64; required by hash-routed layers
+    Tensor mask;       // [T] BOOL / U8 / I32 / I64, nonzero = a real token; undefined = all real
+};
+
+struct MoeOutput {
+    Tensor output;        // [T, H], the input's dtype; masked tokens are zeros
+    Tensor topk_ids;      // [T, K] I32 in canonical slot order; -1 for masked tokens
+    Tensor topk_weights;  // [T, K] F32, after normalisation and scaling; 0 for masked tokens
+    std::vector<int64_t> expert_load;  // tokens routed to each expert (masked tokens not counted)
+};
+
+class MoeLayer {
+public:
+    MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions options = {});
+    // Loads layer `layer` of a checkpoint (which must be an MoE layer).
+    static MoeLayer from_checkpoint(const Checkpoint& ckpt, int64_t layer, MoeLayerOptions options = {});
+
+    MoeOutput forward(const MoeInput& input) const;
+
+    const MoeConfig& config() const { return config_; }
+    const MoeLayerWeights& weights() const { return *weights_; }
+    const MoeLayerOptions& options() const { return options_; }
+    ActivationQuant activation_quant() const { return act_quant_; }
+    bool is_hash_layer() const { return config_.is_hash_layer(weights_->layer); }
+    // Returns a copy sharing the weights, with another thread count.
+    MoeLayer with_threads(int threads) const;
+    // Returns a copy sharing the weights, with another non-finite input policy.
+    MoeLayer with_nonfinite(NonFinitePolicy policy) const;
+
+private:
+    MoeConfig config_;
+    std::shared_ptr<const MoeLayerWeights> weights_;
+    std::shared_ptr<const cpu::PackedLayer> packed_;  // the weights decoded for the CPU kernels
+    MoeLayerOptions options_;
+    ActivationQuant act_quant_ = ActivationQuant::None;
+};
+
+const char* activation_quant_name(ActivationQuant a);
+
+}  // namespace steadymoe

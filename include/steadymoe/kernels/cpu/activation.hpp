@@ -1,0 +1,30 @@
+// Per-token activation arithmetic between the GEMMs: FP8 quantisation of activation rows, the
+// SwiGLU variants, and rounding to the activation dtype. All row-local: no value depends on
+// another token.
+#pragma once
+
+#include "steadymoe/model/config.hpp"
+
+#include <cstdint>
+
+namespace steadymoe::cpu {
+
+// The dtype activations are rounded to between stages: that of the caller's hidden states.
+enum class ActDType { F32, BF16 };
+
+float round_act(float x, ActDType dtype);
+
+// Quantises one row of n values to e4m3 per 128-value group, DeepSeek style: amax floored at 1e-4,
+// scale = amax / 448 (rounded up to a power of two for Fp8Pow2), q = e4m3(x / scale) saturating.
+// Writes the exact operand values: q * scale when the scale is a power of two (folds exactly),
+// otherwise q, with the scale in scales[group].
+void quantize_row_fp8(const float* x, int64_t n, ActivationQuant mode, float* values, float* scales);
+
+// Whether quantize_row_fp8 leaves per-group scales to apply (true for Fp8Block).
+inline bool fp8_keeps_scales(ActivationQuant mode) { return mode == ActivationQuant::Fp8Block; }
+
+// SwiGLU in fp32 on rounded gate/up values: silu(gate) * up, with DeepSeek-V4's clamp when
+// limit > 0 (up to [-limit, limit], gate to <= limit).
+float swiglu(float gate, float up, float limit);
+
+}  // namespace steadymoe::cpu

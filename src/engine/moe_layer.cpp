@@ -1,0 +1,252 @@
+#include "steadymoe/engine/moe_layer.hpp"
+
+#include "steadymoe/core/numeric.hpp"
+#include "steadymoe/core/parallel.hpp"
+#include "steadymoe/kernels/cpu/experts.hpp"
+#include "steadymoe/kernels/cpu/router.hpp"
+#include "steadymoe/model/checkpoint.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace steadymoe {
+
+const char* activation_quant_name(ActivationQuant a) {
+    switch (a) {
+        case ActivationQuant::None: return "none";
+        case ActivationQuant::Fp8Block: return "fp8 (per-128 scale)";
+        case ActivationQuant::Fp8Pow2: return "fp8 (per-128 power-of-two scale)";
+    }
+    return "?";
+}
+
+namespace {
+
+void check_layer_weights(const MoeConfig& cfg, const MoeLayerWeights& w, bool check_finite) {
+    const int64_t E = cfg.n_routed_experts;
+    SMOE_CHECK(int64_t(w.experts.size()) == E, InvalidArgument, "layer {}: {} experts given, the config has {}",
+               w.layer, w.experts.size(), E);
+    SMOE_CHECK(w.router.defined() && w.router.rank() == 2 && w.router.dim(0) == E &&
+                   w.router.dim(1) == cfg.hidden_size,
+               InvalidArgument, "layer {}: router weight must be [{}, {}]", w.layer, E, cfg.hidden_size);
+    SMOE_CHECK(!cfg.is_hash_layer(w.layer) || w.tid2eid.defined(), InvalidArgument,
+               "layer {} is hash-routed but has no tid2eid table", w.layer);
+    SMOE_CHECK(w.has_shared == (cfg.n_shared_experts > 0), InvalidArgument,
+               "layer {}: shared expert weights {} but the config has {} shared experts", w.layer,
+               w.has_shared ? "given" : "missing", cfg.n_shared_experts);
+    if (!check_finite) return;
+    auto check = [](const ExpertWeights& e) {
+        e.gate.check_finite();
+        e.up.check_finite();
+        e.down.check_finite();
+    };
+    for (const auto& e : w.experts) check(e);
+    if (w.has_shared) check(w.shared);
+    WeightMatrix router{ExpertFormat::Dense, w.router.dim(0), w.router.dim(1), w.router, {}, 1.0f, "router"};
+    router.check_finite();
+    for (int64_t e = 0; w.selection_bias.defined() && e < E; ++e)
+        SMOE_CHECK(std::isfinite(w.selection_bias.data<float>()[e]), BadFormat,
+                   "layer {}: selection bias of expert {} is not finite", w.layer, e);
+}
+
+// The caller's hidden states as exact float32 values, and its dtype for rounding.
+Tensor hidden_as_f32(const Tensor& h, int64_t H, cpu::ActDType& dtype) {
+    SMOE_CHECK(h.defined(), InvalidArgument, "no hidden states given");
+    SMOE_CHECK(h.rank() == 2 && h.dim(1) == H, InvalidArgument,
+               "hidden states have shape {}, expected [tokens, {}] for this layer's hidden size", shape_str(h.shape()),
+               H);
+    SMOE_CHECK(h.dtype() == DType::F32 || h.dtype() == DType::BF16, InvalidArgument,
+               "hidden states have dtype {}; F32 or BF16 expected", dtype_name(h.dtype()));
+    dtype = h.dtype() == DType::BF16 ? cpu::ActDType::BF16 : cpu::ActDType::F32;
+    return h.dtype() == DType::F32 ? h : h.to_f32();
+}
+
+std::vector<uint8_t> active_tokens(const Tensor& mask, int64_t T) {
+    std::vector<uint8_t> active(size_t(T), 1);
+    if (!mask.defined()) return active;
+    SMOE_CHECK(mask.rank() == 1 && mask.dim(0) == T, InvalidArgument, "mask has shape {}, expected [{}]",
+               shape_str(mask.shape()), T);
+    SMOE_CHECK(mask.dtype() == DType::BOOL || mask.dtype() == DType::U8 || mask.dtype() == DType::I32 ||
+                   mask.dtype() == DType::I64,
+               InvalidArgument, "mask has dtype {}; BOOL, U8, I32 or I64 expected", dtype_name(mask.dtype()));
+    for (int64_t t = 0; t < T; ++t) active[size_t(t)] = mask.get(t) != 0;
+    return active;
+}
+
+std::vector<int64_t> checked_token_ids(const Tensor& ids, int64_t T, int64_t vocab, const std::vector<uint8_t>& active) {
+    SMOE_CHECK(ids.defined(), InvalidArgument, "this layer routes by token id (hash layer): token ids are required");
+    SMOE_CHECK(ids.rank() == 1 && ids.dim(0) == T, InvalidArgument, "token ids have shape {}, expected [{}]",
+               shape_str(ids.shape()), T);
+    SMOE_CHECK(ids.dtype() == DType::I32 || ids.dtype() == DType::I64, InvalidArgument,
+               "token ids have dtype {}; I32 or I64 expected", dtype_name(ids.dtype()));
+    std::vector<int64_t> out(size_t(T), 0);
+    for (int64_t t = 0; t < T; ++t) {
+        if (!active[size_t(t)]) continue;  // padding carries no meaningful id
+        const int64_t id = ids.dtype() == DType::I64 ? ids.data<int64_t>()[t] : ids.data<int32_t>()[t];
+        SMOE_CHECK(0 <= id && id < vocab, InvalidArgument, "token {} has id {}, outside the vocabulary [0, {})", t,
+                   id, vocab);
+        out[size_t(t)] = id;
+    }
+    return out;
+}
+
+void reject_nonfinite(const float* x, int64_t T, int64_t H, const std::vector<uint8_t>& active) {
+    for (int64_t t = 0; t < T; ++t) {
+        if (!active[size_t(t)]) continue;
+        for (int64_t h = 0; h < H; ++h)
+            SMOE_CHECK(std::isfinite(x[t * H + h]), InvalidArgument,
+                       "token {} has a non-finite hidden value ({}) at column {}", t, x[t * H + h], h);
+    }
+}
+
+}  // namespace
+
+MoeLayer::MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions options)
+    : config_(std::move(config)), options_(options) {
+    config_.validate();
+    check_layer_weights(config_, weights, options_.check_weights);
+    act_quant_ = options_.activation_quant.value_or(config_.native_activation_quant());
+    options_.threads = resolve_threads(options_.threads);
+    packed_ = std::make_shared<const cpu::PackedLayer>(cpu::pack_layer(weights, options_.threads));
+    weights_ = std::make_shared<const MoeLayerWeights>(std::move(weights));
+}
+
+MoeLayer MoeLayer::from_checkpoint(const Checkpoint& ckpt, int64_t layer, MoeLayerOptions options) {
+    return MoeLayer(ckpt.config(), load_moe_layer(ckpt, layer), options);
+}
+
+MoeLayer MoeLayer::with_threads(int threads) const {
+    MoeLayer copy = *this;
+    copy.options_.threads = resolve_threads(threads);
+    return copy;
+}
+
+MoeLayer MoeLayer::with_nonfinite(NonFinitePolicy policy) const {
+    MoeLayer copy = *this;
+    copy.options_.nonfinite = policy;
+    return copy;
+}
+
+MoeOutput MoeLayer::forward(const MoeInput& input) const {
+    const MoeConfig& cfg = config_;
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    const int threads = options_.threads;
+    cpu::ActDType act_dtype;
+    const Tensor x = hidden_as_f32(input.hidden, H, act_dtype);
+    const int64_t T = x.dim(0);
+    const float* xv = x.data<float>();
+    const std::vector<uint8_t> active = active_tokens(input.mask, T);
+    const bool hash = is_hash_layer();
+    std::vector<int64_t> token_ids;
+    if (hash) token_ids = checked_token_ids(input.token_ids, T, weights_->tid2eid.dim(0), active);
+    if (options_.nonfinite == NonFinitePolicy::Error) reject_nonfinite(xv, T, H, active);
+
+    MoeOutput out;
+    out.output = Tensor::zeros(input.hidden.dtype(), {T, H});
+    out.topk_ids = Tensor::zeros(DType::I32, {T, K});
+    out.topk_weights = Tensor::zeros(DType::F32, {T, K});
+    out.expert_load.assign(size_t(E), 0);
+    if (T == 0) return out;
+
+    // Router logits in fp32, then per-token routing.
+    std::vector<float> logits(static_cast<size_t>(T * E));
+    {
+        cpu::PackedActivations packed;
+        cpu::pack_activations({xv, nullptr, T, H}, packed);
+        cpu::parallel_gemm(packed, packed_->router, logits.data(), E, threads);
+    }
+    cpu::RouterParams rp;
+    rp.config = &cfg;
+    rp.hash = hash;
+    rp.tokens = T;
+    rp.logits = logits.data();
+    rp.bias = weights_->selection_bias.defined() ? weights_->selection_bias.data<float>() : nullptr;
+    rp.tid2eid = hash ? weights_->tid2eid.data<int32_t>() : nullptr;
+    rp.token_ids = hash ? token_ids.data() : nullptr;
+    rp.active = active.data();
+    rp.topk_ids = out.topk_ids.mutable_data<int32_t>();
+    rp.topk_weights = out.topk_weights.mutable_data<float>();
+    const int64_t chunk = 64;
+    parallel_for((T + chunk - 1) / chunk, threads,
+                 [&](int64_t c) { cpu::route_tokens(rp, c * chunk, std::min(T, (c + 1) * chunk)); });
+
+    // Each expert's tokens in ascending token order (a counting sort: no atomics, no races).
+    const int32_t* ids = rp.topk_ids;
+    const float* wts = rp.topk_weights;
+    for (int64_t i = 0; i < T * K; ++i)
+        if (ids[i] >= 0) ++out.expert_load[size_t(ids[i])];
+    std::vector<cpu::ExpertJob> jobs(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) {
+        jobs[size_t(e)].expert = &packed_->experts[size_t(e)];
+        jobs[size_t(e)].swiglu_limit = float(cfg.swiglu_limit);
+        jobs[size_t(e)].weight_before_down = cfg.weight_placement == WeightPlacement::BeforeDown;
+        jobs[size_t(e)].tokens.reserve(size_t(out.expert_load[size_t(e)]));
+    }
+    for (int64_t i = 0; i < T * K; ++i) {
+        if (ids[i] < 0) continue;
+        cpu::ExpertJob& job = jobs[size_t(ids[i])];
+        job.tokens.push_back(i / K);
+        job.destinations.push_back(i);  // slot row t*K + k
+        job.weights.push_back(wts[i]);
+    }
+    std::erase_if(jobs, [](const cpu::ExpertJob& j) { return j.tokens.empty(); });
+
+    // The shared expert is one more job over every real token, its rows after the slot rows.
+    if (packed_->has_shared) {
+        cpu::ExpertJob shared;
+        shared.expert = &packed_->shared;
+        for (int64_t t = 0; t < T; ++t) {
+            if (!active[size_t(t)]) continue;
+            shared.tokens.push_back(t);
+            shared.destinations.push_back(T * K + t);
+            float w = 1.0f;
+            if (weights_->shared_gate.defined()) {
+                // Qwen2-MoE: sigmoid(x . w_gate) scales the shared expert's output.
+                const float* g = weights_->shared_gate.data<float>();
+                float dot = 0.0f;
+                for (int64_t h = 0; h < H; ++h) dot = std::fma(xv[t * H + h], g[h], dot);
+                w = 1.0f / (1.0f + std::exp(-dot));
+            }
+            shared.weights.push_back(w);
+        }
+        if (!shared.tokens.empty()) jobs.push_back(std::move(shared));
+    }
+
+    std::vector<float> contributions(size_t((T * K + T) * H), 0.0f);
+    cpu::ExpertStageParams sp;
+    sp.hidden = xv;
+    sp.hidden_size = H;
+    sp.act_dtype = act_dtype;
+    sp.act_quant = act_quant_;
+    sp.out = contributions.data();
+    sp.threads = threads;
+    cpu::run_expert_jobs(sp, jobs);
+
+    // Combine: the k slots in slot order, then the shared expert, in fp32; rounded once.
+    const bool has_shared = packed_->has_shared;
+    parallel_for((T + chunk - 1) / chunk, threads, [&](int64_t c) {
+        std::vector<float> acc(static_cast<size_t>(H));
+        for (int64_t t = c * chunk; t < std::min(T, (c + 1) * chunk); ++t) {
+            if (!active[size_t(t)]) continue;
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (int64_t k = 0; k < K; ++k) {
+                const float* s = contributions.data() + (t * K + k) * H;
+                for (int64_t h = 0; h < H; ++h) acc[size_t(h)] += s[h];
+            }
+            if (has_shared) {
+                const float* s = contributions.data() + (T * K + t) * H;
+                for (int64_t h = 0; h < H; ++h) acc[size_t(h)] += s[h];
+            }
+            if (out.output.dtype() == DType::BF16) {
+                uint16_t* o = out.output.mutable_data<uint16_t>() + t * H;
+                for (int64_t h = 0; h < H; ++h) o[h] = f32_to_bf16(acc[size_t(h)]);
+            } else {
+                std::memcpy(out.output.mutable_data<float>() + t * H, acc.data(), size_t(H) * 4);
+            }
+        }
+    });
+    return out;
+}
+
+}  // namespace steadymoe

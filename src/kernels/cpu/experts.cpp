@@ -1,0 +1,166 @@
+#include "steadymoe/kernels/cpu/experts.hpp"
+
+#include "steadymoe/core/parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace steadymoe::cpu {
+
+namespace {
+
+// An expert's inputs (gathered token rows, FP8-quantised when its weights are quantised) packed for
+// the GEMM, and its SwiGLU output rows.
+struct JobBuffers {
+    PackedActivations x;
+    std::vector<float> hidden_mid;  // [m][I] SwiGLU output, rounded to the activation dtype
+    PackedActivations mid;
+};
+
+ActivationQuant quant_for(const PackedWeight& w, ActivationQuant mode) {
+    return w.quantized ? mode : ActivationQuant::None;
+}
+
+// Gathers (and, if asked, FP8-quantises) rows of `src` into a packed GEMM operand.
+void prepare_operand(const float* src, int64_t stride, const std::vector<int64_t>* rows, int64_t m, int64_t k,
+                     ActivationQuant mode, PackedActivations& out) {
+    std::vector<float> values(static_cast<size_t>(m * k));
+    std::vector<float> scales;
+    const int64_t groups = (k + 127) / 128;
+    if (fp8_keeps_scales(mode)) scales.resize(size_t(m * groups));
+    for (int64_t i = 0; i < m; ++i) {
+        const float* row = src + (rows ? (*rows)[size_t(i)] : i) * stride;
+        if (mode == ActivationQuant::None) {
+            std::copy(row, row + k, values.data() + i * k);
+        } else {
+            quantize_row_fp8(row, k, mode, values.data() + i * k, scales.empty() ? nullptr : scales.data() + i * groups);
+        }
+    }
+    ActivationRows a;
+    a.values = values.data();
+    a.block_scale = scales.empty() ? nullptr : scales.data();
+    a.rows = m;
+    a.cols = k;
+    pack_activations(a, out);
+}
+
+struct WorkItem {
+    size_t job;
+    int64_t panel;
+};
+
+}  // namespace
+
+PackedExpert pack_expert(const ExpertWeights& w) {
+    PackedExpert p{pack_weight(w.gate), pack_weight(w.up), pack_weight(w.down)};
+    SMOE_CHECK(p.gate.quantized == p.up.quantized && p.gate.quantized == p.down.quantized, BadFormat,
+               "{}: gate, up and down projections mix quantised and dense formats", w.gate.name);
+    return p;
+}
+
+void parallel_gemm(const PackedActivations& a, const PackedWeight& w, float* c, int64_t ldc, int threads) {
+    const int64_t panels = w.panels();
+    // Tiles are grouped so each item has enough work to amortise its panel's trip through cache.
+    const int64_t tiles = a.tile_count(), tiles_per_item = 16;
+    const int64_t tile_chunks = (tiles + tiles_per_item - 1) / tiles_per_item;
+    const int64_t items = panels * tile_chunks;
+    parallel_for(items, threads, [&](int64_t it) {
+        const int64_t p = it % panels, tc = it / panels;
+        gemm_tiles(a, w, p, p + 1, tc * tiles_per_item, (tc + 1) * tiles_per_item, c, ldc);
+    });
+}
+
+void run_expert_jobs(const ExpertStageParams& params, const std::vector<ExpertJob>& jobs) {
+    const int64_t H = params.hidden_size;
+    std::vector<JobBuffers> buffers(jobs.size());
+    std::vector<std::vector<float>> gate_up(jobs.size());
+
+    // 1. Gather and quantise each expert's input rows.
+    parallel_for(int64_t(jobs.size()), params.threads, [&](int64_t j) {
+        const ExpertJob& job = jobs[size_t(j)];
+        const int64_t m = int64_t(job.tokens.size());
+        const int64_t I = job.expert->gate.rows;
+        prepare_operand(params.hidden, H, &job.tokens, m, H, quant_for(job.expert->gate, params.act_quant),
+                        buffers[size_t(j)].x);
+        gate_up[size_t(j)].assign(size_t(2 * m * I), 0.0f);
+        buffers[size_t(j)].hidden_mid.assign(size_t(m * I), 0.0f);
+    });
+
+    // 2. Gate and up projections with SwiGLU, split by (expert, panel of 32 intermediate features).
+    std::vector<WorkItem> items;
+    for (size_t j = 0; j < jobs.size(); ++j)
+        for (int64_t p = 0; p < jobs[size_t(j)].expert->gate.panels(); ++p) items.push_back({j, p});
+    parallel_for(int64_t(items.size()), params.threads, [&](int64_t it) {
+        const ExpertJob& job = jobs[items[size_t(it)].job];
+        JobBuffers& buf = buffers[items[size_t(it)].job];
+        const int64_t m = int64_t(job.tokens.size()), I = job.expert->gate.rows, p = items[size_t(it)].panel;
+        float* g = gate_up[items[size_t(it)].job].data();
+        float* u = g + m * I;
+        gemm_tiles(buf.x, job.expert->gate, p, p + 1, 0, buf.x.tile_count(), g, I);
+        gemm_tiles(buf.x, job.expert->up, p, p + 1, 0, buf.x.tile_count(), u, I);
+        const int64_t n0 = p * kPanelWidth, n1 = std::min(I, n0 + kPanelWidth);
+        for (int64_t i = 0; i < m; ++i) {
+            for (int64_t n = n0; n < n1; ++n) {
+                const float gv = round_act(g[i * I + n], params.act_dtype);
+                const float uv = round_act(u[i * I + n], params.act_dtype);
+                float h = swiglu(gv, uv, job.swiglu_limit);
+                if (job.weight_before_down) h = job.weights[size_t(i)] * h;
+                buf.hidden_mid[size_t(i * I + n)] = round_act(h, params.act_dtype);
+            }
+        }
+    });
+
+    // 3. Down projection input (quantised again for quantised experts).
+    parallel_for(int64_t(jobs.size()), params.threads, [&](int64_t j) {
+        const ExpertJob& job = jobs[size_t(j)];
+        const int64_t m = int64_t(job.tokens.size()), I = job.expert->gate.rows;
+        prepare_operand(buffers[size_t(j)].hidden_mid.data(), I, nullptr, m, I,
+                        quant_for(job.expert->down, params.act_quant), buffers[size_t(j)].mid);
+        std::vector<float>().swap(gate_up[size_t(j)]);
+        gate_up[size_t(j)].assign(size_t(m * H), 0.0f);  // reused as the down projection's output
+    });
+
+    // 4. Down projection, split by (expert, panel of 32 hidden features); contributions rounded once.
+    items.clear();
+    for (size_t j = 0; j < jobs.size(); ++j)
+        for (int64_t p = 0; p < jobs[size_t(j)].expert->down.panels(); ++p) items.push_back({j, p});
+    parallel_for(int64_t(items.size()), params.threads, [&](int64_t it) {
+        const ExpertJob& job = jobs[items[size_t(it)].job];
+        JobBuffers& buf = buffers[items[size_t(it)].job];
+        const int64_t m = int64_t(job.tokens.size()), p = items[size_t(it)].panel;
+        float* d = gate_up[items[size_t(it)].job].data();
+        gemm_tiles(buf.mid, job.expert->down, p, p + 1, 0, buf.mid.tile_count(), d, H);
+        const int64_t n0 = p * kPanelWidth, n1 = std::min(H, n0 + kPanelWidth);
+        for (int64_t i = 0; i < m; ++i) {
+            float* dst = params.out + job.destinations[size_t(i)] * H;
+            const float w = job.weight_before_down ? 1.0f : job.weights[size_t(i)];
+            for (int64_t n = n0; n < n1; ++n) {
+                const float v = d[i * H + n];
+                dst[n] = round_act(job.weight_before_down ? v : w * v, params.act_dtype);
+            }
+        }
+    });
+}
+
+}  // namespace steadymoe::cpu
+
+namespace steadymoe::cpu {
+
+size_t PackedLayer::bytes() const {
+    size_t total = router.bytes() + (has_shared ? shared.bytes() : 0);
+    for (const auto& e : experts) total += e.bytes();
+    return total;
+}
+
+PackedLayer pack_layer(const MoeLayerWeights& w, int threads) {
+    PackedLayer p;
+    p.router = pack_dense(w.router, "router");
+    p.experts.resize(w.experts.size());
+    parallel_for(int64_t(w.experts.size()), threads,
+                 [&](int64_t e) { p.experts[size_t(e)] = pack_expert(w.experts[size_t(e)]); });
+    p.has_shared = w.has_shared;
+    if (w.has_shared) p.shared = pack_expert(w.shared);
+    return p;
+}
+
+}  // namespace steadymoe::cpu

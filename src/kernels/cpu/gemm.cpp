@@ -1,0 +1,261 @@
+#include "steadymoe/kernels/cpu/gemm.hpp"
+
+#include "steadymoe/core/numeric.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace steadymoe::cpu {
+
+namespace {
+
+constexpr int64_t kScaleBlock = 128;
+
+// Row r of w with every scale that folds exactly applied; the rest is left to block_scale.
+void decode_row_foldable(const WeightMatrix& w, int64_t r, float* out) {
+    if (w.format == ExpertFormat::Fp8 && w.scale.dtype() == DType::F32) {
+        const uint8_t* p = w.data.data<uint8_t>() + r * w.cols;
+        for (int64_t k = 0; k < w.cols; ++k) out[k] = e4m3_to_f32(p[k]);
+        return;
+    }
+    if (w.format == ExpertFormat::Nvfp4) {
+        WeightMatrix unit = w;
+        unit.global_scale = 1.0f;
+        unit.dequantize_row(r, out);
+        return;
+    }
+    w.dequantize_row(r, out);
+}
+
+bool has_unfoldable_scale(const WeightMatrix& w) {
+    return (w.format == ExpertFormat::Fp8 && w.scale.dtype() == DType::F32) ||
+           (w.format == ExpertFormat::Nvfp4 && w.global_scale != 1.0f);
+}
+
+float unfoldable_scale(const WeightMatrix& w, int64_t r, int64_t kb) {
+    if (w.format == ExpertFormat::Nvfp4) return w.global_scale;
+    return w.scale.data<float>()[(r / kFp8BlockSize) * w.scale.dim(1) + kb];
+}
+
+template <typename T>
+void scatter_row_into_panels(const T* row, int64_t r, int64_t cols, std::vector<T>& panels) {
+    const int64_t p = r / kPanelWidth, j = r % kPanelWidth;
+    T* base = panels.data() + p * cols * kPanelWidth + j;
+    for (int64_t k = 0; k < cols; ++k) base[k * kPanelWidth] = row[k];
+}
+
+}  // namespace
+
+PackedWeight pack_weight(const WeightMatrix& w) {
+    w.validate();
+    PackedWeight out;
+    out.rows = w.rows;
+    out.cols = w.cols;
+    out.quantized = w.format != ExpertFormat::Dense;
+    const int64_t padded = out.panels() * kPanelWidth * w.cols;
+    std::vector<float> row(static_cast<size_t>(w.cols));
+
+    // Decoded values go to bf16 panels when every one of them is exactly representable there.
+    bool exact_in_bf16 = !(w.format == ExpertFormat::Dense && w.data.dtype() != DType::BF16);
+    if (exact_in_bf16 && w.format != ExpertFormat::Dense) {
+        for (int64_t r = 0; r < w.rows && exact_in_bf16; ++r) {
+            decode_row_foldable(w, r, row.data());
+            for (int64_t k = 0; k < w.cols; ++k) {
+                if (round_to_bf16(row[k]) != row[k]) {
+                    exact_in_bf16 = false;
+                    break;
+                }
+            }
+        }
+    }
+    out.f32_panels = !exact_in_bf16;
+    if (out.f32_panels) out.f32.assign(size_t(padded), 0.0f);
+    else out.bf16.assign(size_t(padded), 0);
+
+    std::vector<uint16_t> row16(static_cast<size_t>(w.cols));
+    for (int64_t r = 0; r < w.rows; ++r) {
+        decode_row_foldable(w, r, row.data());
+        if (out.f32_panels) {
+            scatter_row_into_panels(row.data(), r, w.cols, out.f32);
+        } else {
+            for (int64_t k = 0; k < w.cols; ++k) row16[size_t(k)] = f32_to_bf16(row[k]);
+            scatter_row_into_panels(row16.data(), r, w.cols, out.bf16);
+        }
+    }
+    if (has_unfoldable_scale(w)) {
+        const int64_t nkb = out.k_blocks();
+        out.block_scale.assign(size_t(out.panels() * kPanelWidth * nkb), 0.0f);
+        for (int64_t r = 0; r < w.rows; ++r)
+            for (int64_t kb = 0; kb < nkb; ++kb) out.block_scale[size_t(r * nkb + kb)] = unfoldable_scale(w, r, kb);
+    }
+    return out;
+}
+
+PackedWeight pack_dense(const Tensor& t, const std::string& name) {
+    SMOE_CHECK(t.rank() == 2, BadFormat, "{}: expected a 2-D weight, got shape {}", name, shape_str(t.shape()));
+    WeightMatrix w;
+    w.format = ExpertFormat::Dense;
+    w.rows = t.dim(0);
+    w.cols = t.dim(1);
+    w.data = t;
+    w.name = name;
+    return pack_weight(w);
+}
+
+void pack_activations(const ActivationRows& a, PackedActivations& out) {
+    out.rows = a.rows;
+    out.cols = a.cols;
+    const int64_t tiles = out.tile_count(), K = a.cols;
+    out.tiles.assign(size_t(tiles * K * kTileRows), 0.0f);
+    for (int64_t r = 0; r < a.rows; ++r) {
+        float* dst = out.tiles.data() + (r / kTileRows) * K * kTileRows + (r % kTileRows);
+        const float* src = a.values + r * K;
+        for (int64_t k = 0; k < K; ++k) dst[k * kTileRows] = src[k];
+    }
+    out.block_scale.clear();
+    if (a.block_scale) {
+        const int64_t nkb = (K + kScaleBlock - 1) / kScaleBlock;
+        out.block_scale.assign(size_t(tiles * nkb * kTileRows), 0.0f);
+        for (int64_t r = 0; r < a.rows; ++r)
+            for (int64_t kb = 0; kb < nkb; ++kb)
+                out.block_scale[size_t(((r / kTileRows) * nkb + kb) * kTileRows + r % kTileRows)] =
+                    a.block_scale[r * nkb + kb];
+    }
+}
+
+namespace {
+
+// acc[i][j] (i < 8 rows, j < 32 features) += sum over k in [k0, k1) of a[k][i] * b[k][j], one fma
+// chain per element in ascending k.
+#if defined(__AVX512F__)
+template <bool kBf16>
+inline void chain_tile(const float* a, const void* b, int64_t k0, int64_t k1, __m512 acc[16]) {
+    for (int64_t k = k0; k < k1; ++k) {
+        __m512 b0, b1;
+        if constexpr (kBf16) {
+            const uint16_t* bp = static_cast<const uint16_t*>(b) + k * kPanelWidth;
+            b0 = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp))), 16));
+            b1 = _mm512_castsi512_ps(_mm512_slli_epi32(
+                _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bp + 16))), 16));
+        } else {
+            const float* bp = static_cast<const float*>(b) + k * kPanelWidth;
+            b0 = _mm512_loadu_ps(bp);
+            b1 = _mm512_loadu_ps(bp + 16);
+        }
+        const float* ak = a + k * kTileRows;
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+            const __m512 ai = _mm512_set1_ps(ak[i]);
+            acc[2 * i] = _mm512_fmadd_ps(ai, b0, acc[2 * i]);
+            acc[2 * i + 1] = _mm512_fmadd_ps(ai, b1, acc[2 * i + 1]);
+        }
+    }
+}
+
+template <bool kBf16>
+void tile_kernel(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t kblock,
+                 float ctile[kTileRows][kPanelWidth]) {
+    const int64_t K = w.cols, nkb = w.k_blocks();
+    const float* ap = a.tiles.data() + tile * K * kTileRows;
+    const void* bp = kBf16 ? static_cast<const void*>(w.bf16.data() + panel * K * kPanelWidth)
+                           : static_cast<const void*>(w.f32.data() + panel * K * kPanelWidth);
+    const bool scaled = kblock != K || !w.block_scale.empty() || !a.block_scale.empty();
+    __m512 c[16];
+    for (auto& v : c) v = _mm512_setzero_ps();
+    for (int64_t k0 = 0, kb = 0; k0 < K; k0 += kblock, ++kb) {
+        __m512 acc[16];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        chain_tile<kBf16>(ap, bp, k0, std::min(K, k0 + kblock), acc);
+        if (!scaled) {
+            for (int i = 0; i < 16; ++i) c[i] = acc[i];
+            continue;
+        }
+        __m512 sw0 = _mm512_set1_ps(1.0f), sw1 = sw0;
+        if (!w.block_scale.empty()) {
+            alignas(64) float s[kPanelWidth];
+            for (int j = 0; j < kPanelWidth; ++j) s[j] = w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
+            sw0 = _mm512_load_ps(s);
+            sw1 = _mm512_load_ps(s + 16);
+        }
+        for (int i = 0; i < 8; ++i) {
+            const float sa = a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
+            const __m512 vsa = _mm512_set1_ps(sa);
+            c[2 * i] = _mm512_fmadd_ps(acc[2 * i], _mm512_mul_ps(vsa, sw0), c[2 * i]);
+            c[2 * i + 1] = _mm512_fmadd_ps(acc[2 * i + 1], _mm512_mul_ps(vsa, sw1), c[2 * i + 1]);
+        }
+    }
+    for (int i = 0; i < 8; ++i) {
+        _mm512_storeu_ps(ctile[i], c[2 * i]);
+        _mm512_storeu_ps(ctile[i] + 16, c[2 * i + 1]);
+    }
+}
+#else
+template <bool kBf16>
+void tile_kernel(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t kblock,
+                 float ctile[kTileRows][kPanelWidth]) {
+    const int64_t K = w.cols, nkb = w.k_blocks();
+    const float* ap = a.tiles.data() + tile * K * kTileRows;
+    const bool scaled = kblock != K || !w.block_scale.empty() || !a.block_scale.empty();
+    for (int i = 0; i < kTileRows; ++i) {
+        for (int j = 0; j < kPanelWidth; ++j) {
+            float c = 0.0f;
+            for (int64_t k0 = 0, kb = 0; k0 < K; k0 += kblock, ++kb) {
+                float acc = 0.0f;
+                for (int64_t k = k0; k < std::min(K, k0 + kblock); ++k) {
+                    const size_t bi = size_t((panel * K + k) * kPanelWidth + j);
+                    const float b = kBf16 ? bf16_to_f32(w.bf16[bi]) : w.f32[bi];
+                    acc = std::fma(ap[k * kTileRows + i], b, acc);
+                }
+                if (!scaled) {
+                    c = acc;
+                    continue;
+                }
+                const float sw = w.block_scale.empty() ? 1.0f
+                                                       : w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
+                const float sa = a.block_scale.empty() ? 1.0f
+                                                       : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
+                c = std::fma(acc, sa * sw, c);
+            }
+            ctile[i][j] = c;
+        }
+    }
+}
+#endif
+
+}  // namespace
+
+void gemm_tiles(const PackedActivations& a, const PackedWeight& w, int64_t panel_begin, int64_t panel_end,
+                int64_t tile_begin, int64_t tile_end, float* c, int64_t ldc) {
+    SMOE_CHECK(a.cols == w.cols, Internal, "gemm: activations have {} columns, weight has {}", a.cols, w.cols);
+    const int64_t K = w.cols;
+    // One chain over all of K unless some scale must be applied per 128-wide block.
+    const int64_t kblock = (!w.block_scale.empty() || !a.block_scale.empty()) ? kScaleBlock : K;
+    if (K == 0 || a.rows == 0) return;
+    alignas(64) float ctile[kTileRows][kPanelWidth];
+    for (int64_t p = panel_begin; p < panel_end; ++p) {
+        const int64_t n0 = p * kPanelWidth, n_valid = std::min<int64_t>(kPanelWidth, w.rows - n0);
+        for (int64_t t = tile_begin; t < std::min(tile_end, a.tile_count()); ++t) {
+            if (w.f32_panels) tile_kernel<false>(a, t, w, p, kblock, ctile);
+            else tile_kernel<true>(a, t, w, p, kblock, ctile);
+            const int64_t m_valid = std::min<int64_t>(kTileRows, a.rows - t * kTileRows);
+            for (int64_t i = 0; i < m_valid; ++i)
+                std::memcpy(c + (t * kTileRows + i) * ldc + n0, ctile[i], size_t(n_valid) * sizeof(float));
+        }
+    }
+}
+
+const char* gemm_isa() {
+#if defined(__AVX512F__)
+    return "avx512";
+#else
+    return "scalar";
+#endif
+}
+
+}  // namespace steadymoe::cpu

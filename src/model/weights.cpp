@@ -1,0 +1,162 @@
+#include "steadymoe/model/weights.hpp"
+
+#include "steadymoe/core/numeric.hpp"
+
+#include <cmath>
+
+namespace steadymoe {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void expect_shape(const Tensor& t, const Shape& want, const std::string& what, const std::string& name) {
+    SMOE_CHECK(t.defined(), BadFormat, "{}: the {} tensor is missing", name, what);
+    SMOE_CHECK(t.shape() == want, BadFormat, "{}: {} has shape {}, expected {}", name, what, shape_str(t.shape()),
+               shape_str(want));
+}
+
+}  // namespace
+
+void WeightMatrix::validate() const {
+    SMOE_CHECK(rows > 0 && cols > 0, BadFormat, "{}: empty weight [{}, {}]", name, rows, cols);
+    switch (format) {
+        case ExpertFormat::Dense:
+            SMOE_CHECK(data.dtype() == DType::BF16 || data.dtype() == DType::F16 || data.dtype() == DType::F32,
+                       BadFormat, "{}: dense weights must be BF16, F16 or F32, not {}", name,
+                       dtype_name(data.dtype()));
+            expect_shape(data, {rows, cols}, "weight", name);
+            break;
+        case ExpertFormat::Fp8:
+            SMOE_CHECK(data.dtype() == DType::F8_E4M3, BadFormat, "{}: FP8 weights must be F8_E4M3, not {}", name,
+                       dtype_name(data.dtype()));
+            expect_shape(data, {rows, cols}, "weight", name);
+            SMOE_CHECK(scale.defined() && (scale.dtype() == DType::F32 || scale.dtype() == DType::F8_E8M0),
+                       BadFormat, "{}: FP8 block scales must be F32 or F8_E8M0", name);
+            expect_shape(scale, {ceil_div(rows, kFp8BlockSize), ceil_div(cols, kFp8BlockSize)}, "block scale",
+                         name);
+            break;
+        case ExpertFormat::Fp4:
+        case ExpertFormat::Nvfp4: {
+            const int64_t block = format == ExpertFormat::Fp4 ? kMxBlockSize : kNvfp4BlockSize;
+            SMOE_CHECK(data.dtype() == DType::I8 || data.dtype() == DType::U8, BadFormat,
+                       "{}: packed FP4 weights must be I8 or U8, not {}", name, dtype_name(data.dtype()));
+            SMOE_CHECK(cols % block == 0, BadFormat, "{}: {} input features are not a multiple of the {}-wide "
+                       "scale block", name, cols, block);
+            expect_shape(data, {rows, cols / 2}, "packed weight", name);
+            const DType want = format == ExpertFormat::Fp4 ? DType::F8_E8M0 : DType::F8_E4M3;
+            SMOE_CHECK(scale.defined() && scale.dtype() == want, BadFormat, "{}: scales must be {}", name,
+                       dtype_name(want));
+            expect_shape(scale, {rows, cols / block}, "scale", name);
+            SMOE_CHECK(std::isfinite(global_scale), BadFormat, "{}: global scale is not finite", name);
+            break;
+        }
+    }
+}
+
+void WeightMatrix::check_finite() const {
+    const int64_t n = data.numel();
+    switch (data.dtype()) {
+        case DType::BF16: {
+            const uint16_t* p = data.data<uint16_t>();
+            for (int64_t i = 0; i < n; ++i)
+                SMOE_CHECK((p[i] & 0x7F80u) != 0x7F80u, BadFormat, "{}: non-finite value at element {} (row {})",
+                           name, i, i / cols);
+            break;
+        }
+        case DType::F16: {
+            const uint16_t* p = data.data<uint16_t>();
+            for (int64_t i = 0; i < n; ++i)
+                SMOE_CHECK((p[i] & 0x7C00u) != 0x7C00u, BadFormat, "{}: non-finite value at element {} (row {})",
+                           name, i, i / cols);
+            break;
+        }
+        case DType::F32: {
+            const float* p = data.data<float>();
+            for (int64_t i = 0; i < n; ++i)
+                SMOE_CHECK(std::isfinite(p[i]), BadFormat, "{}: non-finite value at element {} (row {})", name, i,
+                           i / cols);
+            break;
+        }
+        case DType::F8_E4M3: {
+            const uint8_t* p = data.data<uint8_t>();
+            for (int64_t i = 0; i < n; ++i)
+                SMOE_CHECK((p[i] & 0x7Fu) != 0x7Fu, BadFormat, "{}: NaN code at element {} (row {})", name, i,
+                           i / cols);
+            break;
+        }
+        default: break;  // e2m1 has no NaN codes
+    }
+    if (!scale.defined()) return;
+    const int64_t ns = scale.numel();
+    if (scale.dtype() == DType::F8_E8M0) {
+        const uint8_t* p = scale.data<uint8_t>();
+        for (int64_t i = 0; i < ns; ++i)
+            SMOE_CHECK(p[i] != 0xFF, BadFormat, "{}: NaN scale (0xFF) at scale element {}", name, i);
+    } else if (scale.dtype() == DType::F8_E4M3) {
+        const uint8_t* p = scale.data<uint8_t>();
+        for (int64_t i = 0; i < ns; ++i)
+            SMOE_CHECK((p[i] & 0x7Fu) != 0x7Fu && !(p[i] & 0x80u), BadFormat,
+                       "{}: NaN or negative scale at scale element {}", name, i);
+    } else if (scale.dtype() == DType::F32) {
+        const float* p = scale.data<float>();
+        for (int64_t i = 0; i < ns; ++i)
+            SMOE_CHECK(std::isfinite(p[i]), BadFormat, "{}: non-finite scale at scale element {}", name, i);
+    }
+}
+
+void WeightMatrix::dequantize_row(int64_t r, float* out) const {
+    switch (format) {
+        case ExpertFormat::Dense: {
+            if (data.dtype() == DType::F32) {
+                const float* p = data.data<float>() + r * cols;
+                for (int64_t k = 0; k < cols; ++k) out[k] = p[k];
+            } else if (data.dtype() == DType::BF16) {
+                const uint16_t* p = data.data<uint16_t>() + r * cols;
+                for (int64_t k = 0; k < cols; ++k) out[k] = bf16_to_f32(p[k]);
+            } else {
+                const uint16_t* p = data.data<uint16_t>() + r * cols;
+                for (int64_t k = 0; k < cols; ++k) out[k] = f16_to_f32(p[k]);
+            }
+            break;
+        }
+        case ExpertFormat::Fp8: {
+            const uint8_t* p = data.data<uint8_t>() + r * cols;
+            const int64_t scale_cols = scale.dim(1);
+            const int64_t srow = r / kFp8BlockSize;
+            for (int64_t k = 0; k < cols; ++k) {
+                const int64_t sc = srow * scale_cols + k / kFp8BlockSize;
+                const float s = scale.dtype() == DType::F32 ? scale.data<float>()[sc]
+                                                            : e8m0_to_f32(scale.data<uint8_t>()[sc]);
+                out[k] = e4m3_to_f32(p[k]) * s;
+            }
+            break;
+        }
+        case ExpertFormat::Fp4:
+        case ExpertFormat::Nvfp4: {
+            const uint8_t* p = data.data<uint8_t>() + r * (cols / 2);
+            const int64_t block = format == ExpertFormat::Fp4 ? kMxBlockSize : kNvfp4BlockSize;
+            const uint8_t* s = scale.data<uint8_t>() + r * (cols / block);
+            for (int64_t k = 0; k < cols; ++k) {
+                const uint8_t byte = p[k / 2];
+                const float v = e2m1_to_f32((k & 1) ? uint8_t(byte >> 4) : uint8_t(byte & 0xF));
+                const float sv = format == ExpertFormat::Fp4 ? e8m0_to_f32(s[k / block])
+                                                             : e4m3_to_f32(s[k / block]);
+                out[k] = format == ExpertFormat::Fp4 ? v * sv : (v * sv) * global_scale;
+            }
+            break;
+        }
+    }
+}
+
+size_t MoeLayerWeights::stored_bytes() const {
+    size_t total = router.nbytes();
+    auto add = [&](const ExpertWeights& e) {
+        total += e.gate.stored_bytes() + e.up.stored_bytes() + e.down.stored_bytes();
+    };
+    for (const auto& e : experts) add(e);
+    if (has_shared) add(shared);
+    return total;
+}
+
+}  // namespace steadymoe

@@ -1,0 +1,25 @@
+// Shared test helpers: where the goldens are, scratch directories, comparisons.
+#pragma once
+
+#include "steadymoe/core/tensor.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace steadymoe::test {
+
+// ../shared/golden beside the checkout, or $STEADYMOE_GOLDEN_DIR. Fails the test when absent.
+std::filesystem::path golden_dir();
+// A fresh, empty scratch directory for this test (under the build tree).
+std::filesystem::path scratch_dir(const std::string& name);
+// Writes bytes to a file (overwrites).
+void write_file(const std::filesystem::path& path, const std::string& bytes);
+std::string read_file(const std::filesystem::path& path);
+// ||a - b|| / ||b|| over all elements, in double.
+double relative_error(const Tensor& a, const Tensor& b);
+// Index of the first differing byte-wise element, or -1 when bitwise equal.
+int64_t first_bit_difference(const void* a, const void* b, size_t bytes);
+
+}  // namespace steadymoe::test
