@@ -1,0 +1,134 @@
+// Bitwise invariance: a token's output bytes do not depend on the batch around it, its position,
+// the batch order, the thread count, masked or non-finite neighbours.
+#include "steadymoe/engine/demo_model.hpp"
+#include "steadymoe/engine/invariance.hpp"
+#include "steadymoe/engine/synthetic.hpp"
+#include "steadymoe/model/checkpoint.hpp"
+
+#include "test_util.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace steadymoe;
+
+namespace {
+
+DemoModelShape small_demo() {
+    DemoModelShape s;
+    s.hidden = 256;
+    s.intermediate = 128;
+    s.experts = 16;
+    s.top_k = 4;
+    s.vocab = 512;
+    return s;
+}
+
+void expect_invariant(const MoeLayer& layer, const MoeInput& probe) {
+    InvarianceOptions opt;  // batch sizes 1, 2, 3, 7, 64, 257, 1000; threads 1, 2, 8
+    const InvarianceReport report = run_invariance(layer, probe, opt);
+    EXPECT_GE(report.cases.size(), 20u);
+    for (const auto& c : report.cases) EXPECT_TRUE(c.passed) << c.name << ": " << c.first_difference;
+}
+
+}  // namespace
+
+class DemoInvariance : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+
+TEST_P(DemoInvariance, EveryBatchPositionOrderAndThreadCount) {
+    const auto [L, dtype] = GetParam();
+    const DemoModelShape s = small_demo();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, L));
+    MoeInput probe;
+    probe.hidden = synthetic::tensor(dtype, {4, s.hidden}, 99, synthetic::kHidden, 1.0f);
+    probe.token_ids = demo_token_ids(s, 4, 3);
+    expect_invariant(layer, probe);
+}
+
+INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, DemoInvariance,
+                         ::testing::Combine(::testing::Values(0, 1), ::testing::Values(DType::BF16, DType::F32)));
+
+TEST(GoldenInvariance, DeepseekV3AndQwen3Layers) {
+    for (auto [name, L] : {std::pair<const char*, int>{"deepseek-v3-tiny", 1}, {"qwen3-moe-tiny", 0}}) {
+        SCOPED_TRACE(name);
+        const auto dir = test::golden_dir() / name;
+        const Checkpoint ckpt = Checkpoint::open(dir);
+        const SafetensorsFile io = SafetensorsFile::open(dir / "io.safetensors");
+        MoeInput probe;
+        probe.hidden = io.get("input").rows(0, 4);
+        expect_invariant(MoeLayer::from_checkpoint(ckpt, L), probe);
+    }
+}
+
+TEST(AdversarialRouting, EveryTokenToTheSameExperts) {
+    DemoModelShape s = small_demo();
+    MoeLayerWeights w = demo_layer_weights(s, 0);
+    int32_t* table = w.tid2eid.mutable_data<int32_t>();
+    for (int64_t v = 0; v < s.vocab; ++v)
+        for (int64_t k = 0; k < s.top_k; ++k) table[v * s.top_k + k] = int32_t(k);
+    const MoeLayer layer(demo_config(s), std::move(w));
+    MoeInput in;
+    in.hidden = demo_hidden(s, 300, 1);
+    in.token_ids = demo_token_ids(s, 300, 1);
+    const MoeOutput out = layer.forward(in);
+    for (int64_t e = 0; e < s.experts; ++e) EXPECT_EQ(out.expert_load[size_t(e)], e < s.top_k ? 300 : 0) << e;
+    // Token 123 alone gives the same bytes as inside the lopsided batch.
+    MoeInput one;
+    one.hidden = in.hidden.rows(123, 124);
+    one.token_ids = in.token_ids.rows(123, 124);
+    const MoeOutput alone = layer.forward(one);
+    EXPECT_EQ(test::first_bit_difference(alone.output.raw(),
+                                         static_cast<const char*>(out.output.raw()) + 123 * s.hidden * 2,
+                                         alone.output.nbytes()),
+              -1);
+}
+
+TEST(AdversarialRouting, BiasPullsEveryTokenToOneExpertOfTheScoredLayer) {
+    DemoModelShape s = small_demo();
+    MoeLayerWeights w = demo_layer_weights(s, 1);
+    w.selection_bias.mutable_data<float>()[5] = 100.0f;  // selection only: weights stay unbiased
+    const MoeLayer layer(demo_config(s), std::move(w));
+    MoeInput in;
+    in.hidden = demo_hidden(s, 65, 2);
+    const MoeOutput out = layer.forward(in);
+    EXPECT_EQ(out.expert_load[5], 65);
+    for (int64_t t = 0; t < 65; ++t) {
+        EXPECT_EQ(out.topk_ids.data<int32_t>()[t * s.top_k], 5) << "slot 0 of token " << t;
+        EXPECT_LT(out.topk_weights.data<float>()[t * s.top_k], 1.5f);
+    }
+}
+
+TEST(AdversarialRouting, EmptyAndSingleTokenBatches) {
+    const DemoModelShape s = small_demo();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1));
+    MoeInput empty;
+    empty.hidden = Tensor::zeros(DType::BF16, {0, s.hidden});
+    const MoeOutput out0 = layer.forward(empty);
+    EXPECT_EQ(out0.output.dim(0), 0);
+    EXPECT_EQ(out0.topk_ids.dim(0), 0);
+    MoeInput one;
+    one.hidden = demo_hidden(s, 1, 5);
+    const MoeOutput out1 = layer.forward(one);
+    int64_t routed = 0;
+    for (int64_t v : out1.expert_load) routed += v;
+    EXPECT_EQ(routed, s.top_k);
+}
+
+TEST(Masking, MaskedTokensAreZeroUnroutedAndUncounted) {
+    const DemoModelShape s = small_demo();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1));
+    MoeInput in;
+    in.hidden = demo_hidden(s, 10, 6);
+    in.mask = Tensor::zeros(DType::BOOL, {10});
+    for (int64_t t = 0; t < 10; t += 2) in.mask.mutable_data<uint8_t>()[t] = 1;
+    const MoeOutput out = layer.forward(in);
+    int64_t routed = 0;
+    for (int64_t v : out.expert_load) routed += v;
+    EXPECT_EQ(routed, 5 * s.top_k);
+    for (int64_t t = 1; t < 10; t += 2) {
+        for (int64_t h = 0; h < s.hidden; ++h) ASSERT_EQ(out.output.data<uint16_t>()[t * s.hidden + h], 0) << t;
+        for (int64_t k = 0; k < s.top_k; ++k) {
+            EXPECT_EQ(out.topk_ids.data<int32_t>()[t * s.top_k + k], -1);
+            EXPECT_EQ(out.topk_weights.data<float>()[t * s.top_k + k], 0.0f);
+        }
+    }
+}
