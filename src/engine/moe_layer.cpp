@@ -23,19 +23,8 @@ const char* activation_quant_name(ActivationQuant a) {
 
 namespace {
 
-void check_layer_weights(const MoeConfig& cfg, const MoeLayerWeights& w, bool check_finite) {
-    const int64_t E = cfg.n_routed_experts;
-    SMOE_CHECK(int64_t(w.experts.size()) == E, InvalidArgument, "layer {}: {} experts given, the config has {}",
-               w.layer, w.experts.size(), E);
-    SMOE_CHECK(w.router.defined() && w.router.rank() == 2 && w.router.dim(0) == E &&
-                   w.router.dim(1) == cfg.hidden_size,
-               InvalidArgument, "layer {}: router weight must be [{}, {}]", w.layer, E, cfg.hidden_size);
-    SMOE_CHECK(!cfg.is_hash_layer(w.layer) || w.tid2eid.defined(), InvalidArgument,
-               "layer {} is hash-routed but has no tid2eid table", w.layer);
-    SMOE_CHECK(w.has_shared == (cfg.n_shared_experts > 0), InvalidArgument,
-               "layer {}: shared expert weights {} but the config has {} shared experts", w.layer,
-               w.has_shared ? "given" : "missing", cfg.n_shared_experts);
-    if (!check_finite) return;
+// NaN/Inf codes anywhere in the weights (one pass over them).
+void check_weights_finite(const MoeLayerWeights& w) {
     auto check = [](const ExpertWeights& e) {
         e.gate.check_finite();
         e.up.check_finite();
@@ -45,9 +34,6 @@ void check_layer_weights(const MoeConfig& cfg, const MoeLayerWeights& w, bool ch
     if (w.has_shared) check(w.shared);
     WeightMatrix router{ExpertFormat::Dense, w.router.dim(0), w.router.dim(1), w.router, {}, 1.0f, "router"};
     router.check_finite();
-    for (int64_t e = 0; w.selection_bias.defined() && e < E; ++e)
-        SMOE_CHECK(std::isfinite(w.selection_bias.data<float>()[e]), BadFormat,
-                   "layer {}: selection bias of expert {} is not finite", w.layer, e);
 }
 
 // The caller's hidden states as exact float32 values, and its dtype for rounding.
@@ -105,7 +91,12 @@ void reject_nonfinite(const float* x, int64_t T, int64_t H, const std::vector<ui
 MoeLayer::MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions options)
     : config_(std::move(config)), options_(options) {
     config_.validate();
-    check_layer_weights(config_, weights, options_.check_weights);
+    validate_layer_weights(config_, weights);
+    // The bias is tiny and steers every token: always checked, whatever check_weights says.
+    for (int64_t e = 0; weights.selection_bias.defined() && e < config_.n_routed_experts; ++e)
+        SMOE_CHECK(std::isfinite(weights.selection_bias.data<float>()[e]), BadFormat,
+                   "layer {}: selection bias of expert {} is not finite", weights.layer, e);
+    if (options_.check_weights) check_weights_finite(weights);
     act_quant_ = options_.activation_quant.value_or(config_.native_activation_quant());
     options_.threads = resolve_threads(options_.threads);
     packed_ = std::make_shared<const cpu::PackedLayer>(cpu::pack_layer(weights, options_.threads));

@@ -165,6 +165,7 @@ MoeLayerWeights load_moe_layer(const Checkpoint& ckpt, int64_t layer) {
             w.shared_gate = vector_f32(ckpt.get(g), H, g);
         }
     }
+    validate_layer_weights(cfg, w);
     return w;
 }
 

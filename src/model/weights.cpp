@@ -2,6 +2,8 @@
 
 #include "steadymoe/core/numeric.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 namespace steadymoe {
@@ -147,6 +149,56 @@ void WeightMatrix::dequantize_row(int64_t r, float* out) const {
             break;
         }
     }
+}
+
+namespace {
+
+void expect_matrix(const WeightMatrix& m, int64_t rows, int64_t cols, const std::string& what) {
+    SMOE_CHECK(m.rows == rows && m.cols == cols, InvalidArgument, "{} '{}' is [{}, {}], expected [{}, {}]", what,
+               m.name, m.rows, m.cols, rows, cols);
+    m.validate();
+}
+
+void expect_expert(const ExpertWeights& e, int64_t H, int64_t I, const std::string& what) {
+    expect_matrix(e.gate, I, H, what + " gate projection");
+    expect_matrix(e.up, I, H, what + " up projection");
+    expect_matrix(e.down, H, I, what + " down projection");
+}
+
+}  // namespace
+
+void validate_layer_weights(const MoeConfig& cfg, const MoeLayerWeights& w) {
+    const int64_t H = cfg.hidden_size, I = cfg.moe_intermediate_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    const int64_t L = w.layer;
+    SMOE_CHECK(w.router.defined() && w.router.rank() == 2 && w.router.dim(0) == E && w.router.dim(1) == H,
+               InvalidArgument, "layer {}: router weight must be [{}, {}]", L, E, H);
+    SMOE_CHECK(w.router.dtype() == DType::BF16 || w.router.dtype() == DType::F16 || w.router.dtype() == DType::F32,
+               InvalidArgument, "layer {}: router weight has dtype {}, expected BF16, F16 or F32", L,
+               dtype_name(w.router.dtype()));
+    SMOE_CHECK(int64_t(w.experts.size()) == E, InvalidArgument, "layer {}: {} experts given, the config has {}", L,
+               w.experts.size(), E);
+    for (int64_t e = 0; e < E; ++e) expect_expert(w.experts[size_t(e)], H, I, fmt::format("layer {} expert {}", L, e));
+    SMOE_CHECK(w.has_shared == (cfg.n_shared_experts > 0), InvalidArgument,
+               "layer {}: shared expert weights {} but the config has {} shared experts", L,
+               w.has_shared ? "given" : "missing", cfg.n_shared_experts);
+    if (w.has_shared) expect_expert(w.shared, H, cfg.shared_intermediate_size, fmt::format("layer {} shared expert", L));
+    SMOE_CHECK(!w.shared_gate.defined() || (w.shared_gate.dtype() == DType::F32 && w.shared_gate.numel() == H),
+               InvalidArgument, "layer {}: shared expert gate must be F32 [{}]", L, H);
+    SMOE_CHECK(!w.selection_bias.defined() ||
+                   (w.selection_bias.dtype() == DType::F32 && w.selection_bias.rank() == 1 &&
+                    w.selection_bias.dim(0) == E),
+               InvalidArgument, "layer {}: selection bias must be F32 [{}], got {} {}", L, E,
+               dtype_name(w.selection_bias.dtype()), shape_str(w.selection_bias.shape()));
+    const bool hash = cfg.is_hash_layer(L);
+    SMOE_CHECK(!hash || w.tid2eid.defined(), InvalidArgument, "layer {} is hash-routed but has no tid2eid table", L);
+    if (!w.tid2eid.defined()) return;
+    SMOE_CHECK(w.tid2eid.dtype() == DType::I32 && w.tid2eid.rank() == 2 && w.tid2eid.dim(1) == K, InvalidArgument,
+               "layer {}: tid2eid must be I32 [vocab, {}], got {} {}", L, K, dtype_name(w.tid2eid.dtype()),
+               shape_str(w.tid2eid.shape()));
+    const int32_t* ids = w.tid2eid.data<int32_t>();
+    for (int64_t i = 0; i < w.tid2eid.numel(); ++i)
+        SMOE_CHECK(0 <= ids[i] && ids[i] < E, InvalidArgument,
+                   "layer {}: tid2eid token {} slot {} names expert {}, outside [0, {})", L, i / K, i % K, ids[i], E);
 }
 
 size_t MoeLayerWeights::stored_bytes() const {

@@ -61,6 +61,11 @@ struct MoeLayerWeights {
     size_t stored_bytes() const;
 };
 
+// Checks a layer's weights against the config: tensor shapes and dtypes, every matrix's [rows, cols]
+// (routed [I, H] / [H, I], shared [Is, H] / [H, Is]), tid2eid ids in [0, E), bias and shared gate
+// sizes. Throws InvalidArgument naming the tensor. Cheap: it reads no weight values except tid2eid.
+void validate_layer_weights(const MoeConfig& config, const MoeLayerWeights& weights);
+
 class Checkpoint;
 // Reads layer L's MoE weights by the family's tensor names; detects each matrix's format from the
 // tensors present. Throws NotFound / BadFormat naming the tensor at fault.
