@@ -101,7 +101,8 @@ void finish_weights(const MoeConfig& cfg, const float* scores, const int32_t* id
     const bool deepseek_v2 = cfg.family == ModelFamily::DeepseekV2;
     const bool v4 = cfg.family == ModelFamily::DeepseekV4;
     // DeepSeek-V4 normalises every non-softmax score; the others follow norm_topk_prob.
-    const bool normalise = v4 ? cfg.score_func != ScoreFunc::Softmax : (cfg.norm_topk_prob && k > 0);
+    // (DeepSeek-V2 skips normalising a single expert's weight.)
+    const bool normalise = v4 ? cfg.score_func != ScoreFunc::Softmax : (cfg.norm_topk_prob && (!deepseek_v2 || k > 1));
     if (normalise) {
         float sum = 0.0f;
         for (int64_t s = 0; s < k; ++s) sum += w[s];
