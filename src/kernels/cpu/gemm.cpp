@@ -158,71 +158,73 @@ inline void chain_tile(const float* a, const void* b, int64_t k0, int64_t k1, __
     }
 }
 
+// Continues the accumulators of one 8x32 tile over k in [k0, k1). Unscaled: one chain per element,
+// carried across calls through `ctile`, so splitting K into chunks changes no value. Scaled: k0 and
+// k1 fall on 128-block boundaries (or K) and each block's chain is folded in as c = fma(p, s, c).
 template <bool kBf16>
-void tile_kernel(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t kblock,
-                 float ctile[kTileRows][kPanelWidth]) {
+void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t k0,
+                int64_t k1, bool scaled, float* ctile) {
     const int64_t K = w.cols, nkb = w.k_blocks();
     const float* ap = a.tiles.data() + tile * K * kTileRows;
     const void* bp = kBf16 ? static_cast<const void*>(w.bf16.data() + panel * K * kPanelWidth)
                            : static_cast<const void*>(w.f32.data() + panel * K * kPanelWidth);
-    const bool scaled = kblock != K || !w.block_scale.empty() || !a.block_scale.empty();
     __m512 c[16];
-    for (auto& v : c) v = _mm512_setzero_ps();
-    for (int64_t k0 = 0, kb = 0; k0 < K; k0 += kblock, ++kb) {
-        __m512 acc[16];
-        for (auto& v : acc) v = _mm512_setzero_ps();
-        chain_tile<kBf16>(ap, bp, k0, std::min(K, k0 + kblock), acc);
-        if (!scaled) {
-            for (int i = 0; i < 16; ++i) c[i] = acc[i];
-            continue;
-        }
-        __m512 sw0 = _mm512_set1_ps(1.0f), sw1 = sw0;
-        if (!w.block_scale.empty()) {
-            alignas(64) float s[kPanelWidth];
-            for (int j = 0; j < kPanelWidth; ++j) s[j] = w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
-            sw0 = _mm512_load_ps(s);
-            sw1 = _mm512_load_ps(s + 16);
-        }
-        for (int i = 0; i < 8; ++i) {
-            const float sa = a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
-            const __m512 vsa = _mm512_set1_ps(sa);
-            c[2 * i] = _mm512_fmadd_ps(acc[2 * i], _mm512_mul_ps(vsa, sw0), c[2 * i]);
-            c[2 * i + 1] = _mm512_fmadd_ps(acc[2 * i + 1], _mm512_mul_ps(vsa, sw1), c[2 * i + 1]);
+    for (int i = 0; i < 16; ++i) c[i] = _mm512_loadu_ps(ctile + 16 * i);
+    if (!scaled) {
+        chain_tile<kBf16>(ap, bp, k0, k1, c);
+    } else {
+        for (int64_t b0 = k0; b0 < k1; b0 += kScaleBlock) {
+            const int64_t kb = b0 / kScaleBlock;
+            __m512 acc[16];
+            for (auto& v : acc) v = _mm512_setzero_ps();
+            chain_tile<kBf16>(ap, bp, b0, std::min(k1, b0 + kScaleBlock), acc);
+            __m512 sw0 = _mm512_set1_ps(1.0f), sw1 = sw0;
+            if (!w.block_scale.empty()) {
+                alignas(64) float sv[kPanelWidth];
+                for (int j = 0; j < kPanelWidth; ++j)
+                    sv[j] = w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
+                sw0 = _mm512_load_ps(sv);
+                sw1 = _mm512_load_ps(sv + 16);
+            }
+            for (int i = 0; i < 8; ++i) {
+                const float sa =
+                    a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
+                const __m512 vsa = _mm512_set1_ps(sa);
+                c[2 * i] = _mm512_fmadd_ps(acc[2 * i], _mm512_mul_ps(vsa, sw0), c[2 * i]);
+                c[2 * i + 1] = _mm512_fmadd_ps(acc[2 * i + 1], _mm512_mul_ps(vsa, sw1), c[2 * i + 1]);
+            }
         }
     }
-    for (int i = 0; i < 8; ++i) {
-        _mm512_storeu_ps(ctile[i], c[2 * i]);
-        _mm512_storeu_ps(ctile[i] + 16, c[2 * i + 1]);
-    }
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(ctile + 16 * i, c[i]);
 }
 #else
 template <bool kBf16>
-void tile_kernel(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t kblock,
-                 float ctile[kTileRows][kPanelWidth]) {
+void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t k0,
+                int64_t k1, bool scaled, float* ctile) {
     const int64_t K = w.cols, nkb = w.k_blocks();
     const float* ap = a.tiles.data() + tile * K * kTileRows;
-    const bool scaled = kblock != K || !w.block_scale.empty() || !a.block_scale.empty();
+    auto b_at = [&](int64_t k, int j) {
+        const size_t bi = size_t((panel * K + k) * kPanelWidth + j);
+        return kBf16 ? bf16_to_f32(w.bf16[bi]) : w.f32[bi];
+    };
     for (int i = 0; i < kTileRows; ++i) {
         for (int j = 0; j < kPanelWidth; ++j) {
-            float c = 0.0f;
-            for (int64_t k0 = 0, kb = 0; k0 < K; k0 += kblock, ++kb) {
+            float& c = ctile[i * kPanelWidth + j];
+            if (!scaled) {
+                for (int64_t k = k0; k < k1; ++k) c = std::fma(ap[k * kTileRows + i], b_at(k, j), c);
+                continue;
+            }
+            for (int64_t b0 = k0; b0 < k1; b0 += kScaleBlock) {
+                const int64_t kb = b0 / kScaleBlock;
                 float acc = 0.0f;
-                for (int64_t k = k0; k < std::min(K, k0 + kblock); ++k) {
-                    const size_t bi = size_t((panel * K + k) * kPanelWidth + j);
-                    const float b = kBf16 ? bf16_to_f32(w.bf16[bi]) : w.f32[bi];
-                    acc = std::fma(ap[k * kTileRows + i], b, acc);
-                }
-                if (!scaled) {
-                    c = acc;
-                    continue;
-                }
-                const float sw = w.block_scale.empty() ? 1.0f
-                                                       : w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
-                const float sa = a.block_scale.empty() ? 1.0f
-                                                       : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
+                for (int64_t k = b0; k < std::min(k1, b0 + kScaleBlock); ++k)
+                    acc = std::fma(ap[k * kTileRows + i], b_at(k, j), acc);
+                const float sw =
+                    w.block_scale.empty() ? 1.0f : w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
+                const float sa =
+                    a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
                 c = std::fma(acc, sa * sw, c);
             }
-            ctile[i][j] = c;
         }
     }
 }
@@ -234,18 +236,31 @@ void gemm_tiles(const PackedActivations& a, const PackedWeight& w, int64_t panel
                 int64_t tile_begin, int64_t tile_end, float* c, int64_t ldc) {
     SMOE_CHECK(a.cols == w.cols, Internal, "gemm: activations have {} columns, weight has {}", a.cols, w.cols);
     const int64_t K = w.cols;
-    // One chain over all of K unless some scale must be applied per 128-wide block.
-    const int64_t kblock = (!w.block_scale.empty() || !a.block_scale.empty()) ? kScaleBlock : K;
-    if (K == 0 || a.rows == 0) return;
-    alignas(64) float ctile[kTileRows][kPanelWidth];
+    tile_end = std::min(tile_end, a.tile_count());
+    if (K == 0 || tile_begin >= tile_end) return;
+    // Scales apply per 128-wide k block when either operand has them; otherwise one chain over K.
+    const bool scaled = !w.block_scale.empty() || !a.block_scale.empty();
+    // K is walked in chunks so a chunk of the weight panel (256 x 32) stays in L1 while every tile
+    // of activations passes over it; the accumulators wait in `acc` between chunks.
+    constexpr int64_t kChunk = 2 * kScaleBlock;
+    constexpr int64_t kTileFloats = kTileRows * kPanelWidth;
+    std::vector<float> acc(static_cast<size_t>((tile_end - tile_begin) * kTileFloats));
     for (int64_t p = panel_begin; p < panel_end; ++p) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+            const int64_t k1 = std::min(K, k0 + kChunk);
+            for (int64_t t = tile_begin; t < tile_end; ++t) {
+                float* ct = acc.data() + (t - tile_begin) * kTileFloats;
+                if (w.f32_panels) tile_chunk<false>(a, t, w, p, k0, k1, scaled, ct);
+                else tile_chunk<true>(a, t, w, p, k0, k1, scaled, ct);
+            }
+        }
         const int64_t n0 = p * kPanelWidth, n_valid = std::min<int64_t>(kPanelWidth, w.rows - n0);
-        for (int64_t t = tile_begin; t < std::min(tile_end, a.tile_count()); ++t) {
-            if (w.f32_panels) tile_kernel<false>(a, t, w, p, kblock, ctile);
-            else tile_kernel<true>(a, t, w, p, kblock, ctile);
+        for (int64_t t = tile_begin; t < tile_end; ++t) {
             const int64_t m_valid = std::min<int64_t>(kTileRows, a.rows - t * kTileRows);
             for (int64_t i = 0; i < m_valid; ++i)
-                std::memcpy(c + (t * kTileRows + i) * ldc + n0, ctile[i], size_t(n_valid) * sizeof(float));
+                std::memcpy(c + (t * kTileRows + i) * ldc + n0, acc.data() + (t - tile_begin) * kTileFloats + i * kPanelWidth,
+                            size_t(n_valid) * sizeof(float));
         }
     }
 }
