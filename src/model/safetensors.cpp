@@ -318,7 +318,15 @@ const TensorInfo* SafetensorsFile::find(const std::string& name) const {
 Tensor SafetensorsFile::get(const std::string& name) const {
     const TensorInfo* info = find(name);
     SMOE_CHECK(info != nullptr, NotFound, "{}: no tensor named '{}'", origin_, name);
-    return Tensor::borrow(info->dtype, info->shape, data_area_ + info->begin, mapping_);
+    const uint8_t* bytes = data_area_ + info->begin;
+    // Offsets need not respect the element size (writers pack tensors back to back); a misaligned
+    // view would make every typed read undefined, so such a tensor is copied into aligned memory.
+    if (reinterpret_cast<uintptr_t>(bytes) % dtype_size(info->dtype) != 0) {
+        Tensor copy = Tensor::zeros(info->dtype, info->shape);
+        std::memcpy(copy.mutable_raw(), bytes, copy.nbytes());
+        return copy;
+    }
+    return Tensor::borrow(info->dtype, info->shape, bytes, mapping_);
 }
 
 // ---- writing ------------------------------------------------------------------------------------

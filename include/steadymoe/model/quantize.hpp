@@ -35,8 +35,8 @@ struct QuantizeOptions {
     std::function<void(size_t, size_t, const std::string&)> progress;
 };
 
-// Converts every routed-expert matrix of every MoE layer of the checkpoint in `in_dir` (which must be
-// Dense) and writes a complete checkpoint to `out_dir`: other tensors copied unchanged, config.json
+// Converts every routed-expert matrix of every MoE layer of the checkpoint in `in_dir` (stored in any
+// format: quantised inputs are dequantised exactly first) and writes a complete checkpoint to `out_dir`: other tensors copied unchanged, config.json
 // with quantization_config / expert format updated. Files are written to temporary names and
 // renamed, so an interrupted run leaves no partial file under a final name.
 void quantize_checkpoint(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
