@@ -12,15 +12,6 @@
 
 namespace steadymoe {
 
-const char* activation_quant_name(ActivationQuant a) {
-    switch (a) {
-        case ActivationQuant::None: return "none";
-        case ActivationQuant::Fp8Block: return "fp8 (per-128 scale)";
-        case ActivationQuant::Fp8Pow2: return "fp8 (per-128 power-of-two scale)";
-    }
-    return "?";
-}
-
 namespace {
 
 // NaN/Inf codes anywhere in the weights (one pass over them).

@@ -75,6 +75,4 @@ private:
     ActivationQuant act_quant_ = ActivationQuant::None;
 };
 
-const char* activation_quant_name(ActivationQuant a);
-
 }  // namespace steadymoe

@@ -100,6 +100,7 @@ struct MoeConfig {
 };
 
 const char* score_func_name(ScoreFunc f);
+const char* activation_quant_name(ActivationQuant a);
 const char* expert_format_name(ExpertFormat f);
 const char* model_family_name(ModelFamily f);
 
