@@ -14,6 +14,15 @@ namespace steadymoe {
 
 namespace {
 
+// Per calling thread, grown to the largest batch seen and kept: a forward pass in steady state
+// allocates no large buffers.
+thread_local std::vector<float> t_logits;
+thread_local std::vector<float> t_contributions;
+
+void grow(std::vector<float>& v, int64_t n) {
+    if (int64_t(v.size()) < n) v.resize(size_t(n));
+}
+
 // NaN/Inf codes anywhere in the weights (one pass over them).
 void check_weights_finite(const MoeLayerWeights& w) {
     auto check = [](const ExpertWeights& e) {
@@ -132,7 +141,8 @@ MoeOutput MoeLayer::forward(const MoeInput& input) const {
     if (T == 0) return out;
 
     // Router logits in fp32, then per-token routing.
-    std::vector<float> logits(static_cast<size_t>(T * E));
+    std::vector<float>& logits = t_logits;
+    grow(logits, T * E);
     {
         cpu::PackedActivations packed;
         cpu::pack_activations({xv, nullptr, T, H}, packed);
@@ -195,7 +205,10 @@ MoeOutput MoeLayer::forward(const MoeInput& input) const {
         if (!shared.tokens.empty()) jobs.push_back(std::move(shared));
     }
 
-    std::vector<float> contributions(size_t((T * K + T) * H), 0.0f);
+    // Row t*K+k: slot k of token t; row T*K+t: token t's shared expert. Only real tokens' rows are
+    // written and read, so the reused buffer needs no clearing.
+    std::vector<float>& contributions = t_contributions;
+    grow(contributions, (T * K + T) * H);
     cpu::ExpertStageParams sp;
     sp.hidden = xv;
     sp.hidden_size = H;

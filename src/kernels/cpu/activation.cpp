@@ -7,8 +7,6 @@
 
 namespace steadymoe::cpu {
 
-float round_act(float x, ActDType dtype) { return dtype == ActDType::BF16 ? round_to_bf16(x) : x; }
-
 void quantize_row_fp8(const float* x, int64_t n, ActivationQuant mode, float* values, float* scales) {
     constexpr int64_t kGroup = 128;
     for (int64_t g0 = 0, g = 0; g0 < n; g0 += kGroup, ++g) {
@@ -25,15 +23,6 @@ void quantize_row_fp8(const float* x, int64_t n, ActivationQuant mode, float* va
         }
         if (scales) scales[g] = fp8_keeps_scales(mode) ? s : 1.0f;
     }
-}
-
-float swiglu(float gate, float up, float limit) {
-    if (limit > 0.0f) {
-        up = std::clamp(up, -limit, limit);
-        gate = std::min(gate, limit);
-    }
-    const float silu = gate / (1.0f + std::exp(-gate));
-    return silu * up;
 }
 
 }  // namespace steadymoe::cpu

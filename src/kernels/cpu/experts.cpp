@@ -12,10 +12,22 @@ namespace {
 // An expert's inputs (gathered token rows, FP8-quantised when its weights are quantised) packed for
 // the GEMM, and its SwiGLU output rows.
 struct JobBuffers {
+    std::vector<float> values;      // gathered (quantised) rows before packing
+    std::vector<float> scales;      // their per-128 scales, when kept
     PackedActivations x;
+    std::vector<float> gate_up;     // [m][I] gate then [m][I] up; later [m][H] down output
     std::vector<float> hidden_mid;  // [m][I] SwiGLU output, rounded to the activation dtype
     PackedActivations mid;
 };
+
+// The expert stage's buffers, one set per calling thread, kept between calls: after the first batch
+// of a given size no forward pass allocates or faults in fresh pages. Every element a pass reads was
+// written earlier in the same pass, so nothing needs clearing.
+thread_local std::vector<JobBuffers> t_buffers;
+
+void grow(std::vector<float>& v, int64_t n) {
+    if (int64_t(v.size()) < n) v.resize(size_t(n));
+}
 
 ActivationQuant quant_for(const PackedWeight& w, ActivationQuant mode) {
     return w.quantized ? mode : ActivationQuant::None;
@@ -23,22 +35,23 @@ ActivationQuant quant_for(const PackedWeight& w, ActivationQuant mode) {
 
 // Gathers (and, if asked, FP8-quantises) rows of `src` into a packed GEMM operand.
 void prepare_operand(const float* src, int64_t stride, const std::vector<int64_t>* rows, int64_t m, int64_t k,
-                     ActivationQuant mode, PackedActivations& out) {
-    std::vector<float> values(static_cast<size_t>(m * k));
-    std::vector<float> scales;
+                     ActivationQuant mode, JobBuffers& buf, PackedActivations& out) {
+    std::vector<float>& values = buf.values;
+    grow(values, m * k);
     const int64_t groups = (k + 127) / 128;
-    if (fp8_keeps_scales(mode)) scales.resize(size_t(m * groups));
+    const bool keep_scales = fp8_keeps_scales(mode);
+    if (keep_scales) grow(buf.scales, m * groups);
     for (int64_t i = 0; i < m; ++i) {
         const float* row = src + (rows ? (*rows)[size_t(i)] : i) * stride;
         if (mode == ActivationQuant::None) {
             std::copy(row, row + k, values.data() + i * k);
         } else {
-            quantize_row_fp8(row, k, mode, values.data() + i * k, scales.empty() ? nullptr : scales.data() + i * groups);
+            quantize_row_fp8(row, k, mode, values.data() + i * k, keep_scales ? buf.scales.data() + i * groups : nullptr);
         }
     }
     ActivationRows a;
     a.values = values.data();
-    a.block_scale = scales.empty() ? nullptr : scales.data();
+    a.block_scale = keep_scales ? buf.scales.data() : nullptr;
     a.rows = m;
     a.cols = k;
     pack_activations(a, out);
@@ -72,39 +85,40 @@ void parallel_gemm(const PackedActivations& a, const PackedWeight& w, float* c, 
 
 void run_expert_jobs(const ExpertStageParams& params, const std::vector<ExpertJob>& jobs) {
     const int64_t H = params.hidden_size;
-    std::vector<JobBuffers> buffers(jobs.size());
-    std::vector<std::vector<float>> gate_up(jobs.size());
+    std::vector<JobBuffers>& buffers = t_buffers;
+    if (buffers.size() < jobs.size()) buffers.resize(jobs.size());
 
     // 1. Gather and quantise each expert's input rows.
     parallel_for(int64_t(jobs.size()), params.threads, [&](int64_t j) {
         const ExpertJob& job = jobs[size_t(j)];
-        const int64_t m = int64_t(job.tokens.size());
-        const int64_t I = job.expert->gate.rows;
-        prepare_operand(params.hidden, H, &job.tokens, m, H, quant_for(job.expert->gate, params.act_quant),
-                        buffers[size_t(j)].x);
-        gate_up[size_t(j)].assign(size_t(2 * m * I), 0.0f);
-        buffers[size_t(j)].hidden_mid.assign(size_t(m * I), 0.0f);
+        JobBuffers& buf = buffers[size_t(j)];
+        const int64_t m = int64_t(job.tokens.size()), I = job.expert->gate.rows;
+        prepare_operand(params.hidden, H, &job.tokens, m, H, quant_for(job.expert->gate, params.act_quant), buf,
+                        buf.x);
+        grow(buf.gate_up, std::max(2 * m * I, m * H));
+        grow(buf.hidden_mid, m * I);
     });
 
     // 2. Gate and up projections with SwiGLU, split by (expert, panel of 32 intermediate features).
     std::vector<WorkItem> items;
     for (size_t j = 0; j < jobs.size(); ++j)
-        for (int64_t p = 0; p < jobs[size_t(j)].expert->gate.panels(); ++p) items.push_back({j, p});
+        for (int64_t p = 0; p < jobs[j].expert->gate.panels(); ++p) items.push_back({j, p});
     parallel_for(int64_t(items.size()), params.threads, [&](int64_t it) {
         const ExpertJob& job = jobs[items[size_t(it)].job];
         JobBuffers& buf = buffers[items[size_t(it)].job];
         const int64_t m = int64_t(job.tokens.size()), I = job.expert->gate.rows, p = items[size_t(it)].panel;
-        float* g = gate_up[items[size_t(it)].job].data();
+        float* g = buf.gate_up.data();
         float* u = g + m * I;
         gemm_tiles(buf.x, job.expert->gate, p, p + 1, 0, buf.x.tile_count(), g, I);
         gemm_tiles(buf.x, job.expert->up, p, p + 1, 0, buf.x.tile_count(), u, I);
         const int64_t n0 = p * kPanelWidth, n1 = std::min(I, n0 + kPanelWidth);
         for (int64_t i = 0; i < m; ++i) {
+            const float w = job.weight_before_down ? job.weights[size_t(i)] : 1.0f;
             for (int64_t n = n0; n < n1; ++n) {
                 const float gv = round_act(g[i * I + n], params.act_dtype);
                 const float uv = round_act(u[i * I + n], params.act_dtype);
                 float h = swiglu(gv, uv, job.swiglu_limit);
-                if (job.weight_before_down) h = job.weights[size_t(i)] * h;
+                if (job.weight_before_down) h = w * h;
                 buf.hidden_mid[size_t(i * I + n)] = round_act(h, params.act_dtype);
             }
         }
@@ -113,22 +127,22 @@ void run_expert_jobs(const ExpertStageParams& params, const std::vector<ExpertJo
     // 3. Down projection input (quantised again for quantised experts).
     parallel_for(int64_t(jobs.size()), params.threads, [&](int64_t j) {
         const ExpertJob& job = jobs[size_t(j)];
+        JobBuffers& buf = buffers[size_t(j)];
         const int64_t m = int64_t(job.tokens.size()), I = job.expert->gate.rows;
-        prepare_operand(buffers[size_t(j)].hidden_mid.data(), I, nullptr, m, I,
-                        quant_for(job.expert->down, params.act_quant), buffers[size_t(j)].mid);
-        std::vector<float>().swap(gate_up[size_t(j)]);
-        gate_up[size_t(j)].assign(size_t(m * H), 0.0f);  // reused as the down projection's output
+        prepare_operand(buf.hidden_mid.data(), I, nullptr, m, I, quant_for(job.expert->down, params.act_quant), buf,
+                        buf.mid);
     });
 
     // 4. Down projection, split by (expert, panel of 32 hidden features); contributions rounded once.
+    // gate_up is free again and holds the down projection's fp32 output.
     items.clear();
     for (size_t j = 0; j < jobs.size(); ++j)
-        for (int64_t p = 0; p < jobs[size_t(j)].expert->down.panels(); ++p) items.push_back({j, p});
+        for (int64_t p = 0; p < jobs[j].expert->down.panels(); ++p) items.push_back({j, p});
     parallel_for(int64_t(items.size()), params.threads, [&](int64_t it) {
         const ExpertJob& job = jobs[items[size_t(it)].job];
         JobBuffers& buf = buffers[items[size_t(it)].job];
         const int64_t m = int64_t(job.tokens.size()), p = items[size_t(it)].panel;
-        float* d = gate_up[items[size_t(it)].job].data();
+        float* d = buf.gate_up.data();
         gemm_tiles(buf.mid, job.expert->down, p, p + 1, 0, buf.mid.tile_count(), d, H);
         const int64_t n0 = p * kPanelWidth, n1 = std::min(H, n0 + kPanelWidth);
         for (int64_t i = 0; i < m; ++i) {

@@ -111,7 +111,14 @@ void pack_activations(const ActivationRows& a, PackedActivations& out) {
     out.rows = a.rows;
     out.cols = a.cols;
     const int64_t tiles = out.tile_count(), K = a.cols;
-    out.tiles.assign(size_t(tiles * K * kTileRows), 0.0f);
+    // Reused buffers are not cleared: every real row is written below; only the padding rows of
+    // the last tile must be zero.
+    out.tiles.resize(size_t(tiles * K * kTileRows));
+    if (a.rows % kTileRows != 0) {
+        float* last = out.tiles.data() + (tiles - 1) * K * kTileRows;
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t i = a.rows % kTileRows; i < kTileRows; ++i) last[k * kTileRows + i] = 0.0f;
+    }
     for (int64_t r = 0; r < a.rows; ++r) {
         float* dst = out.tiles.data() + (r / kTileRows) * K * kTileRows + (r % kTileRows);
         const float* src = a.values + r * K;

@@ -3,7 +3,11 @@
 // another token.
 #pragma once
 
+#include "steadymoe/core/numeric.hpp"
 #include "steadymoe/model/config.hpp"
+
+#include <algorithm>
+#include <cmath>
 
 #include <cstdint>
 
@@ -12,7 +16,7 @@ namespace steadymoe::cpu {
 // The dtype activations are rounded to between stages: that of the caller's hidden states.
 enum class ActDType { F32, BF16 };
 
-float round_act(float x, ActDType dtype);
+inline float round_act(float x, ActDType dtype) { return dtype == ActDType::BF16 ? round_to_bf16(x) : x; }
 
 // Quantises one row of n values to e4m3 per 128-value group, DeepSeek style: amax floored at 1e-4,
 // scale = amax / 448 (rounded up to a power of two for Fp8Pow2), q = e4m3(x / scale) saturating.
@@ -25,6 +29,13 @@ inline bool fp8_keeps_scales(ActivationQuant mode) { return mode == ActivationQu
 
 // SwiGLU in fp32 on rounded gate/up values: silu(gate) * up, with DeepSeek-V4's clamp when
 // limit > 0 (up to [-limit, limit], gate to <= limit).
-float swiglu(float gate, float up, float limit);
+inline float swiglu(float gate, float up, float limit) {
+    if (limit > 0.0f) {
+        up = std::clamp(up, -limit, limit);
+        gate = std::min(gate, limit);
+    }
+    const float silu = gate / (1.0f + std::exp(-gate));
+    return silu * up;
+}
 
 }  // namespace steadymoe::cpu
