@@ -57,10 +57,23 @@ void prepare_operand(const float* src, int64_t stride, const std::vector<int64_t
     pack_activations(a, out);
 }
 
+// A unit of parallel work: one expert's rows against a group of adjacent weight panels (grouped so
+// each activation tile is reused across panels while it sits in L1).
+constexpr int64_t kPanelsPerItem = 4;
 struct WorkItem {
     size_t job;
-    int64_t panel;
+    int64_t panel;  // first panel of the group
+    int64_t panel_end;
 };
+
+std::vector<WorkItem> work_items(const std::vector<ExpertJob>& jobs, bool down) {
+    std::vector<WorkItem> items;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+        const int64_t panels = down ? jobs[j].expert->down.panels() : jobs[j].expert->gate.panels();
+        for (int64_t p = 0; p < panels; p += kPanelsPerItem) items.push_back({j, p, std::min(panels, p + kPanelsPerItem)});
+    }
+    return items;
+}
 
 }  // namespace
 
@@ -76,10 +89,11 @@ void parallel_gemm(const PackedActivations& a, const PackedWeight& w, float* c, 
     // Tiles are grouped so each item has enough work to amortise its panel's trip through cache.
     const int64_t tiles = a.tile_count(), tiles_per_item = 16;
     const int64_t tile_chunks = (tiles + tiles_per_item - 1) / tiles_per_item;
-    const int64_t items = panels * tile_chunks;
-    parallel_for(items, threads, [&](int64_t it) {
-        const int64_t p = it % panels, tc = it / panels;
-        gemm_tiles(a, w, p, p + 1, tc * tiles_per_item, (tc + 1) * tiles_per_item, c, ldc);
+    const int64_t panel_groups = (panels + kPanelsPerItem - 1) / kPanelsPerItem;
+    parallel_for(panel_groups * tile_chunks, threads, [&](int64_t it) {
+        const int64_t p = (it % panel_groups) * kPanelsPerItem, tc = it / panel_groups;
+        gemm_tiles(a, w, p, std::min(panels, p + kPanelsPerItem), tc * tiles_per_item, (tc + 1) * tiles_per_item, c,
+                   ldc);
     });
 }
 
@@ -100,18 +114,17 @@ void run_expert_jobs(const ExpertStageParams& params, const std::vector<ExpertJo
     });
 
     // 2. Gate and up projections with SwiGLU, split by (expert, panel of 32 intermediate features).
-    std::vector<WorkItem> items;
-    for (size_t j = 0; j < jobs.size(); ++j)
-        for (int64_t p = 0; p < jobs[j].expert->gate.panels(); ++p) items.push_back({j, p});
+    std::vector<WorkItem> items = work_items(jobs, false);
     parallel_for(int64_t(items.size()), params.threads, [&](int64_t it) {
         const ExpertJob& job = jobs[items[size_t(it)].job];
         JobBuffers& buf = buffers[items[size_t(it)].job];
-        const int64_t m = int64_t(job.tokens.size()), I = job.expert->gate.rows, p = items[size_t(it)].panel;
+        const int64_t m = int64_t(job.tokens.size()), I = job.expert->gate.rows;
+        const int64_t p = items[size_t(it)].panel, pe = items[size_t(it)].panel_end;
         float* g = buf.gate_up.data();
         float* u = g + m * I;
-        gemm_tiles(buf.x, job.expert->gate, p, p + 1, 0, buf.x.tile_count(), g, I);
-        gemm_tiles(buf.x, job.expert->up, p, p + 1, 0, buf.x.tile_count(), u, I);
-        const int64_t n0 = p * kPanelWidth, n1 = std::min(I, n0 + kPanelWidth);
+        gemm_tiles(buf.x, job.expert->gate, p, pe, 0, buf.x.tile_count(), g, I);
+        gemm_tiles(buf.x, job.expert->up, p, pe, 0, buf.x.tile_count(), u, I);
+        const int64_t n0 = p * kPanelWidth, n1 = std::min(I, pe * kPanelWidth);
         for (int64_t i = 0; i < m; ++i) {
             const float w = job.weight_before_down ? job.weights[size_t(i)] : 1.0f;
             for (int64_t n = n0; n < n1; ++n) {
@@ -135,16 +148,15 @@ void run_expert_jobs(const ExpertStageParams& params, const std::vector<ExpertJo
 
     // 4. Down projection, split by (expert, panel of 32 hidden features); contributions rounded once.
     // gate_up is free again and holds the down projection's fp32 output.
-    items.clear();
-    for (size_t j = 0; j < jobs.size(); ++j)
-        for (int64_t p = 0; p < jobs[j].expert->down.panels(); ++p) items.push_back({j, p});
+    items = work_items(jobs, true);
     parallel_for(int64_t(items.size()), params.threads, [&](int64_t it) {
         const ExpertJob& job = jobs[items[size_t(it)].job];
         JobBuffers& buf = buffers[items[size_t(it)].job];
-        const int64_t m = int64_t(job.tokens.size()), p = items[size_t(it)].panel;
+        const int64_t m = int64_t(job.tokens.size());
+        const int64_t p = items[size_t(it)].panel, pe = items[size_t(it)].panel_end;
         float* d = buf.gate_up.data();
-        gemm_tiles(buf.mid, job.expert->down, p, p + 1, 0, buf.mid.tile_count(), d, H);
-        const int64_t n0 = p * kPanelWidth, n1 = std::min(H, n0 + kPanelWidth);
+        gemm_tiles(buf.mid, job.expert->down, p, pe, 0, buf.mid.tile_count(), d, H);
+        const int64_t n0 = p * kPanelWidth, n1 = std::min(H, pe * kPanelWidth);
         for (int64_t i = 0; i < m; ++i) {
             float* dst = params.out + job.destinations[size_t(i)] * H;
             const float w = job.weight_before_down ? 1.0f : job.weights[size_t(i)];

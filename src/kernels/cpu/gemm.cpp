@@ -137,11 +137,13 @@ void pack_activations(const ActivationRows& a, PackedActivations& out) {
 
 namespace {
 
-// acc[i][j] (i < 8 rows, j < 32 features) += sum over k in [k0, k1) of a[k][i] * b[k][j], one fma
+constexpr int kAccRegs = int(kTileRows) * 2;  // two 16-lane registers per row of a tile
+
+// acc[i][j] (i < kTileRows rows, j < 32 features) += sum over k in [k0, k1) of a[k][i] * b[k][j], one fma
 // chain per element in ascending k.
 #if defined(__AVX512F__)
 template <bool kBf16>
-inline void chain_tile(const float* a, const void* b, int64_t k0, int64_t k1, __m512 acc[16]) {
+inline void chain_tile(const float* a, const void* b, int64_t k0, int64_t k1, __m512 acc[kAccRegs]) {
     for (int64_t k = k0; k < k1; ++k) {
         __m512 b0, b1;
         if constexpr (kBf16) {
@@ -156,8 +158,8 @@ inline void chain_tile(const float* a, const void* b, int64_t k0, int64_t k1, __
             b1 = _mm512_loadu_ps(bp + 16);
         }
         const float* ak = a + k * kTileRows;
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
+#pragma GCC unroll 16
+        for (int i = 0; i < int(kTileRows); ++i) {
             const __m512 ai = _mm512_set1_ps(ak[i]);
             acc[2 * i] = _mm512_fmadd_ps(ai, b0, acc[2 * i]);
             acc[2 * i + 1] = _mm512_fmadd_ps(ai, b1, acc[2 * i + 1]);
@@ -175,34 +177,34 @@ void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w,
     const float* ap = a.tiles.data() + tile * K * kTileRows;
     const void* bp = kBf16 ? static_cast<const void*>(w.bf16.data() + panel * K * kPanelWidth)
                            : static_cast<const void*>(w.f32.data() + panel * K * kPanelWidth);
-    __m512 c[16];
-    for (int i = 0; i < 16; ++i) c[i] = _mm512_loadu_ps(ctile + 16 * i);
     if (!scaled) {
+        __m512 c[kAccRegs];
+        for (int i = 0; i < kAccRegs; ++i) c[i] = _mm512_loadu_ps(ctile + 16 * i);
         chain_tile<kBf16>(ap, bp, k0, k1, c);
-    } else {
-        for (int64_t b0 = k0; b0 < k1; b0 += kScaleBlock) {
-            const int64_t kb = b0 / kScaleBlock;
-            __m512 acc[16];
-            for (auto& v : acc) v = _mm512_setzero_ps();
-            chain_tile<kBf16>(ap, bp, b0, std::min(k1, b0 + kScaleBlock), acc);
-            __m512 sw0 = _mm512_set1_ps(1.0f), sw1 = sw0;
-            if (!w.block_scale.empty()) {
-                alignas(64) float sv[kPanelWidth];
-                for (int j = 0; j < kPanelWidth; ++j)
-                    sv[j] = w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
-                sw0 = _mm512_load_ps(sv);
-                sw1 = _mm512_load_ps(sv + 16);
-            }
-            for (int i = 0; i < 8; ++i) {
-                const float sa =
-                    a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
-                const __m512 vsa = _mm512_set1_ps(sa);
-                c[2 * i] = _mm512_fmadd_ps(acc[2 * i], _mm512_mul_ps(vsa, sw0), c[2 * i]);
-                c[2 * i + 1] = _mm512_fmadd_ps(acc[2 * i + 1], _mm512_mul_ps(vsa, sw1), c[2 * i + 1]);
-            }
+        for (int i = 0; i < kAccRegs; ++i) _mm512_storeu_ps(ctile + 16 * i, c[i]);
+        return;
+    }
+    // Scaled: each block's chain runs in registers; the running sum c waits in memory.
+    for (int64_t b0 = k0; b0 < k1; b0 += kScaleBlock) {
+        const int64_t kb = b0 / kScaleBlock;
+        __m512 acc[kAccRegs];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        chain_tile<kBf16>(ap, bp, b0, std::min(k1, b0 + kScaleBlock), acc);
+        __m512 sw0 = _mm512_set1_ps(1.0f), sw1 = sw0;
+        if (!w.block_scale.empty()) {
+            alignas(64) float sv[kPanelWidth];
+            for (int j = 0; j < kPanelWidth; ++j) sv[j] = w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
+            sw0 = _mm512_load_ps(sv);
+            sw1 = _mm512_load_ps(sv + 16);
+        }
+        for (int i = 0; i < int(kTileRows); ++i) {
+            const float sa = a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
+            const __m512 vsa = _mm512_set1_ps(sa);
+            float* ci = ctile + i * kPanelWidth;
+            _mm512_storeu_ps(ci, _mm512_fmadd_ps(acc[2 * i], _mm512_mul_ps(vsa, sw0), _mm512_loadu_ps(ci)));
+            _mm512_storeu_ps(ci + 16, _mm512_fmadd_ps(acc[2 * i + 1], _mm512_mul_ps(vsa, sw1), _mm512_loadu_ps(ci + 16)));
         }
     }
-    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(ctile + 16 * i, c[i]);
 }
 #else
 template <bool kBf16>
@@ -247,27 +249,30 @@ void gemm_tiles(const PackedActivations& a, const PackedWeight& w, int64_t panel
     if (K == 0 || tile_begin >= tile_end) return;
     // Scales apply per 128-wide k block when either operand has them; otherwise one chain over K.
     const bool scaled = !w.block_scale.empty() || !a.block_scale.empty();
-    // K is walked in chunks so a chunk of the weight panel (256 x 32) stays in L1 while every tile
-    // of activations passes over it; the accumulators wait in `acc` between chunks.
+    // K is walked in chunks; within a chunk each activation tile (256 x 12 floats, L1-resident) meets
+    // every panel of the range in turn (256 x 32 weights each), so both operands are reused from cache.
+    // The accumulators of every (tile, panel) pair wait in `acc` between chunks.
     constexpr int64_t kChunk = 2 * kScaleBlock;
     constexpr int64_t kTileFloats = kTileRows * kPanelWidth;
-    std::vector<float> acc(static_cast<size_t>((tile_end - tile_begin) * kTileFloats));
-    for (int64_t p = panel_begin; p < panel_end; ++p) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
-            const int64_t k1 = std::min(K, k0 + kChunk);
-            for (int64_t t = tile_begin; t < tile_end; ++t) {
-                float* ct = acc.data() + (t - tile_begin) * kTileFloats;
+    const int64_t tiles = tile_end - tile_begin, panels = panel_end - panel_begin;
+    std::vector<float> acc(static_cast<size_t>(tiles * panels * kTileFloats), 0.0f);
+    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+        const int64_t k1 = std::min(K, k0 + kChunk);
+        for (int64_t t = tile_begin; t < tile_end; ++t) {
+            for (int64_t p = panel_begin; p < panel_end; ++p) {
+                float* ct = acc.data() + ((t - tile_begin) * panels + (p - panel_begin)) * kTileFloats;
                 if (w.f32_panels) tile_chunk<false>(a, t, w, p, k0, k1, scaled, ct);
                 else tile_chunk<true>(a, t, w, p, k0, k1, scaled, ct);
             }
         }
-        const int64_t n0 = p * kPanelWidth, n_valid = std::min<int64_t>(kPanelWidth, w.rows - n0);
-        for (int64_t t = tile_begin; t < tile_end; ++t) {
-            const int64_t m_valid = std::min<int64_t>(kTileRows, a.rows - t * kTileRows);
+    }
+    for (int64_t t = tile_begin; t < tile_end; ++t) {
+        const int64_t m_valid = std::min<int64_t>(kTileRows, a.rows - t * kTileRows);
+        for (int64_t p = panel_begin; p < panel_end; ++p) {
+            const int64_t n0 = p * kPanelWidth, n_valid = std::min<int64_t>(kPanelWidth, w.rows - n0);
+            const float* ct = acc.data() + ((t - tile_begin) * panels + (p - panel_begin)) * kTileFloats;
             for (int64_t i = 0; i < m_valid; ++i)
-                std::memcpy(c + (t * kTileRows + i) * ldc + n0, acc.data() + (t - tile_begin) * kTileFloats + i * kPanelWidth,
-                            size_t(n_valid) * sizeof(float));
+                std::memcpy(c + (t * kTileRows + i) * ldc + n0, ct + i * kPanelWidth, size_t(n_valid) * sizeof(float));
         }
     }
 }

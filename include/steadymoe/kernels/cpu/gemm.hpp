@@ -15,7 +15,7 @@
 namespace steadymoe::cpu {
 
 inline constexpr int64_t kPanelWidth = 32;  // output features per packed weight panel (NR)
-inline constexpr int64_t kTileRows = 8;     // activation rows per micro-tile (MR)
+inline constexpr int64_t kTileRows = 12;    // activation rows per micro-tile (MR)
 
 // A weight matrix decoded once into panels of kPanelWidth output features, k-major:
 // panel p holds W[p*32 + j][k] at [k][j]. Every stored format decodes EXACTLY into bf16 panels
