@@ -1,5 +1,6 @@
 #include "steadymoe/engine/demo_model.hpp"
 
+#include "steadymoe/core/parallel.hpp"
 #include "steadymoe/engine/synthetic.hpp"
 #include "steadymoe/model/quantize.hpp"
 
@@ -73,7 +74,8 @@ MoeLayerWeights demo_layer_weights(const DemoModelShape& s, int64_t layer) {
     if (layer == 0) w.tid2eid = demo_tid2eid(s, seed);
     else w.selection_bias = synthetic::tensor(DType::F32, {E}, seed, synthetic::kBias, 0.01f);
     w.experts.resize(size_t(E));
-    for (int64_t e = 0; e < E; ++e) {
+    // Experts are independent: generate and quantise them on every core.
+    parallel_for(E, resolve_threads(0), [&](int64_t e) {
         const std::string base = fmt::format("demo.layers.{}.experts.{}.", layer, e);
         auto gate = expert_rows(seed, synthetic::kGateUp, e, 2 * I, H, 0, I);
         auto up = expert_rows(seed, synthetic::kGateUp, e, 2 * I, H, I, I);
@@ -82,7 +84,7 @@ MoeLayerWeights demo_layer_weights(const DemoModelShape& s, int64_t layer) {
         x.gate = quantize_mxfp4(gate.data(), I, H, E8M0Rounding::Up, base + "w1");
         x.up = quantize_mxfp4(up.data(), I, H, E8M0Rounding::Up, base + "w3");
         x.down = quantize_mxfp4(down.data(), H, I, E8M0Rounding::Up, base + "w2");
-    }
+    });
     w.has_shared = true;
     const std::string base = fmt::format("demo.layers.{}.shared_experts.", layer);
     auto sgate = expert_rows(seed, synthetic::kSharedGateUp, 0, 2 * I, H, 0, I);

@@ -143,8 +143,10 @@ InvarianceReport run_invariance(const MoeLayer& layer, const MoeInput& probe, co
         largest = std::max(largest, size);
         const int64_t m = std::min(n, size);
         const std::pair<const char*, int64_t> places[] = {{"first", 0}, {"middle", (size - m) / 2}, {"last", size - m}};
-        for (const auto& [where, at] : places) {
-            if (size == 1 && at != 0) continue;
+        for (size_t i = 0; i < 3; ++i) {
+            const auto& [where, at] = places[i];
+            // Small batches put several places at the same offset; run each distinct offset once.
+            if (i > 0 && (at == places[i - 1].second || at == places[0].second)) continue;
             check(fmt::format("batch {:>5}, probe tokens {}", size, where), first,
                   make_batch(layer, probe, m, size, at, false, false, false, options.seed), m);
         }
