@@ -26,15 +26,7 @@ using ::testing::HasSubstr;
 
 namespace {
 
-DemoModelShape small_demo() {
-    DemoModelShape s;
-    s.hidden = 256;
-    s.intermediate = 128;
-    s.experts = 16;
-    s.top_k = 4;
-    s.vocab = 512;
-    return s;
-}
+DemoModelShape small_demo() { return test::small_demo_shape(); }
 
 // Layer 0 of the demo routes by token id, layer 1 by score.
 MoeLayer demo_layer(int64_t layer, MoeLayerOptions options = {}) {

@@ -31,6 +31,14 @@ const char* fmt_name(Fmt f) {
     return "?";
 }
 
+// gtest names allow only letters, digits and '_'.
+std::string format_test_name(const ::testing::TestParamInfo<Fmt>& info) {
+    std::string s = fmt_name(info.param);
+    for (auto& ch : s)
+        if (ch == '-') ch = '_';
+    return s;
+}
+
 std::vector<float> random_matrix(int64_t rows, int64_t cols, uint32_t seed, float std) {
     const Tensor t = synthetic::tensor(DType::F32, {rows, cols}, seed, 2, std);
     return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
@@ -143,12 +151,7 @@ TEST_P(GemmFormats, Fp8ActivationBlocksMatchFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(AllFormats, GemmFormats,
                          ::testing::Values(Fmt::Bf16, Fmt::F32, Fmt::Fp8F32Scale, Fmt::Fp8E8m0, Fmt::Mxfp4, Fmt::Nvfp4),
-                         [](const auto& info) {
-                             std::string s = fmt_name(info.param);
-                             for (auto& ch : s)
-                                 if (ch == '-') ch = '_';
-                             return s;
-                         });
+                         format_test_name);
 
 TEST(GemmPacking, QuantisedFormatsDecodeExactlyIntoBf16Panels) {
     for (Fmt f : {Fmt::Fp8E8m0, Fmt::Mxfp4, Fmt::Nvfp4, Fmt::Fp8F32Scale}) {
@@ -225,9 +228,4 @@ TEST_P(LayerFormats, LayerMatchesFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(AllFormats, LayerFormats,
                          ::testing::Values(Fmt::Bf16, Fmt::F32, Fmt::Fp8F32Scale, Fmt::Fp8E8m0, Fmt::Mxfp4, Fmt::Nvfp4),
-                         [](const auto& info) {
-                             std::string s = fmt_name(info.param);
-                             for (auto& ch : s)
-                                 if (ch == '-') ch = '_';
-                             return s;
-                         });
+                         format_test_name);

@@ -64,29 +64,22 @@ void expect_same_routing(const MoeOutput& out, const Tensor& ref_ids, const Tens
 
 }  // namespace
 
-TEST(Golden, DeepseekV3TinyMatchesFloat64) {
-    Golden g = open_golden("deepseek-v3-tiny");
-    const MoeLayer layer = MoeLayer::from_checkpoint(g.ckpt, 1);
+// A Hugging Face golden: fp32 input, float64 reference output, routing from the reference's router.
+static void expect_matches_float64(const std::string& name, int64_t layer_index) {
+    Golden g = open_golden(name);
+    const MoeLayer layer = MoeLayer::from_checkpoint(g.ckpt, layer_index);
     MoeInput in;
     in.hidden = g.io.get("input");
     const MoeOutput out = layer.forward(in);
     expect_same_routing(out, g.io.get("router.gate.2"), g.io.get("router.gate.1"), 2e-6);
     const double err = test::relative_error(out.output, g.io.get("output_f64"));
     EXPECT_LE(err, 1e-5);
-    std::printf("deepseek-v3-tiny layer 1: relative error vs float64 = %.3g\n", err);
+    std::printf("%s layer %ld: relative error vs float64 = %.3g\n", name.c_str(), long(layer_index), err);
 }
 
-TEST(Golden, Qwen3MoeTinyMatchesFloat64) {
-    Golden g = open_golden("qwen3-moe-tiny");
-    const MoeLayer layer = MoeLayer::from_checkpoint(g.ckpt, 0);
-    MoeInput in;
-    in.hidden = g.io.get("input");
-    const MoeOutput out = layer.forward(in);
-    expect_same_routing(out, g.io.get("router.gate.2"), g.io.get("router.gate.1"), 2e-6);
-    const double err = test::relative_error(out.output, g.io.get("output_f64"));
-    EXPECT_LE(err, 1e-5);
-    std::printf("qwen3-moe-tiny layer 0: relative error vs float64 = %.3g\n", err);
-}
+TEST(Golden, DeepseekV3TinyMatchesFloat64) { expect_matches_float64("deepseek-v3-tiny", 1); }
+
+TEST(Golden, Qwen3MoeTinyMatchesFloat64) { expect_matches_float64("qwen3-moe-tiny", 0); }
 
 TEST(Golden, Qwen3MoeTinyThreadCountsGiveIdenticalBits) {
     Golden g = open_golden("qwen3-moe-tiny");

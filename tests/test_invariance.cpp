@@ -13,15 +13,7 @@ using namespace steadymoe;
 
 namespace {
 
-DemoModelShape small_demo() {
-    DemoModelShape s;
-    s.hidden = 256;
-    s.intermediate = 128;
-    s.experts = 16;
-    s.top_k = 4;
-    s.vocab = 512;
-    return s;
-}
+DemoModelShape small_demo() { return test::small_demo_shape(); }
 
 void expect_invariant(const MoeLayer& layer, const MoeInput& probe) {
     InvarianceOptions opt;  // batch sizes 1, 2, 3, 7, 64, 257, 1000; threads 1, 2, 8

@@ -59,4 +59,14 @@ int64_t first_bit_difference(const void* a, const void* b, size_t bytes) {
     return -1;
 }
 
+DemoModelShape small_demo_shape() {
+    DemoModelShape s;
+    s.hidden = 256;
+    s.intermediate = 128;
+    s.experts = 16;
+    s.top_k = 4;
+    s.vocab = 512;
+    return s;
+}
+
 }  // namespace steadymoe::test

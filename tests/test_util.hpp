@@ -2,6 +2,7 @@
 #pragma once
 
 #include "steadymoe/core/tensor.hpp"
+#include "steadymoe/engine/demo_model.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -21,5 +22,7 @@ std::string read_file(const std::filesystem::path& path);
 double relative_error(const Tensor& a, const Tensor& b);
 // Index of the first differing byte-wise element, or -1 when bitwise equal.
 int64_t first_bit_difference(const void* a, const void* b, size_t bytes);
+// The demo model shrunk for tests: H 256, I 128, 16 experts, top-4, vocabulary 512.
+DemoModelShape small_demo_shape();
 
 }  // namespace steadymoe::test

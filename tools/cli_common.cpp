@@ -363,22 +363,6 @@ std::string utc_timestamp() {
     return buf;
 }
 
-void write_file_atomic(const std::filesystem::path& path, const std::string& text) {
-    const std::filesystem::path tmp = path.string() + fmt::format(".tmp.{}", ::getpid());
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        SMOE_CHECK(f.good(), Io, "cannot write '{}'", tmp.string());
-        f << text;
-        f.flush();
-        SMOE_CHECK(f.good(), Io, "writing '{}' failed", tmp.string());
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-        std::filesystem::remove(tmp, ec);
-        SMOE_THROW(Io, "cannot rename into '{}'", path.string());
-    }
-}
 
 double now_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

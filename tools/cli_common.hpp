@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "steadymoe/core/files.hpp"
 #include "steadymoe/core/tensor.hpp"
 #include "steadymoe/engine/demo_model.hpp"
 #include "steadymoe/engine/moe_layer.hpp"
@@ -141,7 +142,6 @@ std::string cpu_model();      // "model name" from /proc/cpuinfo, or "unknown CP
 std::string git_commit();     // `git rev-parse HEAD` in the source tree, or "" when unavailable
 std::string utc_timestamp();  // 2026-11-29T21:36:00Z
 // Writes `text` to a temporary name beside `path`, then renames it into place.
-void write_file_atomic(const std::filesystem::path& path, const std::string& text);
 
 // Seconds on a monotonic clock.
 double now_seconds();

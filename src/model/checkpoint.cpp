@@ -7,6 +7,8 @@
 // Prefer 1 or 2: rule 3 also picks up unrelated safetensors files that happen to sit beside the model.
 #include "steadymoe/model/checkpoint.hpp"
 
+#include "steadymoe/core/files.hpp"
+
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -21,15 +23,9 @@ using json = nlohmann::json;
 
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kSingleFile = "model.safetensors";
+// An index lists one line per tensor; even the largest models stay far below this.
+constexpr uint64_t kMaxIndexBytes = 256ull << 20;
 
-std::string read_text(const fs::path& path) {
-    std::ifstream f(path, std::ios::binary);
-    SMOE_CHECK(f.good(), Io, "{}: cannot open for reading", path.string());
-    std::stringstream ss;
-    ss << f.rdbuf();
-    SMOE_CHECK(!f.bad(), Io, "{}: read failed", path.string());
-    return ss.str();
-}
 
 // A shard must be a plain file name inside the checkpoint directory: an index that could point at
 // "../x" or "/etc/x" would let a downloaded checkpoint make us read files outside it.
@@ -46,7 +42,7 @@ void check_shard_name(const std::string& shard, const std::string& tensor, const
 std::map<std::string, std::string> read_weight_map(const fs::path& index) {
     json doc;
     try {
-        doc = json::parse(read_text(index));
+        doc = json::parse(read_file_text(index, kMaxIndexBytes));
     } catch (const json::exception& e) {
         SMOE_THROW(BadFormat, "{}: not valid JSON ({})", index.string(), e.what());
     }

@@ -5,6 +5,7 @@
 #include "config_reader.hpp"
 
 #include "steadymoe/core/error.hpp"
+#include "steadymoe/core/files.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -517,34 +518,6 @@ MoeConfig read_json_text(const std::string& text, const std::string& origin) {
 }
 
 // Reads a whole small file; NotFound / Io errors name the path.
-std::string read_config_file(const std::filesystem::path& path) {
-    std::error_code ec;
-    const auto status = std::filesystem::status(path, ec);
-    if (status.type() == std::filesystem::file_type::not_found) {
-        SMOE_THROW(NotFound, "{}: no such file", path.string());
-    }
-    SMOE_CHECK(!ec, Io, "{}: cannot stat: {}", path.string(), ec.message());
-    SMOE_CHECK(std::filesystem::is_regular_file(status), BadFormat, "{}: not a regular file", path.string());
-    const std::uintmax_t size = std::filesystem::file_size(path, ec);
-    SMOE_CHECK(!ec, Io, "{}: cannot read its size: {}", path.string(), ec.message());
-    SMOE_CHECK(size <= kMaxConfigBytes, BadFormat, "{}: {} bytes is too large for a config file",
-               path.string(), size);
-
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-    if (!file) {
-        const int err = errno;
-        SMOE_CHECK(err != ENOENT, NotFound, "{}: no such file", path.string());
-        SMOE_THROW(Io, "{}: cannot open: {}", path.string(), std::strerror(err));
-    }
-    std::string text;
-    char buffer[1 << 16];
-    while (const size_t got = std::fread(buffer, 1, sizeof(buffer), file.get())) {
-        text.append(buffer, got);
-        SMOE_CHECK(text.size() <= kMaxConfigBytes, BadFormat, "{}: too large for a config file",
-                   path.string());
-    }
-    SMOE_CHECK(!std::ferror(file.get()), Io, "{}: read failed: {}", path.string(), std::strerror(errno));
-    return text;
-}
+std::string read_config_file(const std::filesystem::path& path) { return read_file_text(path, kMaxConfigBytes); }
 
 }  // namespace steadymoe::config_reader

@@ -4,6 +4,7 @@
 // with the codecs of numeric.hpp, so a given input always produces the same bytes on every machine.
 #include "steadymoe/model/quantize.hpp"
 
+#include "steadymoe/core/files.hpp"
 #include "steadymoe/core/numeric.hpp"
 #include "steadymoe/model/checkpoint.hpp"
 
@@ -294,14 +295,6 @@ std::optional<ExpertMatrixName> match_expert_matrix(const std::string& name) {
     return ExpertMatrixName{m[1].str(), m[2].matched};
 }
 
-std::string read_text(const fs::path& path) {
-    std::ifstream f(path, std::ios::binary);
-    SMOE_CHECK(f.good(), Io, "{}: cannot open for reading", path.string());
-    std::stringstream ss;
-    ss << f.rdbuf();
-    SMOE_CHECK(!f.bad(), Io, "{}: read failed", path.string());
-    return ss.str();
-}
 
 void write_text(const fs::path& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -507,7 +500,7 @@ const char* v4_expert_dtype(QuantTarget t, const fs::path& in_config) {
 std::string updated_config_text(const fs::path& in_config, const MoeConfig& cfg, const QuantizeOptions& o) {
     ordered_json doc;
     try {
-        doc = ordered_json::parse(read_text(in_config));
+        doc = ordered_json::parse(read_file_text(in_config, 16 << 20));
     } catch (const nlohmann::json::exception& e) {
         SMOE_THROW(BadFormat, "{}: not valid JSON ({})", in_config.string(), e.what());
     }
