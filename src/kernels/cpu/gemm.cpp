@@ -249,30 +249,38 @@ void gemm_tiles(const PackedActivations& a, const PackedWeight& w, int64_t panel
     if (K == 0 || tile_begin >= tile_end) return;
     // Scales apply per 128-wide k block when either operand has them; otherwise one chain over K.
     const bool scaled = !w.block_scale.empty() || !a.block_scale.empty();
-    // K is walked in chunks; within a chunk each activation tile (256 x 12 floats, L1-resident) meets
-    // every panel of the range in turn (256 x 32 weights each), so both operands are reused from cache.
-    // The accumulators of every (tile, panel) pair wait in `acc` between chunks.
+    // Tiles go in groups of kTileGroup. For each group, K is walked in chunks; within a chunk each
+    // activation tile (256 x 12 floats, L1-resident) meets every panel of the range in turn (256 x 32
+    // weights each, L2-resident across the group), so both operands are reused from cache. The
+    // accumulators of every (tile, panel) pair of the group wait in `acc` between chunks.
     constexpr int64_t kChunk = 2 * kScaleBlock;
+    constexpr int64_t kTileGroup = 16;
     constexpr int64_t kTileFloats = kTileRows * kPanelWidth;
-    const int64_t tiles = tile_end - tile_begin, panels = panel_end - panel_begin;
-    std::vector<float> acc(static_cast<size_t>(tiles * panels * kTileFloats), 0.0f);
-    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
-        const int64_t k1 = std::min(K, k0 + kChunk);
-        for (int64_t t = tile_begin; t < tile_end; ++t) {
-            for (int64_t p = panel_begin; p < panel_end; ++p) {
-                float* ct = acc.data() + ((t - tile_begin) * panels + (p - panel_begin)) * kTileFloats;
-                if (w.f32_panels) tile_chunk<false>(a, t, w, p, k0, k1, scaled, ct);
-                else tile_chunk<true>(a, t, w, p, k0, k1, scaled, ct);
+    const int64_t panels = panel_end - panel_begin;
+    thread_local std::vector<float> acc;  // reused: no allocation per call
+    if (int64_t(acc.size()) < kTileGroup * panels * kTileFloats) acc.resize(size_t(kTileGroup * panels * kTileFloats));
+    for (int64_t g0 = tile_begin; g0 < tile_end; g0 += kTileGroup) {
+        const int64_t g1 = std::min(tile_end, g0 + kTileGroup);
+        std::fill(acc.begin(), acc.begin() + (g1 - g0) * panels * kTileFloats, 0.0f);
+        for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+            const int64_t k1 = std::min(K, k0 + kChunk);
+            for (int64_t t = g0; t < g1; ++t) {
+                for (int64_t p = panel_begin; p < panel_end; ++p) {
+                    float* ct = acc.data() + ((t - g0) * panels + (p - panel_begin)) * kTileFloats;
+                    if (w.f32_panels) tile_chunk<false>(a, t, w, p, k0, k1, scaled, ct);
+                    else tile_chunk<true>(a, t, w, p, k0, k1, scaled, ct);
+                }
             }
         }
-    }
-    for (int64_t t = tile_begin; t < tile_end; ++t) {
-        const int64_t m_valid = std::min<int64_t>(kTileRows, a.rows - t * kTileRows);
-        for (int64_t p = panel_begin; p < panel_end; ++p) {
-            const int64_t n0 = p * kPanelWidth, n_valid = std::min<int64_t>(kPanelWidth, w.rows - n0);
-            const float* ct = acc.data() + ((t - tile_begin) * panels + (p - panel_begin)) * kTileFloats;
-            for (int64_t i = 0; i < m_valid; ++i)
-                std::memcpy(c + (t * kTileRows + i) * ldc + n0, ct + i * kPanelWidth, size_t(n_valid) * sizeof(float));
+        for (int64_t t = g0; t < g1; ++t) {
+            const int64_t m_valid = std::min<int64_t>(kTileRows, a.rows - t * kTileRows);
+            for (int64_t p = panel_begin; p < panel_end; ++p) {
+                const int64_t n0 = p * kPanelWidth, n_valid = std::min<int64_t>(kPanelWidth, w.rows - n0);
+                const float* ct = acc.data() + ((t - g0) * panels + (p - panel_begin)) * kTileFloats;
+                for (int64_t i = 0; i < m_valid; ++i)
+                    std::memcpy(c + (t * kTileRows + i) * ldc + n0, ct + i * kPanelWidth,
+                                size_t(n_valid) * sizeof(float));
+            }
         }
     }
 }
