@@ -1,0 +1,47 @@
+// The CUDA runtime as the rest of SteadyMoE sees it: device discovery, owned device memory with
+// errors that say how much was asked for and why it failed, and streams as plain handles. No CUDA
+// header leaks out of here, so host-only code can include it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+struct CUstream_st;
+
+namespace steadymoe::cuda {
+
+using Stream = CUstream_st*;  // nullptr is the default stream
+
+// True when a CUDA device is visible; `why` says why not otherwise.
+bool device_available(std::string* why = nullptr);
+
+// Owned device memory. Allocation failure throws Error(OutOfMemory) naming `what` and the size.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    DeviceBuffer(size_t bytes, const std::string& what);
+    ~DeviceBuffer();
+    DeviceBuffer(DeviceBuffer&& other) noexcept;
+    DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+    void* get() const { return ptr_; }
+    template <typename T>
+    T* as() const {
+        return static_cast<T*>(ptr_);
+    }
+    size_t bytes() const { return bytes_; }
+
+    void upload(const void* host, size_t bytes, Stream stream = nullptr);
+    void download(void* host, size_t bytes, Stream stream = nullptr) const;
+
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+// Waits for all work on `stream`, and turns any asynchronous kernel error into an Error.
+void synchronize(Stream stream = nullptr);
+
+}  // namespace steadymoe::cuda

@@ -1,0 +1,64 @@
+#include "steadymoe/kernels/cuda/runtime.hpp"
+
+#include "check.hpp"
+
+#include <utility>
+
+namespace steadymoe::cuda {
+
+bool device_available(std::string* why) {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        if (why) *why = err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device is visible";
+        cudaGetLastError();  // clear the (non-sticky) error so later calls start clean
+        return false;
+    }
+    return true;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what) : bytes_(bytes) {
+    if (bytes == 0) return;
+    const cudaError_t err = cudaMalloc(&ptr_, bytes);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        size_t free_bytes = 0, total = 0;
+        cudaMemGetInfo(&free_bytes, &total);
+        ptr_ = nullptr;
+        SMOE_CHECK(false, OutOfMemory, "cannot allocate {} bytes of GPU memory for {} ({} of {} bytes free): {}",
+                   bytes, what, free_bytes, total, cudaGetErrorString(err));
+    }
+}
+
+DeviceBuffer::~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+        if (ptr_) cudaFree(ptr_);
+        ptr_ = std::exchange(other.ptr_, nullptr);
+        bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+}
+
+void DeviceBuffer::upload(const void* host, size_t bytes, Stream stream) {
+    SMOE_CHECK(bytes <= bytes_, Internal, "upload of {} bytes into a {}-byte device buffer", bytes, bytes_);
+    if (bytes) SMOE_CUDA_CHECK(cudaMemcpyAsync(ptr_, host, bytes, cudaMemcpyHostToDevice, stream));
+}
+
+void DeviceBuffer::download(void* host, size_t bytes, Stream stream) const {
+    SMOE_CHECK(bytes <= bytes_, Internal, "download of {} bytes from a {}-byte device buffer", bytes, bytes_);
+    if (bytes) SMOE_CUDA_CHECK(cudaMemcpyAsync(host, ptr_, bytes, cudaMemcpyDeviceToHost, stream));
+}
+
+void synchronize(Stream stream) {
+    SMOE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    SMOE_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace steadymoe::cuda
