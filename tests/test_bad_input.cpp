@@ -527,3 +527,17 @@ TEST(BadWeights, ExpertOfTheWrongShapeIsRejectedAtConstruction) {
     expect_error_of([&] { MoeLayer layer(demo_config(s), std::move(w)); }, kRejected,
                  {"wide.w2", "320"});
 }
+
+TEST(BadWeights, NonFiniteSharedExpertGateIsRejected) {
+    const DemoModelShape s = small_demo();
+    MoeLayerWeights w = demo_layer_weights(s, 1);
+    w.shared_gate = Tensor::zeros(DType::F32, {s.hidden});
+    w.shared_gate.mutable_data<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+    try {
+        MoeLayer layer(demo_config(s), std::move(w));
+        FAIL() << "a NaN shared expert gate was accepted";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::BadFormat);
+        EXPECT_THAT(std::string(e.what()), HasSubstr("shared expert gate weight 7"));
+    }
+}

@@ -25,6 +25,8 @@ uint32_t layer_seed(const DemoModelShape& s, int64_t layer) { return s.seed + ui
 
 // K distinct experts per token id, drawn from a hash so the table is fixed by the seed alone.
 Tensor demo_tid2eid(const DemoModelShape& s, uint32_t seed) {
+    SMOE_CHECK(0 < s.top_k && s.top_k <= s.experts, InvalidArgument, "demo shape: top_k {} must be in [1, {}]",
+               s.top_k, s.experts);
     Tensor t = Tensor::zeros(DType::I32, {s.vocab, s.top_k});
     int32_t* p = t.mutable_data<int32_t>();
     for (int64_t v = 0; v < s.vocab; ++v) {

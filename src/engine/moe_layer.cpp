@@ -34,6 +34,9 @@ void check_weights_finite(const MoeLayerWeights& w) {
     if (w.has_shared) check(w.shared);
     WeightMatrix router{ExpertFormat::Dense, w.router.dim(0), w.router.dim(1), w.router, {}, 1.0f, "router"};
     router.check_finite();
+    for (int64_t h = 0; w.shared_gate.defined() && h < w.shared_gate.numel(); ++h)
+        SMOE_CHECK(std::isfinite(w.shared_gate.data<float>()[h]), BadFormat,
+                   "layer {}: shared expert gate weight {} is not finite", w.layer, h);
 }
 
 // The caller's hidden states as exact float32 values, and its dtype for rounding.

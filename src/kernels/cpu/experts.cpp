@@ -29,6 +29,24 @@ void grow(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
 }
 
+size_t held_floats(const JobBuffers& b) {
+    return b.values.capacity() + b.scales.capacity() + b.x.tiles.capacity() + b.x.block_scale.capacity() +
+           b.gate_up.capacity() + b.hidden_mid.capacity() + b.mid.tiles.capacity() + b.mid.block_scale.capacity();
+}
+
+// Buffers are indexed by a job's place in the list, which changes with the routing, so each slot can
+// grow to the largest job it ever held. When what is held far exceeds this call's need, let it all go:
+// retained memory stays within a small multiple of the largest single call.
+void release_if_oversized(std::vector<JobBuffers>& buffers, const std::vector<ExpertJob>& jobs, int64_t H) {
+    size_t held = 0, need = 0;
+    for (const auto& b : buffers) held += held_floats(b);
+    for (const auto& j : jobs) {
+        const size_t m = j.tokens.size() + size_t(kTileRows), I = size_t(j.expert->gate.rows);
+        need += m * (3 * size_t(H) + 6 * I);
+    }
+    if (held > 4 * need + (size_t(16) << 20)) std::vector<JobBuffers>().swap(buffers);  // 16M floats: 64 MB
+}
+
 ActivationQuant quant_for(const PackedWeight& w, ActivationQuant mode) {
     return w.quantized ? mode : ActivationQuant::None;
 }
@@ -100,6 +118,7 @@ void parallel_gemm(const PackedActivations& a, const PackedWeight& w, float* c, 
 void run_expert_jobs(const ExpertStageParams& params, const std::vector<ExpertJob>& jobs) {
     const int64_t H = params.hidden_size;
     std::vector<JobBuffers>& buffers = t_buffers;
+    release_if_oversized(buffers, jobs, H);
     if (buffers.size() < jobs.size()) buffers.resize(jobs.size());
 
     // 1. Gather and quantise each expert's input rows.

@@ -27,6 +27,9 @@ DevicePackedWeight upload_weight(const cpu::PackedWeight& w, const std::string& 
 void gemm(const DeviceActivations& a, const DevicePackedWeight& w, float* c, int64_t ldc, Stream stream) {
     SMOE_CHECK(a.cols == w.cols, Internal, "gemm: activations have {} columns, weight has {}", a.cols, w.cols);
     if (a.rows == 0 || w.rows == 0) return;
+    const int64_t warps = w.panel_count() * ((a.rows + 7) / 8);
+    SMOE_CHECK(warps / 4 < (int64_t(1) << 31), InvalidArgument,
+               "gemm of {} rows x {} outputs needs more thread blocks than one launch allows", a.rows, w.rows);
     GemmLaunch g;
     g.a = a.values;
     g.a_scale = a.block_scale;
