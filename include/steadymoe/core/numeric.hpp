@@ -1,55 +1,78 @@
 // Bit-exact codecs for the narrow float formats. Every encoder rounds to nearest, ties to even.
-// These are the single source of truth: the CPU kernels, the quantiser and the tests all use them.
+// These are the single source of truth: the CPU kernels, the CUDA kernels, the quantiser and the tests
+// all use them (every function compiles for the host and, under nvcc, for the device).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
+
+#if defined(__CUDACC__)
+#define SMOE_HD __host__ __device__
+#else
+#define SMOE_HD
+#endif
 
 namespace steadymoe {
 
-inline uint32_t f32_bits(float x) {
+SMOE_HD inline uint32_t f32_bits(float x) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(x);
+#else
     uint32_t u;
     std::memcpy(&u, &x, 4);
     return u;
+#endif
 }
-inline float f32_from_bits(uint32_t u) {
+SMOE_HD inline float f32_from_bits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
     float x;
     std::memcpy(&x, &u, 4);
     return x;
+#endif
+}
+SMOE_HD inline float abs_f32(float x) { return f32_from_bits(f32_bits(x) & 0x7FFFFFFFu); }
+// Round to the nearest integer, ties to even (the default rounding mode on the host).
+SMOE_HD inline float round_even(float x) {
+#if defined(__CUDA_ARCH__)
+    return rintf(x);
+#else
+    return std::nearbyint(x);
+#endif
 }
 
 // ---- bfloat16 -----------------------------------------------------------------------------------
-inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
-inline uint16_t f32_to_bf16(float x) {
+SMOE_HD inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
+SMOE_HD inline uint16_t f32_to_bf16(float x) {
     uint32_t u = f32_bits(x);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x0040u);  // quiet NaN, sign kept
     u += 0x7FFFu + ((u >> 16) & 1u);
     return uint16_t(u >> 16);
 }
-inline float round_to_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+SMOE_HD inline float round_to_bf16(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
 // ---- IEEE half ----------------------------------------------------------------------------------
-inline float f16_to_f32(uint16_t h) {
+SMOE_HD inline float f16_to_f32(uint16_t h) {
     const uint32_t sign = uint32_t(h & 0x8000u) << 16;
     const uint32_t exp = (h >> 10) & 0x1Fu;
     const uint32_t man = h & 0x3FFu;
     if (exp == 0) {
-        const float v = std::ldexp(float(man), -24);  // subnormal or zero, exact
+        const float v = float(man) * 5.9604644775390625e-08f;  // man * 2^-24: subnormal or zero, exact
         return f32_from_bits(f32_bits(v) | sign);
     }
     if (exp == 31) return f32_from_bits(sign | 0x7F800000u | (man << 13) | (man ? 0x00400000u : 0u));
     return f32_from_bits(sign | ((exp + 112u) << 23) | (man << 13));
 }
-inline uint16_t f32_to_f16(float x) {
+SMOE_HD inline uint16_t f32_to_f16(float x) {
     const uint32_t u = f32_bits(x);
     const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
     const uint32_t a = u & 0x7FFFFFFFu;
     if (a > 0x7F800000u) return uint16_t(sign | 0x7E00u);
     if (a >= 0x477FF000u) return uint16_t(sign | 0x7C00u);  // rounds to >= 65520: infinity
     if (a < 0x38800000u) {                                  // below 2^-14: subnormal half
-        const float v = std::nearbyint(f32_from_bits(a) * 16777216.0f);  // units of 2^-24, exact scale
+        const float v = round_even(f32_from_bits(a) * 16777216.0f);  // units of 2^-24, exact scale
         return uint16_t(sign | uint16_t(v));
     }
     const uint32_t r = a + 0xFFFu + ((a >> 13) & 1u);
@@ -58,7 +81,7 @@ inline uint16_t f32_to_f16(float x) {
 
 // ---- e4m3fn (bias 7, max 448, no infinities) ---------------------------------------------------
 inline constexpr float kE4M3Max = 448.0f;
-inline float e4m3_to_f32(uint8_t c) {
+SMOE_HD inline float e4m3_to_f32(uint8_t c) {
     const uint32_t sign = uint32_t(c & 0x80u) << 24;
     const uint32_t exp = (c >> 3) & 0xFu;
     const uint32_t man = c & 0x7u;
@@ -67,7 +90,7 @@ inline float e4m3_to_f32(uint8_t c) {
     return f32_from_bits(sign | ((exp + 120u) << 23) | (man << 20));
 }
 // Saturating: finite values beyond ±448 become ±448 (what the quantisers want); NaN stays NaN.
-inline uint8_t f32_to_e4m3(float x) {
+SMOE_HD inline uint8_t f32_to_e4m3(float x) {
     const uint32_t u = f32_bits(x);
     const uint8_t sign = uint8_t((u >> 24) & 0x80u);
     const uint32_t a = u & 0x7FFFFFFFu;
@@ -75,28 +98,28 @@ inline uint8_t f32_to_e4m3(float x) {
     const float ax = f32_from_bits(a);
     if (ax > kE4M3Max) return uint8_t(sign | 0x7Eu);
     if (ax < 0.015625f) {  // below 2^-6: subnormal, units of 2^-9 (a count of 8 is the smallest normal)
-        return uint8_t(sign | uint8_t(std::nearbyint(ax * 512.0f)));
+        return uint8_t(sign | uint8_t(round_even(ax * 512.0f)));
     }
     const uint32_t r = a + 0x7FFFFu + ((a >> 20) & 1u);
     return uint8_t(sign | uint8_t((r >> 20) - (120u << 3)));
 }
 
 // ---- e8m0 (unsigned power of two, 2^(e-127); 0xFF is NaN) --------------------------------------
-inline float e8m0_to_f32(uint8_t e) {
-    if (e == 0xFF) return std::numeric_limits<float>::quiet_NaN();
+SMOE_HD inline float e8m0_to_f32(uint8_t e) {
+    if (e == 0xFF) return f32_from_bits(0x7FC00000u);  // quiet NaN
     if (e == 0) return f32_from_bits(0x00400000u);  // 2^-127, an fp32 subnormal
     return f32_from_bits(uint32_t(e) << 23);
 }
 // The exponent of a positive finite scale, rounded down (floor(log2 s)) or up (ceil(log2 s)),
 // clamped to the codes 0..254. Zero and subnormals map to code 0 (rounding down) or the exact code.
-inline uint8_t e8m0_from_f32_floor(float s) {
+SMOE_HD inline uint8_t e8m0_from_f32_floor(float s) {
     const uint32_t a = f32_bits(s) & 0x7FFFFFFFu;
     if (a >= 0x7F800000u) return 0xFF;
     const int e = int(a >> 23);
-    if (e == 0) return a >= 0x00400000u ? 0 : 0;  // below 2^-126: 2^-127 is the floor at best
+    if (e == 0) return 0;  // below 2^-126: 2^-127 (code 0) is the floor at best
     return uint8_t(e > 254 ? 254 : e);
 }
-inline uint8_t e8m0_from_f32_ceil(float s) {
+SMOE_HD inline uint8_t e8m0_from_f32_ceil(float s) {
     const uint32_t a = f32_bits(s) & 0x7FFFFFFFu;
     if (a >= 0x7F800000u) return 0xFF;
     int e = int(a >> 23);
@@ -108,15 +131,16 @@ inline uint8_t e8m0_from_f32_ceil(float s) {
 
 // ---- e2m1 (fp4: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and negatives; no NaN, no infinity) -----------------
 inline constexpr float kE2M1Max = 6.0f;
-inline float e2m1_to_f32(uint8_t code) {
-    static constexpr float kValues[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                          -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-    return kValues[code & 0xF];
+SMOE_HD inline float e2m1_to_f32(uint8_t code) {
+    // Exponent e (2 bits, bias 1) and mantissa m (1 bit): e == 0 is the subnormal 0 or 0.5.
+    const int e = (code >> 1) & 3, m = code & 1;
+    const float mag = e == 0 ? 0.5f * float(m) : float(2 + m) * float(1 << (e - 1)) * 0.5f;
+    return (code & 0x8) ? -mag : mag;
 }
 // Saturating to ±6, ties to the even code. NaN has no code: callers must reject it first (it maps to 0).
-inline uint8_t f32_to_e2m1(float x) {
+SMOE_HD inline uint8_t f32_to_e2m1(float x) {
     const uint8_t sign = (f32_bits(x) >> 28) & 0x8u;
-    const float a = std::fabs(x);
+    const float a = abs_f32(x);
     uint8_t c;
     if (!(a > 0.25f)) c = 0;  // also NaN
     else if (a < 0.75f) c = 1;

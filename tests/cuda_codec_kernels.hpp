@@ -1,0 +1,23 @@
+// The host test's entry to the device codec kernel (plain types only).
+#pragma once
+
+#include <cstdint>
+
+namespace steadymoe::test {
+
+enum CodecOp : int {
+    kDecodeE4M3,
+    kEncodeE4M3,
+    kDecodeE2M1,
+    kEncodeE2M1,
+    kDecodeE8M0,
+    kCeilE8M0,
+    kEncodeBf16,
+    kEncodeF16,
+    kDecodeF16,
+};
+
+// Applies `which` to every input (float bits or a code) on the GPU; 0 on success.
+int run_codec_on_device(const uint32_t* in, uint32_t* out, int64_t n, int which);
+
+}  // namespace steadymoe::test
