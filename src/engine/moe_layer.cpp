@@ -122,48 +122,41 @@ MoeLayer MoeLayer::with_nonfinite(NonFinitePolicy policy) const {
     return copy;
 }
 
-MoeOutput MoeLayer::forward(const MoeInput& input) const {
+BatchPlan MoeLayer::begin_batch(const MoeInput& input) const {
     const MoeConfig& cfg = config_;
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
-    const int threads = options_.threads;
-    cpu::ActDType act_dtype;
-    const Tensor x = hidden_as_f32(input.hidden, H, act_dtype);
-    const int64_t T = x.dim(0);
-    const float* xv = x.data<float>();
-    const std::vector<uint8_t> active = active_tokens(input.mask, T);
+    BatchPlan plan;
+    plan.x = hidden_as_f32(input.hidden, H, plan.act_dtype);
+    const int64_t T = plan.x.dim(0);
+    plan.active = active_tokens(input.mask, T);
+    if (is_hash_layer()) plan.token_ids = checked_token_ids(input.token_ids, T, weights_->tid2eid.dim(0), plan.active);
+    if (options_.nonfinite == NonFinitePolicy::Error) reject_nonfinite(plan.x.data<float>(), T, H, plan.active);
+    plan.out.output = Tensor::zeros(input.hidden.dtype(), {T, H});
+    plan.out.topk_ids = Tensor::zeros(DType::I32, {T, K});
+    plan.out.topk_weights = Tensor::zeros(DType::F32, {T, K});
+    plan.out.expert_load.assign(size_t(E), 0);
+    return plan;
+}
+
+void MoeLayer::route_batch(BatchPlan& plan, const float* logits) const {
+    const MoeConfig& cfg = config_;
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k, T = plan.x.dim(0);
+    const float* xv = plan.x.data<float>();
     const bool hash = is_hash_layer();
-    std::vector<int64_t> token_ids;
-    if (hash) token_ids = checked_token_ids(input.token_ids, T, weights_->tid2eid.dim(0), active);
-    if (options_.nonfinite == NonFinitePolicy::Error) reject_nonfinite(xv, T, H, active);
-
-    MoeOutput out;
-    out.output = Tensor::zeros(input.hidden.dtype(), {T, H});
-    out.topk_ids = Tensor::zeros(DType::I32, {T, K});
-    out.topk_weights = Tensor::zeros(DType::F32, {T, K});
-    out.expert_load.assign(size_t(E), 0);
-    if (T == 0) return out;
-
-    // Router logits in fp32, then per-token routing.
-    std::vector<float>& logits = t_logits;
-    grow(logits, T * E);
-    {
-        cpu::PackedActivations packed;
-        cpu::pack_activations({xv, nullptr, T, H}, packed);
-        cpu::parallel_gemm(packed, packed_->router, logits.data(), E, threads);
-    }
+    MoeOutput& out = plan.out;
     cpu::RouterParams rp;
     rp.config = &cfg;
     rp.hash = hash;
     rp.tokens = T;
-    rp.logits = logits.data();
+    rp.logits = logits;
     rp.bias = weights_->selection_bias.defined() ? weights_->selection_bias.data<float>() : nullptr;
     rp.tid2eid = hash ? weights_->tid2eid.data<int32_t>() : nullptr;
-    rp.token_ids = hash ? token_ids.data() : nullptr;
-    rp.active = active.data();
+    rp.token_ids = hash ? plan.token_ids.data() : nullptr;
+    rp.active = plan.active.data();
     rp.topk_ids = out.topk_ids.mutable_data<int32_t>();
     rp.topk_weights = out.topk_weights.mutable_data<float>();
     const int64_t chunk = 64;
-    parallel_for((T + chunk - 1) / chunk, threads,
+    parallel_for((T + chunk - 1) / chunk, options_.threads,
                  [&](int64_t c) { cpu::route_tokens(rp, c * chunk, std::min(T, (c + 1) * chunk)); });
 
     // Each expert's tokens in ascending token order (a counting sort: no atomics, no races).
@@ -171,7 +164,8 @@ MoeOutput MoeLayer::forward(const MoeInput& input) const {
     const float* wts = rp.topk_weights;
     for (int64_t i = 0; i < T * K; ++i)
         if (ids[i] >= 0) ++out.expert_load[size_t(ids[i])];
-    std::vector<cpu::ExpertJob> jobs(static_cast<size_t>(E));
+    std::vector<cpu::ExpertJob>& jobs = plan.jobs;
+    jobs.assign(static_cast<size_t>(E), cpu::ExpertJob{});
     for (int64_t e = 0; e < E; ++e) {
         jobs[size_t(e)].expert = &packed_->experts[size_t(e)];
         jobs[size_t(e)].swiglu_limit = float(cfg.swiglu_limit);
@@ -188,25 +182,49 @@ MoeOutput MoeLayer::forward(const MoeInput& input) const {
     std::erase_if(jobs, [](const cpu::ExpertJob& j) { return j.tokens.empty(); });
 
     // The shared expert is one more job over every real token, its rows after the slot rows.
-    if (packed_->has_shared) {
-        cpu::ExpertJob shared;
-        shared.expert = &packed_->shared;
-        for (int64_t t = 0; t < T; ++t) {
-            if (!active[size_t(t)]) continue;
-            shared.tokens.push_back(t);
-            shared.destinations.push_back(T * K + t);
-            float w = 1.0f;
-            if (weights_->shared_gate.defined()) {
-                // Qwen2-MoE: sigmoid(x . w_gate) scales the shared expert's output.
-                const float* g = weights_->shared_gate.data<float>();
-                float dot = 0.0f;
-                for (int64_t h = 0; h < H; ++h) dot = std::fma(xv[t * H + h], g[h], dot);
-                w = 1.0f / (1.0f + std::exp(-dot));
-            }
-            shared.weights.push_back(w);
+    if (!packed_->has_shared) return;
+    cpu::ExpertJob shared;
+    shared.expert = &packed_->shared;
+    for (int64_t t = 0; t < T; ++t) {
+        if (!plan.active[size_t(t)]) continue;
+        shared.tokens.push_back(t);
+        shared.destinations.push_back(T * K + t);
+        float w = 1.0f;
+        if (weights_->shared_gate.defined()) {
+            // Qwen2-MoE: sigmoid(x . w_gate) scales the shared expert's output.
+            const float* g = weights_->shared_gate.data<float>();
+            float dot = 0.0f;
+            for (int64_t h = 0; h < H; ++h) dot = std::fma(xv[t * H + h], g[h], dot);
+            w = 1.0f / (1.0f + std::exp(-dot));
         }
-        if (!shared.tokens.empty()) jobs.push_back(std::move(shared));
+        shared.weights.push_back(w);
     }
+    if (!shared.tokens.empty()) jobs.push_back(std::move(shared));
+}
+
+MoeOutput MoeLayer::forward(const MoeInput& input) const {
+    const MoeConfig& cfg = config_;
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    const int threads = options_.threads;
+    BatchPlan plan = begin_batch(input);
+    const int64_t T = plan.x.dim(0);
+    if (T == 0) return std::move(plan.out);
+    const float* xv = plan.x.data<float>();
+
+    // Router logits in fp32, then per-token routing and the work list.
+    std::vector<float>& logits = t_logits;
+    grow(logits, T * E);
+    {
+        cpu::PackedActivations packed;
+        cpu::pack_activations({xv, nullptr, T, H}, packed);
+        cpu::parallel_gemm(packed, packed_->router, logits.data(), E, threads);
+    }
+    route_batch(plan, logits.data());
+    const std::vector<cpu::ExpertJob>& jobs = plan.jobs;
+    const std::vector<uint8_t>& active = plan.active;
+    MoeOutput& out = plan.out;
+    const cpu::ActDType act_dtype = plan.act_dtype;
+    const int64_t chunk = 64;
 
     // Row t*K+k: slot k of token t; row T*K+t: token t's shared expert. Only real tokens' rows are
     // written and read, so the reused buffer needs no clearing.
@@ -244,7 +262,7 @@ MoeOutput MoeLayer::forward(const MoeInput& input) const {
             }
         }
     });
-    return out;
+    return std::move(plan.out);
 }
 
 }  // namespace steadymoe

@@ -17,6 +17,8 @@ namespace steadymoe {
 class Checkpoint;
 namespace cpu {
 struct PackedLayer;
+struct ExpertJob;
+enum class ActDType;
 }
 
 // What to do with a token whose hidden vector holds NaN or Inf.
@@ -49,6 +51,17 @@ struct MoeOutput {
     std::vector<int64_t> expert_load;  // tokens routed to each expert (masked tokens not counted)
 };
 
+// One batch on its way through a layer: the parts every backend shares — the checked input, the
+// routing and the list of expert work — while each backend does the arithmetic of the stages.
+struct BatchPlan {
+    Tensor x;                           // [T, H] the input's exact values as float32
+    cpu::ActDType act_dtype{};          // the input's dtype: what stage outputs are rounded to
+    std::vector<uint8_t> active;        // [T] 1 = real token
+    std::vector<int64_t> token_ids;     // [T] checked ids (hash layers only)
+    MoeOutput out;                      // allocated by begin_batch, routing filled by route_batch
+    std::vector<cpu::ExpertJob> jobs;   // one per expert with tokens, then the shared expert
+};
+
 class MoeLayer {
 public:
     MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions options = {});
@@ -66,6 +79,13 @@ public:
     MoeLayer with_threads(int threads) const;
     // Returns a copy sharing the weights, with another non-finite input policy.
     MoeLayer with_nonfinite(NonFinitePolicy policy) const;
+
+    // Backend building blocks (forward() is begin, router GEMM, route, experts, combine):
+    // checks the input and allocates the output; routes from fp32 logits [T][E] and lists the work.
+    BatchPlan begin_batch(const MoeInput& input) const;
+    void route_batch(BatchPlan& plan, const float* logits) const;
+    // The weights as decoded for the kernels (the CUDA backend uploads these).
+    const cpu::PackedLayer& packed() const { return *packed_; }
 
 private:
     MoeConfig config_;
