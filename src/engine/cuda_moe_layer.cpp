@@ -1,0 +1,134 @@
+#include "steadymoe/engine/cuda_moe_layer.hpp"
+
+#include "steadymoe/kernels/cpu/experts.hpp"
+#include "steadymoe/kernels/cuda/gemm.hpp"
+
+#include "../kernels/cuda/check.hpp"
+#include "../kernels/cuda/layer_kernels.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace steadymoe {
+
+namespace {
+
+struct DeviceExpert {
+    cuda::DevicePackedWeight gate, up, down;
+};
+
+DeviceExpert upload_expert(const cpu::PackedExpert& e, const std::string& what) {
+    return {cuda::upload_weight(e.gate, what + " gate"), cuda::upload_weight(e.up, what + " up"),
+            cuda::upload_weight(e.down, what + " down")};
+}
+
+template <typename T>
+cuda::DeviceBuffer upload_vector(const std::vector<T>& v, const std::string& what) {
+    cuda::DeviceBuffer b(v.size() * sizeof(T), what);
+    b.upload(v.data(), v.size() * sizeof(T));
+    return b;
+}
+
+int quant_mode(ActivationQuant a, bool quantized) {
+    if (!quantized || a == ActivationQuant::None) return 0;
+    return a == ActivationQuant::Fp8Block ? 1 : 2;
+}
+
+}  // namespace
+
+struct CudaMoeLayer::Device {
+    cuda::DevicePackedWeight router;
+    std::vector<DeviceExpert> experts;
+    DeviceExpert shared;
+};
+
+CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer) : layer_(layer), device_(std::make_unique<Device>()) {
+    std::string why;
+    SMOE_CHECK(cuda::device_available(&why), Unsupported, "the CUDA backend needs a GPU: {}", why);
+    const cpu::PackedLayer& p = layer.packed();
+    device_->router = cuda::upload_weight(p.router, "router");
+    for (size_t e = 0; e < p.experts.size(); ++e)
+        device_->experts.push_back(upload_expert(p.experts[e], fmt::format("expert {}", e)));
+    if (p.has_shared) device_->shared = upload_expert(p.shared, "shared expert");
+    cuda::synchronize();
+}
+
+CudaMoeLayer::~CudaMoeLayer() = default;
+CudaMoeLayer::CudaMoeLayer(CudaMoeLayer&&) noexcept = default;
+
+MoeOutput CudaMoeLayer::forward(const MoeInput& input) const {
+    const MoeConfig& cfg = layer_.config();
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    BatchPlan plan = layer_.begin_batch(input);
+    const int64_t T = plan.x.dim(0);
+    if (T == 0) return std::move(plan.out);
+    const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
+
+    // Router GEMM on the GPU; the routing itself runs on the host from the (bitwise CPU-equal) logits.
+    cuda::DeviceBuffer x(size_t(T * H) * 4, "hidden states");
+    x.upload(plan.x.data<float>(), size_t(T * H) * 4);
+    cuda::DeviceBuffer logits(size_t(T * E) * 4, "router logits");
+    cuda::gemm({x.as<const float>(), nullptr, T, H}, device_->router, logits.as<float>(), E);
+    std::vector<float> host_logits(size_t(T * E));
+    logits.download(host_logits.data(), host_logits.size() * 4);
+    cuda::synchronize();
+    layer_.route_batch(plan, host_logits.data());
+
+    // Scratch sized for the largest job, reused by every job in turn.
+    int64_t max_m = 0, max_i = 0;
+    for (const auto& job : plan.jobs) {
+        max_m = std::max<int64_t>(max_m, int64_t(job.tokens.size()));
+        max_i = std::max<int64_t>(max_i, job.expert->gate.rows);
+    }
+    const int64_t wide = std::max(H, max_i);
+    cuda::DeviceBuffer values(size_t(max_m * wide) * 4, "expert inputs");
+    cuda::DeviceBuffer scales(size_t(max_m * ((wide + 127) / 128)) * 4, "activation scales");
+    cuda::DeviceBuffer gate(size_t(max_m * max_i) * 4, "gate outputs"), up(size_t(max_m * max_i) * 4, "up outputs");
+    cuda::DeviceBuffer mid(size_t(max_m * max_i) * 4, "SwiGLU outputs");
+    cuda::DeviceBuffer down(size_t(max_m * H) * 4, "down outputs");
+    cuda::DeviceBuffer contributions(size_t((T * K + T) * H) * 4, "expert contributions");
+
+    const cpu::PackedLayer& packed = layer_.packed();
+    const ActivationQuant aq = layer_.activation_quant();
+    for (const cpu::ExpertJob& job : plan.jobs) {
+        const bool is_shared = job.expert == &packed.shared;
+        const DeviceExpert& dev = is_shared ? device_->shared : device_->experts[size_t(job.expert - packed.experts.data())];
+        const int64_t m = int64_t(job.tokens.size()), I = dev.gate.rows;
+        const cuda::DeviceBuffer tokens = upload_vector(job.tokens, "token rows");
+        const cuda::DeviceBuffer dest = upload_vector(job.destinations, "destinations");
+        const cuda::DeviceBuffer weights = upload_vector(job.weights, "routing weights");
+
+        const int in_mode = quant_mode(aq, dev.gate.quantized);
+        SMOE_CUDA_CHECK(cuda::launch_gather_quant(x.as<const float>(), H, tokens.as<const int64_t>(), m, H, in_mode,
+                                                  values.as<float>(), scales.as<float>(), nullptr));
+        const cuda::DeviceActivations xin{values.as<const float>(), in_mode == 1 ? scales.as<const float>() : nullptr,
+                                          m, H};
+        cuda::gemm(xin, dev.gate, gate.as<float>(), I);
+        cuda::gemm(xin, dev.up, up.as<float>(), I);
+        SMOE_CUDA_CHECK(cuda::launch_swiglu(gate.as<const float>(), up.as<const float>(), m, I,
+                                            weights.as<const float>(), job.swiglu_limit, job.weight_before_down,
+                                            bf16, mid.as<float>(), nullptr));
+        const int mid_mode = quant_mode(aq, dev.down.quantized);
+        SMOE_CUDA_CHECK(cuda::launch_gather_quant(mid.as<const float>(), I, nullptr, m, I, mid_mode, values.as<float>(),
+                                                  scales.as<float>(), nullptr));
+        const cuda::DeviceActivations hin{values.as<const float>(),
+                                          mid_mode == 1 ? scales.as<const float>() : nullptr, m, I};
+        cuda::gemm(hin, dev.down, down.as<float>(), H);
+        SMOE_CUDA_CHECK(cuda::launch_scatter(down.as<const float>(), m, H, dest.as<const int64_t>(),
+                                             weights.as<const float>(), job.weight_before_down, bf16,
+                                             contributions.as<float>(), nullptr));
+        // The job's index buffers are freed when this iteration ends: wait for the kernels using them.
+        cuda::synchronize();
+    }
+
+    const cuda::DeviceBuffer active = upload_vector(plan.active, "mask");
+    cuda::DeviceBuffer out(plan.out.output.nbytes(), "output");
+    SMOE_CUDA_CHECK(cuda::launch_combine(contributions.as<const float>(), T, K, H, active.as<const uint8_t>(),
+                                         packed.has_shared, bf16, out.get(), nullptr));
+    out.download(plan.out.output.mutable_raw(), plan.out.output.nbytes());
+    cuda::synchronize();
+    return std::move(plan.out);
+}
+
+}  // namespace steadymoe

@@ -1,0 +1,113 @@
+#include "steadymoe/core/numeric.hpp"
+
+#include "layer_kernels.hpp"
+
+namespace steadymoe::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
+
+__device__ __forceinline__ float round_act(float x, bool bf16) { return bf16 ? round_to_bf16(x) : x; }
+
+// One thread per (row, 128-value group): the CPU's quantize_row_fp8, operation for operation.
+__global__ void gather_quant_kernel(const float* src, int64_t stride, const int64_t* rows, int64_t m, int64_t k,
+                                    int mode, float* values, float* scales) {
+    const int64_t groups = (k + 127) / 128;
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= m * groups) return;
+    const int64_t r = i / groups, g0 = (i % groups) * 128, g1 = min(k, g0 + 128);
+    const float* row = src + (rows ? rows[r] : r) * stride;
+    float* out = values + r * k;
+    if (mode == 0) {
+        for (int64_t c = g0; c < g1; ++c) out[c] = row[c];
+        return;
+    }
+    float amax = 0.0f;
+    for (int64_t c = g0; c < g1; ++c) {
+        const float v = abs_f32(row[c]);
+        amax = amax < v ? v : amax;  // as std::max: a NaN never becomes the maximum
+    }
+    amax = amax < 1e-4f ? 1e-4f : amax;
+    float s = amax / kE4M3Max;
+    if (mode == 2) s = e8m0_to_f32(e8m0_from_f32_ceil(s));
+    const bool keep = mode == 1;
+    for (int64_t c = g0; c < g1; ++c) {
+        const float q = e4m3_to_f32(f32_to_e4m3(row[c] / s));
+        out[c] = keep ? q : q * s;
+    }
+    if (scales) scales[r * groups + i % groups] = keep ? s : 1.0f;
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, int64_t m, int64_t width, const float* weights,
+                              float limit, bool before, bool bf16, float* out) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= m * width) return;
+    float g = round_act(gate[i], bf16), u = round_act(up[i], bf16);
+    if (limit > 0.0f) {
+        u = u < -limit ? -limit : (limit < u ? limit : u);  // as std::clamp (NaN passes through)
+        g = limit < g ? limit : g;                           // as std::min(g, limit)
+    }
+    float h = g / (1.0f + expf(-g)) * u;
+    if (before) h = weights[i / width] * h;
+    out[i] = round_act(h, bf16);
+}
+
+__global__ void scatter_kernel(const float* down, int64_t m, int64_t h, const int64_t* dest, const float* weights,
+                               bool before, bool bf16, float* contributions) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= m * h) return;
+    const int64_t r = i / h, n = i % h;
+    const float v = down[i];
+    contributions[dest[r] * h + n] = round_act(before ? v : weights[r] * v, bf16);
+}
+
+__global__ void combine_kernel(const float* contributions, int64_t t, int64_t k, int64_t h, const uint8_t* active,
+                               bool has_shared, bool bf16, void* out) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= t * h) return;
+    const int64_t tok = i / h, n = i % h;
+    float acc = 0.0f;
+    if (active[tok]) {
+        for (int64_t s = 0; s < k; ++s) acc += contributions[(tok * k + s) * h + n];
+        if (has_shared) acc += contributions[(t * k + tok) * h + n];
+    }
+    if (bf16) static_cast<uint16_t*>(out)[i] = active[tok] ? f32_to_bf16(acc) : uint16_t(0);
+    else static_cast<float*>(out)[i] = acc;
+}
+
+}  // namespace
+
+cudaError_t launch_gather_quant(const float* src, int64_t stride, const int64_t* rows, int64_t m, int64_t k,
+                                int quant_mode, float* values, float* scales, cudaStream_t stream) {
+    const int64_t n = m * ((k + 127) / 128);
+    if (n > 0) gather_quant_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, stride, rows, m, k, quant_mode, values, scales);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu(const float* gate, const float* up, int64_t m, int64_t width, const float* weights,
+                          float limit, bool weight_before_down, bool bf16, float* out, cudaStream_t stream) {
+    if (m * width > 0)
+        swiglu_kernel<<<blocks_for(m * width), kThreads, 0, stream>>>(gate, up, m, width, weights, limit,
+                                                                      weight_before_down, bf16, out);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_scatter(const float* down, int64_t m, int64_t h, const int64_t* destinations, const float* weights,
+                           bool weight_before_down, bool bf16, float* contributions, cudaStream_t stream) {
+    if (m * h > 0)
+        scatter_kernel<<<blocks_for(m * h), kThreads, 0, stream>>>(down, m, h, destinations, weights,
+                                                                   weight_before_down, bf16, contributions);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_combine(const float* contributions, int64_t t, int64_t k, int64_t h, const uint8_t* active,
+                           bool has_shared, bool bf16, void* out, cudaStream_t stream) {
+    if (t * h > 0)
+        combine_kernel<<<blocks_for(t * h), kThreads, 0, stream>>>(contributions, t, k, h, active, has_shared, bf16, out);
+    return cudaGetLastError();
+}
+
+}  // namespace steadymoe::cuda
