@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "steadymoe/core/gpu.hpp"
 #include "steadymoe/model/safetensors.hpp"
 #include "test_util.hpp"
 
@@ -109,6 +110,8 @@ TEST(CliRun, DeepseekV4HashAndScoreLayers) {
 
 // ---- run on bad input ----------------------------------------------------------------------------
 
+bool cuda_usable() { return probe_gpus().device_count > 0; }
+
 std::string v3_run(const std::string& input, const std::string& extra = "") {
     return "run --model " + golden("deepseek-v3-tiny") + " --layer 1 --input " + input + " --output " +
            (scratch("out") / "out.safetensors").string() + " " + extra;
@@ -152,8 +155,25 @@ TEST(CliRunErrors, HashLayerWithoutTokenIds) {
 
 TEST(CliRunErrors, Backends) {
     expect_error(cli(v3_run(io("deepseek-v3-tiny", "input"), "--backend tpu")), 2, {"tpu"});
-    expect_error(cli(v3_run(io("deepseek-v3-tiny", "input"), "--backend cuda")), 2,
-                 {"CUDA backend is not built yet"});
+    // Without a usable GPU the CUDA backend is refused with the reason; with one it runs (see below).
+    if (!cuda_usable()) expect_error(cli(v3_run(io("deepseek-v3-tiny", "input"), "--backend cuda")), 2, {"CUDA backend needs a GPU"});
+}
+
+TEST(CliRun, CudaBackendMatchesTheCpuBackendWhenAGpuIsPresent) {
+    if (!cuda_usable()) GTEST_SKIP() << "no CUDA GPU: " << probe_gpus().error;
+    const auto dir = scratch("cuda_run");
+    const std::string base = "run --model " + golden("deepseek-v3-tiny") + " --layer 1 --input " +
+                             io("deepseek-v3-tiny", "input") + " --output ";
+    const CliResult gpu = cli(base + (dir / "gpu.safetensors").string() + " --backend cuda");
+    ASSERT_EQ(gpu.code, 0) << gpu.err;
+    const CliResult cpu = cli(base + (dir / "cpu.safetensors").string());
+    ASSERT_EQ(cpu.code, 0) << cpu.err;
+    const Tensor a = SafetensorsFile::open(dir / "gpu.safetensors").get("output");
+    const Tensor b = SafetensorsFile::open(dir / "cpu.safetensors").get("output");
+    EXPECT_LE(test::relative_error(a, b), 1e-5);
+    const Tensor ia = SafetensorsFile::open(dir / "gpu.safetensors").get("topk_ids");
+    const Tensor ib = SafetensorsFile::open(dir / "cpu.safetensors").get("topk_ids");
+    EXPECT_EQ(test::first_bit_difference(ia.raw(), ib.raw(), ia.nbytes()), -1);
 }
 
 TEST(CliUsage, UnknownCommandAndHelp) {

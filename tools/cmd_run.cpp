@@ -1,5 +1,8 @@
 // `steadymoe run`: without --model, the built-in demo (throughput, expert load, invariance self-check);
 // with --model, one MoE layer of a checkpoint applied to hidden states read from a safetensors file.
+#if STEADYMOE_HAVE_CUDA
+#include "steadymoe/engine/cuda_moe_layer.hpp"
+#endif
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -37,11 +40,24 @@ struct RunOptions {
     std::vector<int64_t> demo_shape;  // H,I,E,K
 };
 
-void check_backend(const std::string& backend) {
-    SMOE_CHECK(backend != "cuda", Unsupported,
-               "--backend cuda: the CUDA backend is not built yet (use --backend cpu)");
-    SMOE_CHECK(backend == "cpu", InvalidArgument, "--backend: unknown backend '{}' (available: cpu)",
-               backend);
+void check_backend(const std::string& backend, bool demo) {
+#if STEADYMOE_HAVE_CUDA
+    SMOE_CHECK(backend == "cpu" || backend == "cuda", InvalidArgument,
+               "--backend: unknown backend '{}' (available: cpu, cuda)", backend);
+    SMOE_CHECK(!(demo && backend == "cuda"), Unsupported,
+               "--backend cuda: the demo runs on the CPU backend for now; --backend cuda runs --model layers");
+#else
+    SMOE_CHECK(backend != "cuda", Unsupported, "--backend cuda: this build has no CUDA code (nvcc was not found)");
+    SMOE_CHECK(backend == "cpu", InvalidArgument, "--backend: unknown backend '{}' (available: cpu)", backend);
+#endif
+}
+
+// The layer's forward pass on the chosen backend.
+MoeOutput forward_on(const std::string& backend, const MoeLayer& layer, const MoeInput& in) {
+#if STEADYMOE_HAVE_CUDA
+    if (backend == "cuda") return CudaMoeLayer(layer).forward(in);
+#endif
+    return layer.forward(in);
 }
 
 MoeLayerOptions layer_options(const RunOptions& o, const MoeConfig& config) {
@@ -109,7 +125,7 @@ int run_model(const RunOptions& o) {
     const double t0 = now_seconds();
     MoeOutput out;
     try {
-        out = layer.forward(in);
+        out = forward_on(o.backend, layer, in);
     } catch (const Error& e) {
         // The engine names the token and column; add which files they came from.
         std::string files = "--input " + o.input;
@@ -282,7 +298,8 @@ Command add_run_command(CLI::App& parent) {
     app->add_option("--token-ids", o->token_ids,
                     "Token ids FILE:TENSOR, [T] I32 or I64 (needed by hash layers)");
     app->add_option("--mask", o->mask, "Token mask FILE:TENSOR, [T] BOOL/U8/I32/I64, nonzero = real token");
-    app->add_option("--backend", o->backend, "Compute backend: cpu")->capture_default_str();
+    app->add_option("--backend", o->backend, "Compute backend: cpu, or cuda (one GPU, --model layers)")
+        ->capture_default_str();
     app->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
     app->add_option("--activations", o->activations, "Expert activation arithmetic: native, bf16 or fp8")
         ->capture_default_str();
@@ -302,7 +319,7 @@ Command add_run_command(CLI::App& parent) {
                      "Shrink or grow the demo: H,I,E,K (default 1024,512,64,6)")
         ->delimiter(',');
     return {app, [o] {
-                check_backend(o->backend);
+                check_backend(o->backend, o->model.empty());
                 if (!o->model.empty()) return run_model(*o);
                 SMOE_CHECK(o->input.empty() && o->output.empty() && o->layer == kNoLayer, InvalidArgument,
                            "--input, --output and --layer need --model DIR (without it, run runs the demo)");
