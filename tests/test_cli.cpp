@@ -160,7 +160,7 @@ TEST(CliRunErrors, Backends) {
 }
 
 TEST(CliRun, CudaBackendMatchesTheCpuBackendWhenAGpuIsPresent) {
-    if (!cuda_usable()) GTEST_SKIP() << "no CUDA GPU: " << probe_gpus().error;
+    SMOE_SKIP_WITHOUT_GPU();
     const auto dir = scratch("cuda_run");
     const std::string base = "run --model " + golden("deepseek-v3-tiny") + " --layer 1 --input " +
                              io("deepseek-v3-tiny", "input") + " --output ";

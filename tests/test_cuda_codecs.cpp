@@ -5,6 +5,7 @@
 #include "steadymoe/kernels/cuda/runtime.hpp"
 
 #include "cuda_codec_kernels.hpp"
+#include "test_util.hpp"
 
 #include <gtest/gtest.h>
 
@@ -60,8 +61,7 @@ void expect_same_on_device(int which, const std::vector<uint32_t>& in, const cha
 }  // namespace
 
 TEST(CudaCodecs, DeviceAndHostAgreeOnEveryCodeAndEveryEncoderInput) {
-    std::string why;
-    if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA GPU: " << why;
+    SMOE_SKIP_WITHOUT_GPU();
     std::vector<uint32_t> codes8(256), codes16(65536);
     for (uint32_t i = 0; i < 256; ++i) codes8[i] = i;
     for (uint32_t i = 0; i < 65536; ++i) codes16[i] = i;

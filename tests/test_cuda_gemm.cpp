@@ -18,11 +18,6 @@ using namespace steadymoe;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                         \
-    do {                                                                           \
-        std::string why;                                                           \
-        if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA GPU: " << why; \
-    } while (0)
 
 std::vector<float> values(int64_t rows, int64_t cols, uint32_t seed, float std) {
     const Tensor t = synthetic::tensor(DType::F32, {rows, cols}, seed, 2, std);
@@ -74,7 +69,7 @@ std::vector<float> gpu_gemm(const std::vector<float>& a, const std::vector<float
 class CudaGemm : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaGemm, BitwiseEqualToTheCpuGemm) {
-    SKIP_WITHOUT_GPU();
+    SMOE_SKIP_WITHOUT_GPU();
     const int64_t N = 96, K = 384;
     const cpu::PackedWeight packed = cpu::pack_weight(weight(GetParam(), N, K));
     const cuda::DevicePackedWeight dw = cuda::upload_weight(packed, "test weight");
@@ -87,7 +82,7 @@ TEST_P(CudaGemm, BitwiseEqualToTheCpuGemm) {
 }
 
 TEST_P(CudaGemm, Fp8ActivationBlocksBitwiseEqualToTheCpuGemm) {
-    SKIP_WITHOUT_GPU();
+    SMOE_SKIP_WITHOUT_GPU();
     const int64_t N = 40, K = 320, m = 13;  // a partial last 128-block
     const cpu::PackedWeight packed = cpu::pack_weight(weight(GetParam(), N, K));
     const cuda::DevicePackedWeight dw = cuda::upload_weight(packed, "test weight");
@@ -110,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, CudaGemm,
                          });
 
 TEST(CudaRuntime, AnImpossibleAllocationIsAnOutOfMemoryError) {
-    SKIP_WITHOUT_GPU();
+    SMOE_SKIP_WITHOUT_GPU();
     try {
         cuda::DeviceBuffer huge(size_t(1) << 52, "a 4 PiB test buffer");
         FAIL() << "allocation of 4 PiB succeeded";

@@ -17,11 +17,6 @@ using namespace steadymoe;
 
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                                         \
-    do {                                                                           \
-        std::string why;                                                           \
-        if (!cuda::device_available(&why)) GTEST_SKIP() << "no CUDA GPU: " << why; \
-    } while (0)
 
 void expect_same_routing_bits(const MoeOutput& a, const MoeOutput& b) {
     EXPECT_EQ(test::first_bit_difference(a.topk_ids.raw(), b.topk_ids.raw(), a.topk_ids.nbytes()), -1);
@@ -65,7 +60,7 @@ void expect_batch_invariant_on_gpu(const CudaMoeLayer& gpu, const MoeInput& prob
 class CudaDemoLayer : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 
 TEST_P(CudaDemoLayer, MatchesTheCpuBackendAndIsBatchInvariant) {
-    SKIP_WITHOUT_GPU();
+    SMOE_SKIP_WITHOUT_GPU();
     const auto [L, dtype] = GetParam();
     const DemoModelShape s = test::small_demo_shape();
     const MoeLayer cpu(demo_config(s), demo_layer_weights(s, L));
@@ -96,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, CudaDemoLayer,
                          ::testing::Combine(::testing::Values(0, 1), ::testing::Values(DType::BF16, DType::F32)));
 
 TEST(CudaGolden, HuggingFaceLayersMatchFloat64) {
-    SKIP_WITHOUT_GPU();
+    SMOE_SKIP_WITHOUT_GPU();
     for (auto [name, L] : {std::pair<const char*, int>{"deepseek-v3-tiny", 1}, {"qwen3-moe-tiny", 0}}) {
         SCOPED_TRACE(name);
         const auto dir = test::golden_dir() / name;
@@ -114,7 +109,7 @@ TEST(CudaGolden, HuggingFaceLayersMatchFloat64) {
 }
 
 TEST(CudaGolden, DeepseekV4LayersMatchTheReference) {
-    SKIP_WITHOUT_GPU();
+    SMOE_SKIP_WITHOUT_GPU();
     const auto dir = test::golden_dir() / "deepseek-v4-tiny";
     const Checkpoint ckpt = Checkpoint::open(dir);
     const SafetensorsFile io = SafetensorsFile::open(dir / "io.safetensors");

@@ -1,6 +1,7 @@
 // Shared test helpers: where the goldens are, scratch directories, comparisons.
 #pragma once
 
+#include "steadymoe/core/gpu.hpp"
 #include "steadymoe/core/tensor.hpp"
 #include "steadymoe/engine/demo_model.hpp"
 
@@ -8,6 +9,13 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+
+// In a test body: skip, saying why, when no CUDA GPU is usable.
+#define SMOE_SKIP_WITHOUT_GPU()                                                                  \
+    do {                                                                                         \
+        const ::steadymoe::GpuProbe smoe_probe_ = ::steadymoe::probe_gpus();                     \
+        if (smoe_probe_.device_count == 0) GTEST_SKIP() << "no CUDA GPU: " << smoe_probe_.error; \
+    } while (0)
 
 namespace steadymoe::test {
 
