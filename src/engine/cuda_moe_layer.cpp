@@ -5,6 +5,7 @@
 
 #include "../kernels/cuda/check.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
+#include "cuda_tensor_core_path.hpp"
 
 #include <fmt/format.h>
 
@@ -41,11 +42,33 @@ struct CudaMoeLayer::Device {
     cuda::DevicePackedWeight router;
     std::vector<DeviceExpert> experts;
     DeviceExpert shared;
+    std::unique_ptr<TensorCorePath> tensor_core;
 };
 
-CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer) : layer_(layer), device_(std::make_unique<Device>()) {
+const char* cuda_path_name(CudaPath path) {
+    switch (path) {
+    case CudaPath::Auto: return "auto";
+    case CudaPath::TensorCore: return "tensor-core";
+    case CudaPath::Portable: return "portable";
+    }
+    return "?";
+}
+
+CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path) : layer_(layer), device_(std::make_unique<Device>()) {
     std::string why;
     SMOE_CHECK(cuda::device_available(&why), Unsupported, "the CUDA backend needs a GPU: {}", why);
+    if (path != CudaPath::Portable) {
+        portable_reason_ = TensorCorePath::blocker(layer);
+        SMOE_CHECK(path == CudaPath::Auto || portable_reason_.empty(), Unsupported,
+                   "the tensor-core path cannot run this layer: {}", portable_reason_);
+    } else {
+        portable_reason_ = "the portable path was asked for";
+    }
+    if (portable_reason_.empty()) {
+        path_ = CudaPath::TensorCore;
+        device_->tensor_core = std::make_unique<TensorCorePath>(layer);
+        return;
+    }
     const cpu::PackedLayer& p = layer.packed();
     device_->router = cuda::upload_weight(p.router, "router");
     for (size_t e = 0; e < p.experts.size(); ++e)
@@ -57,12 +80,17 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer) : layer_(layer), device_(std::
 CudaMoeLayer::~CudaMoeLayer() = default;
 CudaMoeLayer::CudaMoeLayer(CudaMoeLayer&&) noexcept = default;
 
-MoeOutput CudaMoeLayer::forward(const MoeInput& input) const {
+MoeOutput CudaMoeLayer::forward(const MoeInput& input, CudaStageTimes* times) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
     BatchPlan plan = layer_.begin_batch(input);
     const int64_t T = plan.x.dim(0);
     if (T == 0) return std::move(plan.out);
+    if (device_->tensor_core) {
+        device_->tensor_core->forward(input, plan, times);
+        return std::move(plan.out);
+    }
+    if (times) *times = {};
     const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
 
     // Router GEMM on the GPU; the routing itself runs on the host from the (bitwise CPU-equal) logits.

@@ -1,32 +1,54 @@
-// The MoE layer on one CUDA GPU (the portable path, any sm_80+ GPU). It shares the CPU layer's
-// checks, routing and work list (MoeLayer::begin_batch / route_batch), uploads the CPU layer's
-// decoded weights once, and runs the router GEMM, the expert stages and the combine on the GPU.
-// Every stage is row-local and its arithmetic depends only on the model's sizes, so a token's output
-// bytes do not depend on the batch. Against the CPU backend: identical routing (the GEMMs agree bit for
-// bit) and outputs within rounding (the GPU's expf differs from the host's exp).
+// The MoE layer on one CUDA GPU. It shares the CPU layer's checks, routing and work list
+// (MoeLayer::begin_batch / route_batch) and has two paths:
+//  - TensorCore: grouped tensor-core GEMMs over the weights in their stored width (bf16, FP8, FP4),
+//    SwiGLU and the scatter fused into them (src/engine/cuda_tensor_core_path.hpp). Outputs agree with
+//    the CPU backend within the formats' rounding, not bit for bit (the sums run in another order).
+//  - Portable: the CPU backend's arithmetic element for element over its decoded weight panels; the
+//    GEMMs agree with the CPU bit for bit. Slow; the reference on the GPU.
+// On either path every stage is row-local and its arithmetic depends only on the model's sizes and
+// formats, so a token's output bytes do not depend on the batch it is in.
 #pragma once
 
 #include "steadymoe/engine/moe_layer.hpp"
 
 #include <memory>
+#include <string>
 
 namespace steadymoe {
 
+enum class CudaPath { Auto, TensorCore, Portable };
+
+// GPU time of a forward's stages in milliseconds (CUDA events), when asked for.
+struct CudaStageTimes {
+    double router_ms = 0;   // input upload, router GEMM and logits download
+    double routed_ms = 0;   // routed experts: row gathers, both GEMMs, scatter
+    double shared_ms = 0;   // the shared expert (overlapping the routed experts on its own stream)
+    double combine_ms = 0;  // combine and output download
+};
+
 class CudaMoeLayer {
 public:
-    // Uploads `layer`'s weights; `layer` must outlive this object. Throws OutOfMemory naming the
-    // tensor that did not fit, or Unsupported when no CUDA device is visible.
-    explicit CudaMoeLayer(const MoeLayer& layer);
+    // Uploads `layer`'s weights for the chosen path; `layer` must outlive this object. Auto takes the
+    // tensor-core path whenever the layer's formats allow it. Throws OutOfMemory naming the tensor
+    // that did not fit, Unsupported when no CUDA device is visible or the asked path cannot run it.
+    explicit CudaMoeLayer(const MoeLayer& layer, CudaPath path = CudaPath::Auto);
     ~CudaMoeLayer();
     CudaMoeLayer(CudaMoeLayer&&) noexcept;
 
-    MoeOutput forward(const MoeInput& input) const;
+    MoeOutput forward(const MoeInput& input, CudaStageTimes* times = nullptr) const;
     const MoeLayer& layer() const { return layer_; }
+    CudaPath path() const { return path_; }
+    // Why the tensor-core path is not used ("" when it is).
+    const std::string& portable_reason() const { return portable_reason_; }
 
 private:
     struct Device;
     const MoeLayer& layer_;
+    CudaPath path_ = CudaPath::Portable;
+    std::string portable_reason_;
     std::unique_ptr<Device> device_;
 };
+
+const char* cuda_path_name(CudaPath path);
 
 }  // namespace steadymoe

@@ -97,29 +97,33 @@ void select_topk(const float* sel, int64_t n, int64_t k, int32_t* ids) {
 
 void finish_weights(const MoeConfig& cfg, const float* scores, const int32_t* ids, float* w) {
     const int64_t k = cfg.top_k;
+    const WeightRule rule = weight_rule(cfg);
     for (int64_t s = 0; s < k; ++s) w[s] = scores[ids[s]];
-    const bool deepseek_v2 = cfg.family == ModelFamily::DeepseekV2;
-    const bool v4 = cfg.family == ModelFamily::DeepseekV4;
-    // DeepSeek-V4 normalises every non-softmax score; the others follow norm_topk_prob.
-    // (DeepSeek-V2 skips normalising a single expert's weight.)
-    const bool normalise = v4 ? cfg.score_func != ScoreFunc::Softmax : (cfg.norm_topk_prob && (!deepseek_v2 || k > 1));
-    if (normalise) {
+    if (rule.normalise) {
         float sum = 0.0f;
         for (int64_t s = 0; s < k; ++s) sum += w[s];
-        // The V2/V3 reference adds 1e-20 to the denominator; V4 and the softmax families do not.
-        const bool eps = cfg.family == ModelFamily::DeepseekV2 || cfg.family == ModelFamily::DeepseekV3;
-        if (eps) sum += 1e-20f;
+        if (rule.eps) sum += 1e-20f;
         for (int64_t s = 0; s < k; ++s) w[s] /= sum;
     }
-    // DeepSeek-V2 scales only weights it did not normalise; everyone else always scales.
-    if (!(deepseek_v2 && normalise)) {
-        const float scale = float(cfg.routed_scaling_factor);
-        if (scale != 1.0f)
-            for (int64_t s = 0; s < k; ++s) w[s] *= scale;
-    }
+    if (rule.scale != 1.0f)
+        for (int64_t s = 0; s < k; ++s) w[s] *= rule.scale;
 }
 
 }  // namespace
+
+WeightRule weight_rule(const MoeConfig& cfg) {
+    const bool deepseek_v2 = cfg.family == ModelFamily::DeepseekV2;
+    const bool v4 = cfg.family == ModelFamily::DeepseekV4;
+    WeightRule r;
+    // DeepSeek-V4 normalises every non-softmax score; the others follow norm_topk_prob.
+    // (DeepSeek-V2 skips normalising a single expert's weight.)
+    r.normalise = v4 ? cfg.score_func != ScoreFunc::Softmax : (cfg.norm_topk_prob && (!deepseek_v2 || cfg.top_k > 1));
+    // The V2/V3 reference adds 1e-20 to the denominator; V4 and the softmax families do not.
+    r.eps = deepseek_v2 || cfg.family == ModelFamily::DeepseekV3;
+    // DeepSeek-V2 scales only weights it did not normalise; everyone else always scales.
+    r.scale = deepseek_v2 && r.normalise ? 1.0f : float(cfg.routed_scaling_factor);
+    return r;
+}
 
 void route_tokens(const RouterParams& p, int64_t begin, int64_t end) {
     const MoeConfig& cfg = *p.config;

@@ -1,6 +1,7 @@
 #include "steadymoe/core/numeric.hpp"
 
 #include "layer_kernels.hpp"
+#include "stage_math.cuh"
 
 namespace steadymoe::cuda {
 
@@ -9,8 +10,6 @@ namespace {
 constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
-
-__device__ __forceinline__ float round_act(float x, bool bf16) { return bf16 ? round_to_bf16(x) : x; }
 
 // One thread per (row, 128-value group): the CPU's quantize_row_fp8, operation for operation.
 __global__ void gather_quant_kernel(const float* src, int64_t stride, const int64_t* rows, int64_t m, int64_t k,
@@ -45,14 +44,7 @@ __global__ void swiglu_kernel(const float* gate, const float* up, int64_t m, int
                               float limit, bool before, bool bf16, float* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= m * width) return;
-    float g = round_act(gate[i], bf16), u = round_act(up[i], bf16);
-    if (limit > 0.0f) {
-        u = u < -limit ? -limit : (limit < u ? limit : u);  // as std::clamp (NaN passes through)
-        g = limit < g ? limit : g;                           // as std::min(g, limit)
-    }
-    float h = g / (1.0f + expf(-g)) * u;
-    if (before) h = weights[i / width] * h;
-    out[i] = round_act(h, bf16);
+    out[i] = swiglu_stage(gate[i], up[i], limit, before, before ? weights[i / width] : 1.0f, bf16);
 }
 
 __global__ void scatter_kernel(const float* down, int64_t m, int64_t h, const int64_t* dest, const float* weights,

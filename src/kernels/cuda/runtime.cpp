@@ -2,7 +2,9 @@
 
 #include "check.hpp"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace steadymoe::cuda {
 
@@ -54,6 +56,38 @@ void DeviceBuffer::upload(const void* host, size_t bytes, Stream stream) {
 void DeviceBuffer::download(void* host, size_t bytes, Stream stream) const {
     SMOE_CHECK(bytes <= bytes_, Internal, "download of {} bytes from a {}-byte device buffer", bytes, bytes_);
     if (bytes) SMOE_CUDA_CHECK(cudaMemcpyAsync(host, ptr_, bytes, cudaMemcpyDeviceToHost, stream));
+}
+
+std::string device_name() {
+    int device = 0;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        cudaGetLastError();
+        return {};
+    }
+    return prop.name;
+}
+
+double copy_bandwidth(size_t bytes, int repeats) {
+    DeviceBuffer src(bytes, "bandwidth probe source"), dst(bytes, "bandwidth probe destination");
+    SMOE_CUDA_CHECK(cudaMemset(src.get(), 1, bytes));
+    cudaEvent_t begin = nullptr, end = nullptr;
+    SMOE_CUDA_CHECK(cudaEventCreate(&begin));
+    SMOE_CUDA_CHECK(cudaEventCreate(&end));
+    std::vector<float> ms;
+    for (int i = 0; i <= repeats; ++i) {  // the first copy warms up and is not counted
+        SMOE_CUDA_CHECK(cudaEventRecord(begin));
+        SMOE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice));
+        SMOE_CUDA_CHECK(cudaEventRecord(end));
+        SMOE_CUDA_CHECK(cudaEventSynchronize(end));
+        float t = 0;
+        SMOE_CUDA_CHECK(cudaEventElapsedTime(&t, begin, end));
+        if (i > 0) ms.push_back(t);
+    }
+    cudaEventDestroy(begin);
+    cudaEventDestroy(end);
+    std::sort(ms.begin(), ms.end());
+    return 2.0 * double(bytes) / (double(ms[ms.size() / 2]) * 1e-3);
 }
 
 void synchronize(Stream stream) {

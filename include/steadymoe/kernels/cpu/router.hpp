@@ -21,6 +21,15 @@ struct RouterParams {
     float* topk_weights = nullptr;     // out [T][K]; 0 for masked tokens
 };
 
+// How a family turns the selected experts' scores into weights: divide by their sum (plus 1e-20 for
+// DeepSeek-V2/V3), then multiply by `scale` (1 when the family does not scale).
+struct WeightRule {
+    bool normalise = false;
+    bool eps = false;
+    float scale = 1.0f;
+};
+WeightRule weight_rule(const MoeConfig& config);
+
 // Canonical slot order: selection score descending, expert id ascending on exact ties; NaN scores
 // rank below every number. Hash layers keep the table's order.
 void route_tokens(const RouterParams& params, int64_t begin, int64_t end);

@@ -41,6 +41,13 @@ private:
     size_t bytes_ = 0;
 };
 
+// The current device's name ("NVIDIA H200"), or "" when none is visible.
+std::string device_name();
+
+// Device-to-device copy bandwidth in bytes per second, counting bytes read plus bytes written: the
+// median of `repeats` copies of `bytes` bytes. The memory floor of a benchmark divides by this.
+double copy_bandwidth(size_t bytes, int repeats);
+
 // Waits for all work on `stream`, and turns any asynchronous kernel error into an Error.
 void synchronize(Stream stream = nullptr);
 

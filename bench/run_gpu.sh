@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call: build, run the GPU tests, then the GPU benchmarks beside their floors and peers.
+# usage: bench/run_gpu.sh OUT_DIR [tests|bench|all] [workload:format ...]
+set -uo pipefail
+out=${1:?output directory}; what=${2:-all}; shift 2 || true
+mkdir -p "$out"
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/device.txt"
+if [[ $what == tests || $what == all ]]; then
+  for t in build-gpu/tests/test_cuda_*; do
+    [[ -x $t ]] || continue
+    "$t" >"$out/$(basename "$t").log" 2>&1; rc=$?
+    echo "$(basename "$t"): rc=$rc $(grep -E '^\[  (PASSED|FAILED) ' "$out/$(basename "$t").log" | tr '\n' ' ')"
+    grep -E "FAILED|Failure|relative|path" "$out/$(basename "$t").log" | head -20
+  done
+fi
+if [[ $what == bench || $what == all ]]; then
+  records=()
+  for spec in "$@"; do
+    wl=${spec%%:*}; fmt=${spec#*:}
+    json="$out/bench-$wl-$fmt.json"
+    ./build-gpu/steadymoe bench --backend cuda --workload "$wl" --format "$fmt" --json "$json" 2>&1 | tee "$out/bench-$wl-$fmt.txt" | grep -v "^bench:" 
+    [[ -f $json ]] && records+=("$json")
+  done
+  [[ ${#records[@]} -gt 0 ]] && python3 bench/gpu_peers.py "$out/peers.json" "${records[@]}" 2>&1 | tee "$out/peers.md"
+fi

@@ -1,0 +1,45 @@
+// The CUDA layer's tensor-core path, all on the GPU between the input upload and the output download:
+// the router GEMM, routing (routing.hpp), each expert's rows by prefix sums, and the experts as grouped
+// tensor-core GEMMs over weights kept in their stored width — SwiGLU fused into the gate/up GEMM, the
+// routing weight and the scatter into the down GEMM. The shared expert runs on a second stream, beside
+// the routed ones. A workspace sized by the largest batch so far is kept between calls.
+#pragma once
+
+#include "steadymoe/engine/cuda_moe_layer.hpp"
+#include "steadymoe/kernels/cuda/gemm.hpp"
+
+#include "../kernels/cuda/expert_group.hpp"
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace steadymoe {
+
+class TensorCorePath {
+public:
+    // Why `layer` cannot run on this path ("" when it can).
+    static std::string blocker(const MoeLayer& layer);
+
+    explicit TensorCorePath(const MoeLayer& layer);
+    ~TensorCorePath();
+
+    // Runs a checked batch (begin_batch done) on the GPU — router, routing, permutation, experts,
+    // combine — and fills plan.out.
+    void forward(const MoeInput& input, BatchPlan& plan, CudaStageTimes* times) const;
+
+private:
+    struct Workspace;
+    const MoeLayer& layer_;
+    std::optional<cuda::DeviceMatrixSet> router_;  // bf16 router (tensor cores), when stored in bf16
+    cuda::DevicePackedWeight router_exact_;        // f32 router arithmetic for f32 inputs
+    cuda::DeviceExpertGroup routed_;
+    std::optional<cuda::DeviceExpertGroup> shared_;
+    cuda::DeviceBuffer bias_;     // [E] f32, or empty
+    cuda::DeviceBuffer tid2eid_;  // [vocab][K] i32, or empty
+    std::unique_ptr<Workspace> ws_;
+    mutable std::mutex busy_;  // one batch at a time per layer: the workspace is shared
+};
+
+}  // namespace steadymoe

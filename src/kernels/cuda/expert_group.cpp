@@ -1,0 +1,181 @@
+#include "expert_group.hpp"
+
+#include "steadymoe/core/numeric.hpp"
+
+#include "check.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace steadymoe::cuda {
+
+namespace {
+
+// Bytes one stored row of `w` occupies (the data only).
+int64_t row_bytes(const WeightMatrix& w) {
+    return w.format == ExpertFormat::Fp4 ? w.cols / 2 : w.format == ExpertFormat::Fp8 ? w.cols : w.cols * 2;
+}
+
+WeightCode code_of(const WeightMatrix& w) {
+    return w.format == ExpertFormat::Fp4 ? WeightCode::Fp4 : w.format == ExpertFormat::Fp8 ? WeightCode::Fp8
+                                                                                           : WeightCode::Bf16;
+}
+
+// An FP4 value times its scale 2^(e-127) is exact in bf16 when e is in [2, 252]; a block of zeros is
+// exact at any finite scale.
+std::string fp4_scale_blocker(const WeightMatrix& w) {
+    const auto* scale = static_cast<const uint8_t*>(w.scale.raw());
+    const auto* data = static_cast<const uint8_t*>(w.data.raw());
+    const int64_t blocks = w.cols / kMxBlockSize;
+    for (int64_t r = 0; r < w.rows; ++r) {
+        for (int64_t b = 0; b < blocks; ++b) {
+            const uint8_t e = scale[r * blocks + b];
+            if (e >= 2 && e <= 252) continue;
+            const uint8_t* codes = data + r * (w.cols / 2) + b * (kMxBlockSize / 2);
+            bool zeros = e != 0xFF;
+            for (int64_t i = 0; i < kMxBlockSize / 2 && zeros; ++i) zeros = (codes[i] & 0x77) == 0;
+            if (!zeros)
+                return fmt::format("{}: scale 2^{} of row {} block {} is outside the range bf16 holds exactly",
+                                   w.name, int(e) - 127, r, b);
+        }
+    }
+    return {};
+}
+
+std::string matrix_blocker(const WeightMatrix& w) {
+    if (w.cols % 128 != 0) return fmt::format("{}: {} input features is not a multiple of 128", w.name, w.cols);
+    switch (w.format) {
+    case ExpertFormat::Dense:
+        if (w.data.dtype() != DType::BF16)
+            return fmt::format("{}: dense {} weights have no exact bf16 form", w.name, dtype_name(w.data.dtype()));
+        return {};
+    case ExpertFormat::Fp8:
+        return {};
+    case ExpertFormat::Fp4:
+        return fp4_scale_blocker(w);
+    case ExpertFormat::Nvfp4:
+        return fmt::format("{}: NVFP4 weights are not on the tensor-core path yet", w.name);
+    }
+    return fmt::format("{}: unknown format", w.name);
+}
+
+bool same_kind(const WeightMatrix& a, const WeightMatrix& b) {
+    return a.format == b.format && a.rows == b.rows && a.cols == b.cols && a.data.dtype() == b.data.dtype() &&
+           (a.format != ExpertFormat::Fp8 || a.scale.dtype() == b.scale.dtype());
+}
+
+// FP8 block scales of one matrix as f32 [ceil(rows/128)][cols/128].
+std::vector<float> fp8_scales(const WeightMatrix& w) {
+    const int64_t count = w.scale.numel();
+    std::vector<float> out(size_t(count), 0.0f);
+    if (w.scale.dtype() == DType::F32) {
+        std::memcpy(out.data(), w.scale.raw(), size_t(count) * 4);
+    } else {
+        const auto* e = static_cast<const uint8_t*>(w.scale.raw());
+        for (int64_t i = 0; i < count; ++i) out[size_t(i)] = e8m0_to_f32(e[i]);
+    }
+    return out;
+}
+
+void copy_to_device(DeviceBuffer& dst, int64_t offset, const void* src, size_t bytes) {
+    SMOE_CUDA_CHECK(cudaMemcpy(static_cast<char*>(dst.get()) + offset, src, bytes, cudaMemcpyHostToDevice));
+}
+
+DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, const std::string& what) {
+    DeviceMatrixSet s;
+    s.code = code_of(like);
+    s.quantized = like.format != ExpertFormat::Dense;
+    s.n = n;
+    s.k = like.cols;
+    s.expert_bytes = n * row_bytes(like);
+    s.data = DeviceBuffer(size_t(experts * s.expert_bytes), what);
+    if (s.code == WeightCode::Fp8) {
+        s.scale_expert_bytes = (n == like.rows ? (n + 127) / 128 : 2 * ((like.rows + 127) / 128)) * (s.k / 128) * 4;
+        if (n != like.rows) s.fp8_half_blocks = int32_t((like.rows + 127) / 128);
+    } else if (s.code == WeightCode::Fp4) {
+        s.scale_expert_bytes = n * (s.k / kMxBlockSize);
+    }
+    if (s.scale_expert_bytes) s.scale = DeviceBuffer(size_t(experts * s.scale_expert_bytes), what + " scales");
+    return s;
+}
+
+// Gate and up of one expert, rows interleaved by 8: rows 16j..16j+7 are gate rows 8j.., the next 8 up's.
+void upload_gate_up(DeviceMatrixSet& s, int64_t e, const WeightMatrix& gate, const WeightMatrix& up) {
+    const int64_t I = gate.rows, rb = row_bytes(gate);
+    std::vector<uint8_t> rows(size_t(2 * I * rb));
+    const auto* g = static_cast<const uint8_t*>(gate.data.raw());
+    const auto* u = static_cast<const uint8_t*>(up.data.raw());
+    for (int64_t r = 0; r < 2 * I; ++r) {
+        const int64_t frag = r / 8, original = (frag / 2) * 8 + r % 8;
+        std::memcpy(rows.data() + r * rb, (frag & 1 ? u : g) + original * rb, size_t(rb));
+    }
+    copy_to_device(s.data, e * s.expert_bytes, rows.data(), rows.size());
+    if (s.code == WeightCode::Fp8) {
+        std::vector<float> scales = fp8_scales(gate);
+        const std::vector<float> up_scales = fp8_scales(up);
+        scales.insert(scales.end(), up_scales.begin(), up_scales.end());
+        copy_to_device(s.scale, e * s.scale_expert_bytes, scales.data(), scales.size() * 4);
+    } else if (s.code == WeightCode::Fp4) {
+        const int64_t sb = gate.cols / kMxBlockSize;
+        std::vector<uint8_t> scales(size_t(2 * I * sb));
+        const auto* gs = static_cast<const uint8_t*>(gate.scale.raw());
+        const auto* us = static_cast<const uint8_t*>(up.scale.raw());
+        for (int64_t r = 0; r < 2 * I; ++r) {
+            const int64_t frag = r / 8, original = (frag / 2) * 8 + r % 8;
+            std::memcpy(scales.data() + r * sb, (frag & 1 ? us : gs) + original * sb, size_t(sb));
+        }
+        copy_to_device(s.scale, e * s.scale_expert_bytes, scales.data(), scales.size());
+    }
+}
+
+void upload_plain(DeviceMatrixSet& s, int64_t e, const WeightMatrix& w) {
+    copy_to_device(s.data, e * s.expert_bytes, w.data.raw(), size_t(s.expert_bytes));
+    if (s.code == WeightCode::Fp8) {
+        const std::vector<float> scales = fp8_scales(w);
+        copy_to_device(s.scale, e * s.scale_expert_bytes, scales.data(), scales.size() * 4);
+    } else if (s.code == WeightCode::Fp4) {
+        copy_to_device(s.scale, e * s.scale_expert_bytes, w.scale.raw(), size_t(s.scale_expert_bytes));
+    }
+}
+
+}  // namespace
+
+std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts) {
+    if (experts.empty()) return "no experts";
+    const ExpertWeights& first = *experts.front();
+    if (first.gate.rows % 8 != 0)
+        return fmt::format("{}: {} intermediate features is not a multiple of 8", first.gate.name, first.gate.rows);
+    if (!same_kind(first.gate, first.up))
+        return fmt::format("{} and {} differ in format or shape", first.gate.name, first.up.name);
+    for (const ExpertWeights* e : experts) {
+        if (!same_kind(e->gate, first.gate) || !same_kind(e->up, first.up) || !same_kind(e->down, first.down))
+            return fmt::format("{} differs in format or shape from {}", e->gate.name, first.gate.name);
+        for (const WeightMatrix* w : {&e->gate, &e->up, &e->down})
+            if (std::string why = matrix_blocker(*w); !why.empty()) return why;
+    }
+    return {};
+}
+
+DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& experts, const std::string& what) {
+    const ExpertWeights& first = *experts.front();
+    DeviceExpertGroup g;
+    g.experts = int64_t(experts.size());
+    g.intermediate = first.gate.rows;
+    g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up");
+    g.down = make_set(first.down, g.experts, first.down.rows, what + " down");
+    for (int64_t e = 0; e < g.experts; ++e) {
+        upload_gate_up(g.gate_up, e, experts[size_t(e)]->gate, experts[size_t(e)]->up);
+        upload_plain(g.down, e, experts[size_t(e)]->down);
+    }
+    return g;
+}
+
+DeviceMatrixSet upload_bf16_matrix(const Tensor& matrix, const std::string& what) {
+    WeightMatrix w{ExpertFormat::Dense, matrix.dim(0), matrix.dim(1), matrix, {}, 1.0f, what};
+    DeviceMatrixSet s = make_set(w, 1, w.rows, what);
+    upload_plain(s, 0, w);
+    return s;
+}
+
+}  // namespace steadymoe::cuda

@@ -1,0 +1,48 @@
+// Expert weights on the GPU for the tensor-core path, in the width they are stored in (bf16, FP8,
+// FP4): a group is a set of experts of one shape and format held in one allocation per projection,
+// so one grouped-GEMM launch reaches all of them. Gate and up rows are interleaved by 8 so one tile
+// holds matching gate and up features and SwiGLU runs in the GEMM's epilogue.
+#pragma once
+
+#include "steadymoe/kernels/cuda/runtime.hpp"
+#include "steadymoe/model/weights.hpp"
+
+#include "grouped_gemm.hpp"
+
+#include <string>
+#include <vector>
+
+namespace steadymoe::cuda {
+
+// One projection of every expert of a group: expert e's matrix starts e * expert_bytes into `data`.
+struct DeviceMatrixSet {
+    WeightCode code = WeightCode::Bf16;
+    bool quantized = false;      // FP8 or FP4 (the activations may be quantised to FP8 for it)
+    int64_t n = 0;               // output features (2I for interleaved gate/up)
+    int64_t k = 0;               // input features, a multiple of 128
+    int32_t fp8_half_blocks = 0; // interleaved FP8 gate/up: 128-row blocks per half
+    int64_t expert_bytes = 0;
+    int64_t scale_expert_bytes = 0;
+    DeviceBuffer data;
+    DeviceBuffer scale;          // FP8: f32 block scales; FP4: e8m0 bytes [n][k/32]
+};
+
+struct DeviceExpertGroup {
+    int64_t experts = 0;
+    int64_t intermediate = 0;
+    DeviceMatrixSet gate_up;  // [experts][2I][H], gate and up interleaved by 8 rows
+    DeviceMatrixSet down;     // [experts][H][I]
+};
+
+// Why these experts cannot take the tensor-core path ("" when they can): mixed shapes or formats,
+// a format without an exact bf16 widening (NVFP4, f16/f32 dense), sizes not multiples of 128, or FP4
+// scales outside the range bf16 represents exactly.
+std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts);
+
+// Uploads the experts (which must pass tensor_core_blocker). Throws OutOfMemory naming `what`.
+DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& experts, const std::string& what);
+
+// A dense bf16 matrix [n][k] (the router) as a one-expert set.
+DeviceMatrixSet upload_bf16_matrix(const Tensor& matrix, const std::string& what);
+
+}  // namespace steadymoe::cuda

@@ -1,0 +1,78 @@
+// The boundary between host code and the tensor-core grouped GEMM: plain pointers and sizes only, so
+// the .cu file needs no host library headers.
+//
+// One launch computes C = A . W_e^T for every expert e of a group at once. A holds the experts' input
+// rows one expert after another (bf16 bits); a tile list names, for every 64-row tile, its expert,
+// first row and number of valid rows. The arithmetic of one output element is fixed by (N, K, format)
+// alone: bf16 operands (every FP8 / FP4 weight and FP8 activation value is exact in bf16), fp32
+// accumulation in 16-wide k steps in ascending k, and — when a 128-block scale applies — one partial
+// sum per 128-wide k block folded as c = fma(p, s_a * s_w, c). No row's result depends on another's,
+// so a token's bits do not depend on which tile, or how full a tile, it lands in.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace steadymoe::cuda {
+
+inline constexpr int kTileM = 64;   // rows of A per tile
+inline constexpr int kTileN = 128;  // output features per tile
+
+enum class WeightCode : int {
+    Bf16 = 0,  // [N][K] bf16 bits
+    Fp8 = 1,   // [N][K] e4m3; f32 scales [ceil(N/128)][K/128] (see fp8_half_blocks)
+    Fp4 = 2,   // [N][K/2] e2m1, low nibble first; e8m0 scales [N][K/32]
+};
+
+enum class GemmEpilogue : int {
+    Store = 0,    // out[row][n] = c (f32, row stride ldo)
+    SwiGlu = 1,   // W rows interleave gate and up by 8; out[row][j] = SwiGLU(gate_j, up_j) (f32)
+    Scatter = 2,  // out[row_dest[row]][n] = round(w * c) or round(c) (f32)
+};
+
+struct GroupedGemmLaunch {
+    // Tiles: grid.x = max_tiles; tiles at or past *tile_count exit at once.
+    const int32_t* tile_expert = nullptr;
+    const int32_t* tile_row0 = nullptr;
+    const int32_t* tile_rows = nullptr;
+    const int32_t* tile_count = nullptr;
+    int32_t max_tiles = 0;
+
+    const uint16_t* a = nullptr;    // [rows][k] bf16 bits
+    const float* a_scale = nullptr;  // [rows][k/128], or null (scale 1)
+
+    WeightCode code = WeightCode::Bf16;
+    const void* w = nullptr;         // expert e at w + e * w_expert_bytes
+    int64_t w_expert_bytes = 0;
+    const void* w_scale = nullptr;   // expert e at w_scale + e * scale_expert_bytes
+    int64_t scale_expert_bytes = 0;
+    // Fp8 with interleaved gate/up rows: 128-row blocks of the gate come first, then the up's.
+    int32_t fp8_half_blocks = 0;
+    int64_t n = 0;
+    int64_t k = 0;                   // a multiple of 128
+    bool scaled = false;             // fold per 128-wide k block (FP8 weights or FP8 activations)
+
+    GemmEpilogue epilogue = GemmEpilogue::Store;
+    float* out = nullptr;
+    int64_t ldo = 0;
+    const float* row_weight = nullptr;  // SwiGlu (weight before down) and Scatter
+    const int64_t* row_dest = nullptr;  // Scatter
+    float swiglu_limit = 0.0f;          // <= 0: none
+    bool weight_before_down = false;
+    bool round_bf16 = false;            // round stage outputs to bf16 (the activation dtype)
+
+    cudaStream_t stream = nullptr;
+};
+
+cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
+
+// A's rows for a grouped GEMM: out[r] = src[rows ? rows[r] : r] (stride `stride` values, f32 or bf16) as bf16 bits,
+// optionally FP8-quantised per 128 values exactly as the CPU backend does (quant_mode 0 none: values
+// must already be exact in bf16; 1 fp8 with scales kept in `scales` [m][k/128]; 2 fp8 with
+// power-of-two scales folded in). m is an upper bound; rows at or past *live_rows (when set) are skipped.
+cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
+                               const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out, float* scales,
+                               cudaStream_t stream);
+
+}  // namespace steadymoe::cuda

@@ -1,0 +1,69 @@
+// Routing and the permutation of tokens to experts on the GPU: plain pointers and sizes only.
+//
+// route: one warp per token computes the scores, the biased and group-limited selection and the
+// canonical top-k (score descending, lower expert id first on ties, NaN below every number) exactly as
+// the CPU router defines them, then the weights. The selection is a maximum under a total order, so
+// its result does not depend on the order lanes compare in.
+//
+// permute: each expert's rows are its (token, slot) pairs in ascending order, placed by prefix sums
+// over the routing — no atomics — so the row a pair lands in is a pure function of the routing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace steadymoe::cuda {
+
+inline constexpr int kMaxRoutedExperts = 512;  // experts per lane: 16
+inline constexpr int kMaxGroups = 64;
+
+struct RouteLaunch {
+    const float* logits = nullptr;     // [T][E]
+    int64_t tokens = 0;
+    int32_t experts = 0;
+    int32_t top_k = 0;
+    int32_t score_func = 0;            // 0 softmax, 1 sigmoid, 2 sqrt(softplus)
+    const float* bias = nullptr;       // [E] or null
+    int32_t groups = 1;                // group-limited selection when > 1
+    int32_t top_groups = 1;
+    int32_t group_score = 0;           // 0 max, 1 sum of the top two
+    const int32_t* tid2eid = nullptr;  // [vocab][K]: hash routing when set
+    const int64_t* token_ids = nullptr;
+    const uint8_t* active = nullptr;   // [T] or null (all real)
+    bool normalise = false;
+    bool normalise_eps = false;        // add 1e-20 to the denominator
+    float scale = 1.0f;                // applied after normalising (1: none)
+    int32_t* topk_ids = nullptr;       // out [T][K], -1 for masked tokens
+    float* topk_weights = nullptr;     // out [T][K], 0 for masked tokens
+    cudaStream_t stream = nullptr;
+};
+
+cudaError_t launch_route(const RouteLaunch& launch);
+
+// Rows of a grouped GEMM, in expert order (the layout of grouped_gemm.hpp's tile list).
+struct PermutationOut {
+    int32_t* rows = nullptr;         // [max rows] input row (token) of each row
+    int64_t* dest = nullptr;         // [max rows] contribution row
+    float* weight = nullptr;         // [max rows] routing weight
+    int32_t* tile_expert = nullptr;  // [max tiles]
+    int32_t* tile_row0 = nullptr;
+    int32_t* tile_rows = nullptr;
+    int32_t* tile_count = nullptr;   // [1]
+    int32_t* load = nullptr;         // [experts] rows per expert
+    int32_t* offsets = nullptr;      // [experts + 1] scratch: first row of each expert
+    int32_t* tile_offsets = nullptr; // [experts + 1] scratch
+};
+
+// Routed experts: pair i = t*K + k with id e >= 0 becomes a row of expert e with dest i.
+cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs,
+                                  int32_t top_k, int32_t experts, const PermutationOut& out, cudaStream_t stream);
+
+// The shared expert: every real token t (ascending), dest base + t, weight 1.
+cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, const PermutationOut& out,
+                                  cudaStream_t stream);
+
+// Tiles over rows 0..rows-1 of one expert (the router GEMM).
+cudaError_t launch_identity_tiles(int64_t rows, const PermutationOut& out, cudaStream_t stream);
+
+}  // namespace steadymoe::cuda

@@ -1,0 +1,169 @@
+// The CUDA layer's tensor-core path on layers in every expert format: the same experts and outputs
+// within the format's rounding of the CPU backend, and on the GPU itself bitwise batch invariance —
+// a token alone, or first, middle or last of batches of 2 to 16384, or in a reversed batch, gives the
+// same bytes, and so do two runs. Skips, saying so, without a GPU.
+#include "steadymoe/engine/cuda_moe_layer.hpp"
+#include "steadymoe/engine/synthetic.hpp"
+#include "steadymoe/model/quantize.hpp"
+
+#include "gpu_test_util.hpp"
+#include "test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+using namespace steadymoe;
+
+namespace {
+
+constexpr int64_t kH = 256, kI = 256, kE = 8, kK = 2, kShared = 128;
+
+// A DeepSeek-V3-style layer (sigmoid + bias, 2 groups of 4 / top-1, norm, x2.5) with one shared
+// expert, weights drawn from the benchmark streams and stored in `format`.
+MoeConfig tensor_core_config(const std::string& format) {
+    MoeConfig c;
+    c.family = ModelFamily::DeepseekV3;
+    c.model_type = "deepseek_v3";
+    c.num_hidden_layers = 1;
+    c.hidden_size = kH, c.moe_intermediate_size = kI, c.n_routed_experts = kE, c.top_k = kK;
+    c.n_shared_experts = 1, c.shared_intermediate_size = kShared;
+    c.score_func = ScoreFunc::Sigmoid, c.selection_bias = true, c.norm_topk_prob = true;
+    c.n_group = 2, c.topk_group = 1, c.group_score = GroupScore::Top2Sum, c.routed_scaling_factor = 2.5;
+    if (format != "bf16") {
+        c.expert_format = format == "fp8" ? ExpertFormat::Fp8 : ExpertFormat::Fp4;
+        c.quantization.quant_method = "fp8";
+        c.quantization.fmt = "e4m3";
+        c.quantization.activation_scheme = "dynamic";
+    }
+    return c;
+}
+
+WeightMatrix matrix(int64_t rows, int64_t cols, uint32_t stream, uint64_t offset, const std::string& format,
+                    const std::string& name) {
+    const Tensor bf16 = synthetic::tensor(DType::BF16, {rows, cols}, 3, stream, 0.02f, offset);
+    if (format == "bf16") return {ExpertFormat::Dense, rows, cols, bf16, {}, 1.0f, name};
+    const Tensor f = bf16.to_f32();
+    if (format == "fp8") return quantize_fp8(f.data<float>(), rows, cols, false, name);
+    return quantize_mxfp4(f.data<float>(), rows, cols, E8M0Rounding::Up, name);
+}
+
+ExpertWeights expert(int64_t index, int64_t inter, uint32_t gate_up, uint32_t down, const std::string& format,
+                     const std::string& name) {
+    const uint64_t gu = uint64_t(index * 2 * inter * kH), dn = uint64_t(index * kH * inter);
+    return {matrix(inter, kH, gate_up, gu, format, name + ".gate"),
+            matrix(inter, kH, gate_up, gu + uint64_t(inter * kH), format, name + ".up"),
+            matrix(kH, inter, down, dn, format, name + ".down")};
+}
+
+MoeLayer tensor_core_layer(const std::string& format) {
+    MoeLayerWeights w;
+    w.router = synthetic::tensor(DType::BF16, {kE, kH}, 3, synthetic::kRouter, 0.02f);
+    w.selection_bias = synthetic::tensor(DType::F32, {kE}, 3, synthetic::kBias, 0.01f);
+    for (int64_t e = 0; e < kE; ++e)
+        w.experts.push_back(expert(e, kI, synthetic::kGateUp, synthetic::kDown, format, "experts." + std::to_string(e)));
+    w.has_shared = true;
+    w.shared = expert(0, kShared, synthetic::kSharedGateUp, synthetic::kSharedDown, format, "shared");
+    return MoeLayer(tensor_core_config(format), std::move(w));
+}
+
+MoeInput hidden(int64_t tokens, DType dtype = DType::BF16) {
+    return {synthetic::tensor(dtype, {tokens, kH}, 3, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
+}
+
+}  // namespace
+
+class CudaTensorCore : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaTensorCore, MatchesTheCpuBackendWithinRounding) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const MoeLayer cpu = tensor_core_layer(GetParam());
+    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore);
+    const MoeInput in = hidden(300);
+    const MoeOutput want = cpu.forward(in), got = gpu.forward(in);
+    EXPECT_EQ(test::first_bit_difference(want.topk_ids.raw(), got.topk_ids.raw(), want.topk_ids.nbytes()), -1);
+    EXPECT_LE(test::relative_error(got.topk_weights, want.topk_weights), 1e-5);
+    const double err = test::relative_error(got.output, want.output);
+    EXPECT_LE(err, 1e-2);
+    std::printf("%s experts, tensor-core path vs CPU backend: relative difference %.3g\n", GetParam().c_str(), err);
+}
+
+TEST_P(CudaTensorCore, IsBitwiseBatchInvariant) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const MoeLayer cpu = tensor_core_layer(GetParam());
+    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore);
+    const MoeInput probe = hidden(3);
+    for (int64_t size : {2, 3, 65, 1000, 16384}) {
+        SCOPED_TRACE(size);
+        if (size < 3) {  // the first two probes in a batch of two
+            MoeInput two;
+            two.hidden = probe.hidden.rows(0, 2);
+            const MoeOutput both = gpu.forward(two);
+            for (int64_t i = 0; i < 2; ++i) {
+                MoeInput one;
+                one.hidden = probe.hidden.rows(i, i + 1);
+                const MoeOutput alone = gpu.forward(one);
+                EXPECT_EQ(test::first_bit_difference(alone.output.raw(), both.output.rows(i, i + 1).raw(),
+                                                     alone.output.nbytes()),
+                          -1);
+            }
+            continue;
+        }
+        test::expect_batch_invariant_on_gpu(gpu, probe, size);
+    }
+}
+
+TEST_P(CudaTensorCore, ReversedBatchesAndRepeatedRunsGiveTheSameBytes) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const MoeLayer cpu = tensor_core_layer(GetParam());
+    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore);
+    const int64_t T = 777;
+    const MoeInput in = hidden(T);
+    MoeInput reversed;
+    reversed.hidden = Tensor::zeros(DType::BF16, {T, kH});
+    for (int64_t t = 0; t < T; ++t)
+        std::memcpy(reversed.hidden.mutable_data<uint16_t>() + t * kH, in.hidden.data<uint16_t>() + (T - 1 - t) * kH,
+                    size_t(kH) * 2);
+    const MoeOutput a = gpu.forward(in), b = gpu.forward(in), r = gpu.forward(reversed);
+    EXPECT_EQ(test::first_bit_difference(a.output.raw(), b.output.raw(), a.output.nbytes()), -1);
+    for (int64_t t = 0; t < T; ++t)
+        ASSERT_EQ(test::first_bit_difference(a.output.rows(t, t + 1).raw(), r.output.rows(T - 1 - t, T - t).raw(),
+                                             size_t(kH) * 2),
+                  -1)
+            << "token " << t;
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4"));
+
+TEST(CudaTensorCoreInputs, F32HiddenStatesForBf16ExpertsAreRefusedWithAReason) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const MoeLayer cpu = tensor_core_layer("bf16");
+    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore);
+    try {
+        gpu.forward(hidden(4, DType::F32));
+        FAIL() << "f32 inputs were accepted";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+        EXPECT_NE(std::string(e.what()).find("bf16 hidden states"), std::string::npos) << e.what();
+    }
+}
+
+TEST(CudaTensorCoreInputs, TheAskedPathIsRefusedWhenTheLayerCannotTakeIt) {
+    SMOE_SKIP_WITHOUT_GPU();
+    MoeConfig c = tensor_core_config("bf16");
+    c.hidden_size = 192;  // not a multiple of 128
+    MoeLayerWeights w;
+    w.router = synthetic::tensor(DType::BF16, {kE, 192}, 3, synthetic::kRouter, 0.02f);
+    w.selection_bias = synthetic::tensor(DType::F32, {kE}, 3, synthetic::kBias, 0.01f);
+    for (int64_t e = 0; e < kE; ++e)
+        w.experts.push_back({{ExpertFormat::Dense, kI, 192, synthetic::tensor(DType::BF16, {kI, 192}, 3, 2, 0.02f), {}, 1.0f, "g"},
+                             {ExpertFormat::Dense, kI, 192, synthetic::tensor(DType::BF16, {kI, 192}, 3, 2, 0.02f), {}, 1.0f, "u"},
+                             {ExpertFormat::Dense, 192, kI, synthetic::tensor(DType::BF16, {192, kI}, 3, 3, 0.02f), {}, 1.0f, "d"}});
+    c.n_shared_experts = 0, c.shared_intermediate_size = 0;
+    const MoeLayer cpu(c, std::move(w));
+    EXPECT_THROW({ const CudaMoeLayer gpu(cpu, CudaPath::TensorCore); }, Error);
+    const CudaMoeLayer automatic(cpu);
+    EXPECT_EQ(automatic.path(), CudaPath::Portable);
+    EXPECT_NE(automatic.portable_reason().find("multiple of 128"), std::string::npos) << automatic.portable_reason();
+}

@@ -1,0 +1,186 @@
+// `steadymoe bench --backend cuda`: one MoE layer of a named workload on the GPU. Each point stands
+// beside its memory floor — the bytes of expert weights the batch touches over the device-to-device
+// copy bandwidth measured in the same run — and carries the per-expert token counts, so a peer
+// (bench/gpu_peers.py: dense GEMM rates, torch._grouped_mm) can run the same work in the same call.
+#include "bench_workload.hpp"
+
+#include "steadymoe/core/error.hpp"
+#include "steadymoe/engine/synthetic.hpp"
+
+#if STEADYMOE_HAVE_CUDA
+#include "steadymoe/engine/cuda_moe_layer.hpp"
+#include "steadymoe/kernels/cuda/runtime.hpp"
+#endif
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace steadymoe::cli {
+
+#if !STEADYMOE_HAVE_CUDA
+
+int bench_cuda(const BenchOptions&) {
+    SMOE_THROW(Unsupported, "--backend cuda: this build has no CUDA backend (nvcc was not found when it was configured)");
+}
+
+#else
+
+namespace {
+
+using nlohmann::json;
+
+size_t expert_bytes(const ExpertWeights& e) {
+    return e.gate.stored_bytes() + e.up.stored_bytes() + e.down.stored_bytes();
+}
+
+struct GpuPoint {
+    int64_t tokens = 0;
+    double layer_us = 0, router_us = 0, routed_us = 0, shared_us = 0, combine_us = 0;
+    double routed_bytes = 0, layer_bytes = 0;
+    double rel_error = -1;
+    std::vector<int64_t> load;
+    Tensor output;
+    int64_t compared_with = 0;
+    bool bitwise = false;
+};
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+int bench_cuda(const BenchOptions& given) {
+    BenchOptions o = given;
+    if (!o.experts_given) o.experts = 0;
+    if (!o.tokens_given) o.tokens = {1, 8, 64, 128, 256, 1024, 4096, 16384};
+    if (!o.json_given) o.json_path = "bench-cuda.json";
+    check_positive(o.tokens, "--tokens");
+    SMOE_CHECK(o.repeat > 0, InvalidArgument, "--repeat must be positive, not {}", o.repeat);
+    std::string why;
+    SMOE_CHECK(cuda::device_available(&why), Unsupported, "--backend cuda needs a GPU: {}", why);
+    Progress progress("bench");
+    Workload w = build_workload(o, progress);
+    const MoeConfig& c = w.config;
+    MoeLayerOptions opts;
+    opts.threads = resolve_threads(o.threads);
+    opts.activation_quant = parse_activations(o.activations, c);
+    progress.line("packing the layer (the CPU reference)");
+    const MoeLayer layer(c, std::move(w.weights), opts);
+    progress.line("uploading the layer to the GPU");
+    const CudaMoeLayer gpu(layer);
+    const double bandwidth = cuda::copy_bandwidth(size_t(1) << 31, 10);
+
+    const int64_t H = c.hidden_size, I = c.moe_intermediate_size, K = c.top_k;
+    const MoeLayerWeights& weights = layer.weights();
+    const double shared_bytes = weights.has_shared ? double(expert_bytes(weights.shared)) : 0.0;
+    const double router_bytes = double(weights.router.nbytes());
+    // The CPU backend on the first tokens alone: by batch invariance, every batch's first rows.
+    const int64_t ref_rows = std::min<int64_t>(16, *std::max_element(o.tokens.begin(), o.tokens.end()));
+    progress.line(fmt::format("CPU reference for the first {} tokens", ref_rows));
+    const MoeOutput ref = layer.forward(
+        {synthetic::tensor(DType::BF16, {ref_rows, H}, o.seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()});
+
+    std::vector<GpuPoint> points;
+    for (int64_t T : o.tokens) {
+        progress.line(fmt::format("{} tokens", T));
+        GpuPoint p;
+        p.tokens = T;
+        const MoeInput in{synthetic::tensor(DType::BF16, {T, H}, o.seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
+        MoeOutput out = gpu.forward(in);  // warm-up: grows the workspace
+        std::vector<double> wall, router, routed, shared, combine;
+        double total = 0;
+        while (int(wall.size()) < o.repeat || (total < 0.5 && int(wall.size()) < 20 * o.repeat)) {
+            CudaStageTimes st;
+            const double t0 = now_seconds();
+            out = gpu.forward(in, &st);
+            wall.push_back(now_seconds() - t0);
+            total += wall.back();
+            router.push_back(st.router_ms), routed.push_back(st.routed_ms), shared.push_back(st.shared_ms);
+            combine.push_back(st.combine_ms);
+        }
+        p.layer_us = median(wall) * 1e6;
+        p.router_us = median(router) * 1e3, p.routed_us = median(routed) * 1e3, p.shared_us = median(shared) * 1e3;
+        p.combine_us = median(combine) * 1e3;
+        p.load = out.expert_load;
+        for (size_t e = 0; e < p.load.size(); ++e)
+            if (p.load[e] > 0) p.routed_bytes += double(expert_bytes(weights.experts[e]));
+        p.layer_bytes = p.routed_bytes + shared_bytes + router_bytes;
+        const int64_t rows = std::min(T, ref_rows);
+        p.rel_error = relative_error(out.output.rows(0, rows), ref.output.rows(0, rows).to_f32());
+        p.output = out.output;
+        points.push_back(std::move(p));
+    }
+    // Hidden states are prefixes of one stream: the first min(T, T') rows of two points are the same
+    // tokens and must be the same bytes.
+    for (size_t i = 0; i < points.size(); ++i) {
+        if (points.size() < 2) break;
+        const GpuPoint& other = points[i + 1 < points.size() ? i + 1 : i - 1];
+        GpuPoint& p = points[i];
+        const int64_t rows = std::min(p.tokens, other.tokens);
+        p.compared_with = other.tokens;
+        p.bitwise = std::memcmp(p.output.raw(), other.output.raw(), size_t(rows * H) * 2) == 0;
+    }
+
+    const std::string device = cuda::device_name();
+    fmt::print("workload {}: H={} I={} K={}, experts {} of {}; routed experts {}; shared {}; activations {}\n",
+               o.workload, H, I, K, c.n_routed_experts, w.full_experts, w.format,
+               c.n_shared_experts > 0 ? fmt::format("1 x {}", c.shared_intermediate_size) : "none",
+               activation_text(layer.activation_quant()));
+    fmt::print("  device {}, {} path{}; copy bandwidth {:.0f} GB/s (read + written)\n", device,
+               cuda_path_name(gpu.path()), gpu.portable_reason().empty() ? "" : " (" + gpu.portable_reason() + ")",
+               bandwidth * 1e-9);
+    Table table({"tokens", "layer µs", "routed µs", "shared µs", "routed floor µs", "routed/floor", "layer floor µs",
+                 "layer/floor", "routed TFLOP/s", "rel err", "bitwise vs other batch"});
+    json jpoints = json::array();
+    for (const GpuPoint& p : points) {
+        const double routed_floor = p.routed_bytes / bandwidth * 1e6, layer_floor = p.layer_bytes / bandwidth * 1e6;
+        const double routed_flops = 6.0 * double(H) * double(I) * double(K) * double(p.tokens);
+        table.add({std::to_string(p.tokens), fmt::format("{:.1f}", p.layer_us), fmt::format("{:.1f}", p.routed_us),
+                   fmt::format("{:.1f}", p.shared_us), fmt::format("{:.1f}", routed_floor),
+                   fmt::format("{:.2f}", p.routed_us / routed_floor), fmt::format("{:.1f}", layer_floor),
+                   fmt::format("{:.2f}", p.layer_us / layer_floor),
+                   fmt::format("{:.1f}", routed_flops / (p.routed_us * 1e-6) * 1e-12), fmt::format("{:.2e}", p.rel_error),
+                   p.compared_with ? fmt::format("{} (T={})", p.bitwise ? "yes" : "NO", p.compared_with) : "n/a"});
+        json j = {{"tokens", p.tokens},           {"layer_us", p.layer_us},       {"router_us", p.router_us},
+                  {"routed_us", p.routed_us},     {"shared_us", p.shared_us},     {"combine_us", p.combine_us},
+                  {"routed_bytes", p.routed_bytes}, {"layer_bytes", p.layer_bytes}, {"routed_floor_us", routed_floor},
+                  {"layer_floor_us", layer_floor}, {"routed_flops", routed_flops}, {"expert_load", p.load},
+                  {"relative_error_vs_cpu_first_rows", p.rel_error}};
+        if (p.compared_with) j["bitwise_equal_to_batch_of"] = {{"tokens", p.compared_with}, {"equal", p.bitwise}};
+        jpoints.push_back(j);
+    }
+    fmt::print("{}", table.str());
+    fmt::print("floor = touched expert bytes / copy bandwidth; routed = routed experts only (GPU events); layer = "
+               "wall time of forward() including uploads, host routing and download\n");
+    const json record = {
+        {"tool", "steadymoe bench --backend cuda"},
+        {"command", command_line()},
+        {"date", utc_timestamp()},
+        {"commit", git_commit()},
+        {"device", device},
+        {"path", cuda_path_name(gpu.path())},
+        {"copy_bandwidth_bytes_per_s", bandwidth},
+        {"workload",
+         {{"name", o.workload},
+          {"hidden", H},
+          {"intermediate", I},
+          {"experts", c.n_routed_experts},
+          {"top_k", K},
+          {"shared_intermediate", c.n_shared_experts > 0 ? c.shared_intermediate_size : 0},
+          {"format", w.format},
+          {"activations", activation_quant_name(layer.activation_quant())},
+          {"seed", o.seed}}},
+        {"points", jpoints},
+    };
+    write_file_atomic(o.json_path, record.dump(2) + "\n");
+    fmt::print("wrote {}\n", o.json_path);
+    return kExitOk;
+}
+
+#endif
+
+}  // namespace steadymoe::cli

@@ -1,0 +1,65 @@
+// `steadymoe bench`'s shared parts: the workloads of docs/benchmarks.md built from the synthetic
+// streams (weights in any expert format), and the timing and error helpers both backends' benches use.
+#pragma once
+
+#include "cli_common.hpp"
+#include "steadymoe/core/tensor.hpp"
+#include "steadymoe/model/config.hpp"
+#include "steadymoe/model/weights.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace steadymoe::cli {
+
+struct BenchOptions {
+    std::string workload = "qwen3-30b-a3b";
+    std::string format;  // "": the workload's native format
+    std::vector<int64_t> tokens = {1, 64, 256, 1024};
+    int64_t experts = 16;  // 0: the workload's full count
+    int threads = 0;
+    std::string json_path = "bench-cpu.json";
+    int repeat = 3;
+    uint32_t seed = 0;
+    std::string activations = "native";
+    std::string backend = "cpu";  // cpu or cuda
+    bool experts_given = false;   // --experts was on the command line
+    bool tokens_given = false;    // --tokens was on the command line
+    bool json_given = false;      // --json was on the command line
+};
+
+struct Workload {
+    MoeConfig config;
+    int64_t full_experts = 0;
+    std::string format;  // bf16, fp8, fp4
+    MoeLayerWeights weights;
+};
+
+// The named workload (or the demo's scored layer), its weights generated from the synthetic streams.
+Workload build_workload(const BenchOptions& o, Progress& progress);
+
+// Median seconds of `fn` over at least `repeat` runs (and at least 0.2 s, for tiny batches), after a warm-up.
+template <typename Fn>
+double median_seconds(int repeat, Fn&& fn) {
+    fn();
+    std::vector<double> times;
+    double total = 0;
+    while (int(times.size()) < repeat || (total < 0.2 && int(times.size()) < 50 * repeat)) {
+        const double t0 = now_seconds();
+        fn();
+        times.push_back(now_seconds() - t0);
+        total += times.back();
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+}
+
+// sqrt(sum (a-b)^2 / sum b^2), b a float32 tensor.
+double relative_error(const Tensor& ours, const Tensor& ref);
+
+// The CUDA backend's bench (tools/bench_cuda.cpp); throws Unsupported in builds without CUDA.
+int bench_cuda(const BenchOptions& o);
+
+}  // namespace steadymoe::cli
