@@ -84,9 +84,9 @@ def main():
               f"commit {rec['commit'][:12]}")
         print(f"copy bandwidth {rec['copy_bandwidth_bytes_per_s'] * 1e-9:.0f} GB/s (read + written); "
               f"compute floor at the dense {'fp8' if rate is fp8_rate else 'bf16'} rate {rate * 1e-12:.0f} TFLOP/s\n")
-        print("| tokens | layer µs | routed µs | memory floor µs | floor/routed | compute floor µs | "
+        print("| tokens | wall µs | layer µs | routed µs | memory floor µs | floor/routed | compute floor µs | "
               "routed TFLOP/s | of dense rate | torch._grouped_mm bf16 µs | grouped_mm/ours | rel err | bitwise |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for p in rec["points"]:
             compute_floor = p["routed_flops"] / rate * 1e6
             peer = grouped_mm_us(p["expert_load"], H, I)
@@ -94,7 +94,7 @@ def main():
             p["compute_floor_us"] = compute_floor
             tflops = p["routed_flops"] / (p["routed_us"] * 1e-6) * 1e-12
             bit = p.get("bitwise_equal_to_batch_of")
-            print(f"| {p['tokens']} | {p['layer_us']:.1f} | {p['routed_us']:.1f} | {p['routed_floor_us']:.1f} | "
+            print(f"| {p['tokens']} | {p['wall_us']:.1f} | {p['layer_us']:.1f} | {p['routed_us']:.1f} | {p['routed_floor_us']:.1f} | "
                   f"{p['routed_floor_us'] / p['routed_us']:.2f} | {compute_floor:.1f} | {tflops:.0f} | "
                   f"{tflops * 1e12 / rate:.2f} | {peer:.1f} | {peer / p['routed_us']:.2f} | "
                   f"{p['relative_error_vs_cpu_first_rows']:.2e} | "

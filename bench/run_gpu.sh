@@ -10,9 +10,20 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | t
 if [[ $what == tests || $what == all ]]; then
   for t in build-gpu/tests/test_cuda_*; do
     [[ -x $t ]] || continue
-    "$t" >"$out/$(basename "$t").log" 2>&1; rc=$?
-    echo "$(basename "$t"): rc=$rc $(grep -E '^\[  (PASSED|FAILED) ' "$out/$(basename "$t").log" | tr '\n' ' ')"
-    grep -E "FAILED|Failure|relative|path" "$out/$(basename "$t").log" | head -20
+    echo "=== $(basename "$t")" >>"$out/gpu-tests.log"
+    "$t" >>"$out/gpu-tests.log" 2>&1; rc=$?
+    echo "$(basename "$t"): rc=$rc"
+  done
+  grep -E "^\[  (PASSED|FAILED) |Failure|relative|path|Expected|Which is|actual" "$out/gpu-tests.log" | head -60
+fi
+if [[ $what == profile ]]; then
+  for spec in "$@"; do
+    wl=${spec%%:*}; fmt=${spec#*:}
+    nsys profile -o "$out/prof-$wl" --force-overwrite true ./build-gpu/steadymoe bench --backend cuda --workload "$wl" \
+      --format "$fmt" --tokens 1,256,16384 --repeat 3 --json "$out/prof-$wl.json" >/dev/null 2>&1
+    nsys stats --report cuda_gpu_kern_sum --format csv "$out/prof-$wl.nsys-rep" 2>/dev/null \
+      | python3 -c "import csv,sys; r=list(csv.DictReader(l for l in sys.stdin if l.count(',')>3)); [print(f\"{float(x['Total Time (ns)'])/1e3:12.1f} us {int(x['Instances']):6d} x {float(x['Avg (ns)'])/1e3:9.1f} us  {x['Name'][:90]}\") for x in r[:14]]"
+    rm -f "$out"/prof-*.nsys-rep "$out"/prof-*.sqlite
   done
 fi
 if [[ $what == bench || $what == all ]]; then

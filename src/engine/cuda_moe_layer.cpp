@@ -83,8 +83,8 @@ CudaMoeLayer::CudaMoeLayer(CudaMoeLayer&&) noexcept = default;
 MoeOutput CudaMoeLayer::forward(const MoeInput& input, CudaStageTimes* times) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
-    BatchPlan plan = layer_.begin_batch(input);
-    const int64_t T = plan.x.dim(0);
+    BatchPlan plan = layer_.begin_batch(input, !device_->tensor_core);
+    const int64_t T = plan.tokens;
     if (T == 0) return std::move(plan.out);
     if (device_->tensor_core) {
         device_->tensor_core->forward(input, plan, times);

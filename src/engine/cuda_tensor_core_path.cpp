@@ -228,7 +228,7 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     const std::lock_guard<std::mutex> lock(busy_);
     Workspace& ws = *ws_;
     const MoeConfig& cfg = layer_.config();
-    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k, T = plan.x.dim(0);
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k, T = plan.tokens;
     const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
     const ActivationQuant aq = layer_.activation_quant();
     // Every GEMM input must be exact in bf16: bf16 activations, or FP8-quantised ones.
@@ -238,11 +238,10 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     SMOE_CHECK(exact_inputs, Unsupported,
                "the tensor-core path needs bf16 hidden states for bf16 experts (got f32): pass bf16, or "
                "use the portable CUDA path");
-    EventTimer router_time(times), routed_time(times), shared_time(times), combine_time(times);
+    EventTimer router_time(times), routed_time(times), shared_time(times), combine_time(times), total_time(times);
     cudaStream_t main = ws.main;
 
     // Inputs as they are: hidden states in their own dtype, the mask, token ids for hash layers.
-    router_time.begin(main);
     const size_t hidden_bytes = input.hidden.nbytes();
     grow(ws.hidden, hidden_bytes, "hidden states");
     ws.hidden.upload(input.hidden.raw(), hidden_bytes, main);
@@ -255,6 +254,8 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     }
 
     // Router logits, then the routing, on the GPU.
+    total_time.begin(main);
+    router_time.begin(main);
     grow(ws.logits, size_t(T * E) * 4, "router logits");
     if (router_ && bf16) {
         const cuda::PermutationOut tiles = ws.router_tiles.reserve(0, (T + cuda::kTileM - 1) / cuda::kTileM, 1);
@@ -329,6 +330,7 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     SMOE_CUDA_CHECK(cuda::launch_combine(contributions, T, K, H, ws.active.as<const uint8_t>(), shared_.has_value(),
                                          bf16, ws.out.get(), main));
     combine_time.end(main);
+    total_time.end(main);
     ws.out.download(plan.out.output.mutable_raw(), plan.out.output.nbytes(), main);
     ws.topk_ids.download(plan.out.topk_ids.mutable_raw(), size_t(T * K) * 4, main);
     ws.topk_weights.download(plan.out.topk_weights.mutable_raw(), size_t(T * K) * 4, main);
@@ -337,7 +339,8 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     cuda::synchronize(main);
     for (int64_t e = 0; e < E; ++e) plan.out.expert_load[size_t(e)] = load[size_t(e)];
     if (times)
-        *times = {router_time.ms(), routed_time.ms(), shared_ ? shared_time.ms() : 0.0, combine_time.ms()};
+        *times = {router_time.ms(), routed_time.ms(), shared_ ? shared_time.ms() : 0.0, combine_time.ms(),
+                  total_time.ms()};
 }
 
 }  // namespace steadymoe

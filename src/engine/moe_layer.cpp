@@ -40,7 +40,7 @@ void check_weights_finite(const MoeLayerWeights& w) {
 }
 
 // The caller's hidden states as exact float32 values, and its dtype for rounding.
-Tensor hidden_as_f32(const Tensor& h, int64_t H, cpu::ActDType& dtype) {
+void check_hidden(const Tensor& h, int64_t H, cpu::ActDType& dtype) {
     SMOE_CHECK(h.defined(), InvalidArgument, "no hidden states given");
     SMOE_CHECK(h.rank() == 2 && h.dim(1) == H, InvalidArgument,
                "hidden states have shape {}, expected [tokens, {}] for this layer's hidden size", shape_str(h.shape()),
@@ -48,7 +48,6 @@ Tensor hidden_as_f32(const Tensor& h, int64_t H, cpu::ActDType& dtype) {
     SMOE_CHECK(h.dtype() == DType::F32 || h.dtype() == DType::BF16, InvalidArgument,
                "hidden states have dtype {}; F32 or BF16 expected", dtype_name(h.dtype()));
     dtype = h.dtype() == DType::BF16 ? cpu::ActDType::BF16 : cpu::ActDType::F32;
-    return h.dtype() == DType::F32 ? h : h.to_f32();
 }
 
 std::vector<uint8_t> active_tokens(const Tensor& mask, int64_t T) {
@@ -80,12 +79,28 @@ std::vector<int64_t> checked_token_ids(const Tensor& ids, int64_t T, int64_t voc
     return out;
 }
 
-void reject_nonfinite(const float* x, int64_t T, int64_t H, const std::vector<uint8_t>& active) {
-    for (int64_t t = 0; t < T; ++t) {
-        if (!active[size_t(t)]) continue;
-        for (int64_t h = 0; h < H; ++h)
-            SMOE_CHECK(std::isfinite(x[t * H + h]), InvalidArgument,
-                       "token {} has a non-finite hidden value ({}) at column {}", t, x[t * H + h], h);
+// Rejects the batch when a real token's hidden vector holds NaN or Inf, naming the first such token
+// and column. Rows are scanned in parallel; the report is the lowest bad index whatever the threads.
+void reject_nonfinite(const Tensor& hidden, int64_t T, int64_t H, const std::vector<uint8_t>& active, int threads) {
+    const int64_t chunk = 64, chunks = (T + chunk - 1) / chunk;
+    std::vector<int64_t> first(size_t(chunks), -1);
+    const bool bf16 = hidden.dtype() == DType::BF16;
+    parallel_for(chunks, threads, [&](int64_t c) {
+        for (int64_t t = c * chunk; t < std::min(T, (c + 1) * chunk); ++t) {
+            if (!active[size_t(t)]) continue;
+            for (int64_t h = 0; h < H; ++h) {
+                const float v = bf16 ? bf16_to_f32(hidden.data<uint16_t>()[t * H + h]) : hidden.data<float>()[t * H + h];
+                if (!std::isfinite(v)) {
+                    first[size_t(c)] = t * H + h;
+                    return;
+                }
+            }
+        }
+    });
+    for (int64_t f : first) {
+        if (f < 0) continue;
+        const double v = bf16 ? bf16_to_f32(hidden.data<uint16_t>()[f]) : hidden.data<float>()[f];
+        SMOE_THROW(InvalidArgument, "token {} has a non-finite hidden value ({}) at column {}", f / H, v, f % H);
     }
 }
 
@@ -122,15 +137,17 @@ MoeLayer MoeLayer::with_nonfinite(NonFinitePolicy policy) const {
     return copy;
 }
 
-BatchPlan MoeLayer::begin_batch(const MoeInput& input) const {
+BatchPlan MoeLayer::begin_batch(const MoeInput& input, bool convert_hidden) const {
     const MoeConfig& cfg = config_;
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
     BatchPlan plan;
-    plan.x = hidden_as_f32(input.hidden, H, plan.act_dtype);
-    const int64_t T = plan.x.dim(0);
+    check_hidden(input.hidden, H, plan.act_dtype);
+    const int64_t T = input.hidden.dim(0);
+    plan.tokens = T;
+    if (convert_hidden) plan.x = input.hidden.dtype() == DType::F32 ? input.hidden : input.hidden.to_f32();
     plan.active = active_tokens(input.mask, T);
     if (is_hash_layer()) plan.token_ids = checked_token_ids(input.token_ids, T, weights_->tid2eid.dim(0), plan.active);
-    if (options_.nonfinite == NonFinitePolicy::Error) reject_nonfinite(plan.x.data<float>(), T, H, plan.active);
+    if (options_.nonfinite == NonFinitePolicy::Error) reject_nonfinite(input.hidden, T, H, plan.active, options_.threads);
     plan.out.output = Tensor::zeros(input.hidden.dtype(), {T, H});
     plan.out.topk_ids = Tensor::zeros(DType::I32, {T, K});
     plan.out.topk_weights = Tensor::zeros(DType::F32, {T, K});

@@ -20,10 +20,11 @@ enum class CudaPath { Auto, TensorCore, Portable };
 
 // GPU time of a forward's stages in milliseconds (CUDA events), when asked for.
 struct CudaStageTimes {
-    double router_ms = 0;   // input upload, router GEMM and logits download
+    double router_ms = 0;   // router GEMM and routing
     double routed_ms = 0;   // routed experts: row gathers, both GEMMs, scatter
     double shared_ms = 0;   // the shared expert (overlapping the routed experts on its own stream)
-    double combine_ms = 0;  // combine and output download
+    double combine_ms = 0;  // combine
+    double total_ms = 0;    // router GEMM through combine: the layer on the GPU, transfers excluded
 };
 
 class CudaMoeLayer {

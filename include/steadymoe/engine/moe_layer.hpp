@@ -54,7 +54,8 @@ struct MoeOutput {
 // One batch on its way through a layer: the parts every backend shares — the checked input, the
 // routing and the list of expert work — while each backend does the arithmetic of the stages.
 struct BatchPlan {
-    Tensor x;                           // [T, H] the input's exact values as float32
+    int64_t tokens = 0;                 // T
+    Tensor x;                           // [T, H] the input's exact values as float32 (when converted)
     cpu::ActDType act_dtype{};          // the input's dtype: what stage outputs are rounded to
     std::vector<uint8_t> active;        // [T] 1 = real token
     std::vector<int64_t> token_ids;     // [T] checked ids (hash layers only)
@@ -82,7 +83,8 @@ public:
 
     // Backend building blocks (forward() is begin, router GEMM, route, experts, combine):
     // checks the input and allocates the output; routes from fp32 logits [T][E] and lists the work.
-    BatchPlan begin_batch(const MoeInput& input) const;
+    // `convert_hidden` = false leaves plan.x empty (for backends that read the input as it is).
+    BatchPlan begin_batch(const MoeInput& input, bool convert_hidden = true) const;
     void route_batch(BatchPlan& plan, const float* logits) const;
     // The weights as decoded for the kernels (the CUDA backend uploads these).
     const cpu::PackedLayer& packed() const { return *packed_; }

@@ -23,7 +23,12 @@ constexpr int kBTileBytes = kTileN * kRowBytes;
 __host__ __device__ constexpr int raw_b_bytes(WeightCode code) {
     return code == WeightCode::Bf16 ? kBTileBytes : code == WeightCode::Fp8 ? kTileN * kBK : kTileN * kBK / 2 + kTileN * 4;
 }
-__host__ __device__ constexpr int stage_bytes(WeightCode code) { return kATileBytes + raw_b_bytes(code); }
+// Per stage, after the tiles: the 128-block scales of the tile's rows and of its 8-feature fragments.
+constexpr int kRowScaleBytes = kTileM * 4;
+constexpr int kFragmentScaleBytes = kTileN / 8 * 4;
+constexpr int kScaleBytes = 512;
+static_assert(kRowScaleBytes + kFragmentScaleBytes <= kScaleBytes);
+__host__ __device__ constexpr int stage_bytes(WeightCode code) { return kATileBytes + raw_b_bytes(code) + kScaleBytes; }
 __host__ __device__ constexpr int smem_bytes(WeightCode code) {
     return kStages * stage_bytes(code) + (code == WeightCode::Bf16 ? 0 : kBTileBytes);
 }
@@ -85,11 +90,35 @@ struct Tile {
     int expert, row0, rows, n0;
 };
 
-template <WeightCode kCode>
+// Byte offset of the 128-block scale of output feature n (FP8 weights) in an expert's scale block.
+__device__ __forceinline__ int64_t weight_scale_offset(const GroupedGemmLaunch& g, int64_t n, int kb) {
+    int64_t block = n / 128;
+    if (g.fp8_half_blocks > 0) {  // interleaved gate/up rows: undo the interleave
+        const int64_t frag = n / 8, original = (frag >> 1) * 8;
+        block = (frag & 1) * g.fp8_half_blocks + original / 128;
+    }
+    return (block * (g.k / 128) + kb) * 4;
+}
+
+template <WeightCode kCode, bool kScaled>
 __device__ __forceinline__ void load_stage(const GroupedGemmLaunch& g, const Tile& t, char* stage, int k0) {
     const int tid = threadIdx.x;
     char* a_tile = stage;
     char* b_raw = stage + kATileBytes;
+    if constexpr (kScaled) {  // this stage's 128-block scales, so the fold never waits on global memory
+        char* scales = stage + kATileBytes + raw_b_bytes(kCode);
+        const int kb = k0 / 128;
+        if (tid < kTileM) {
+            const bool valid = tid < t.rows;
+            if (g.a_scale)
+                cp_async4(scales + tid * 4, g.a_scale + (valid ? int64_t(t.row0 + tid) * (g.k / 128) + kb : 0), valid);
+        } else if (tid < kTileM + kTileN / 8) {
+            const int64_t n = t.n0 + (tid - kTileM) * 8;
+            const bool valid = kCode == WeightCode::Fp8 && n < g.n;
+            const char* s = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+            cp_async4(scales + kRowScaleBytes + (tid - kTileM) * 4, valid ? s + weight_scale_offset(g, n, kb) : s, valid);
+        }
+    }
 #pragma unroll
     for (int i = 0; i < kATileBytes / 16 / kThreads; ++i) {
         const int idx = tid + i * kThreads, row = idx >> 3, chunk = idx & 7;
@@ -160,19 +189,6 @@ __device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int
     }
 }
 
-// Scale of the 128x128 weight block holding output feature `n` (FP8 weights; 1 otherwise).
-__device__ __forceinline__ float weight_block_scale(const GroupedGemmLaunch& g, const Tile& t, int64_t n, int kb) {
-    if (g.code != WeightCode::Fp8 || n >= g.n) return 1.0f;
-    int64_t block = n / 128;
-    if (g.fp8_half_blocks > 0) {  // interleaved gate/up rows: undo the interleave
-        const int64_t frag = n / 8, original = (frag >> 1) * 8;
-        block = (frag & 1) * g.fp8_half_blocks + original / 128;
-    }
-    const float* s = reinterpret_cast<const float*>(static_cast<const char*>(g.w_scale) +
-                                                    int64_t(t.expert) * g.scale_expert_bytes);
-    return s[block * (g.k / 128) + kb];
-}
-
 template <WeightCode kCode, bool kScaled>
 __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -200,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
     const int ktiles = int(g.k / kBK);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < ktiles) load_stage<kCode>(g, t, smem + s * kStageBytes, s * kBK);
+        if (s < ktiles) load_stage<kCode, kScaled>(g, t, smem + s * kStageBytes, s * kBK);
         cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
@@ -236,18 +252,17 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
         }
         if constexpr (kScaled) {
             if (kt & 1) {  // the end of a 128-wide block: fold its partial sums with their scales
-                const int kb = kt >> 1;
+                const float* row_scale = reinterpret_cast<const float*>(stage + kATileBytes + raw_b_bytes(kCode));
+                const float* fragment_scale = row_scale + kTileM;
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi) {
                     float sa[2];
 #pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const int row = wm * 32 + mi * 16 + (lane >> 2) + h * 8;
-                        sa[h] = g.a_scale && row < t.rows ? g.a_scale[int64_t(t.row0 + row) * (g.k / 128) + kb] : 1.0f;
-                    }
+                    for (int h = 0; h < 2; ++h)
+                        sa[h] = g.a_scale ? row_scale[wm * 32 + mi * 16 + (lane >> 2) + h * 8] : 1.0f;
 #pragma unroll
                     for (int ni = 0; ni < 8; ++ni) {
-                        const float sw = weight_block_scale(g, t, t.n0 + wn * 64 + ni * 8, kb);
+                        const float sw = kCode == WeightCode::Fp8 ? fragment_scale[wn * 8 + ni] : 1.0f;
 #pragma unroll
                         for (int r = 0; r < 4; ++r) {
                             total[mi][ni][r] = __fmaf_rn(acc[mi][ni][r], __fmul_rn(sa[r >> 1], sw), total[mi][ni][r]);
@@ -258,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
             }
         }
         const int next = kt + kStages - 1;
-        if (next < ktiles) load_stage<kCode>(g, t, smem + (next % kStages) * kStageBytes, next * kBK);
+        if (next < ktiles) load_stage<kCode, kScaled>(g, t, smem + (next % kStages) * kStageBytes, next * kBK);
         cp_async_commit();
     }
     cp_async_wait<0>();
