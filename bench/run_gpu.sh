@@ -14,7 +14,12 @@ if [[ $what == tests || $what == all ]]; then
     "$t" >>"$out/gpu-tests.log" 2>&1; rc=$?
     echo "$(basename "$t"): rc=$rc"
   done
-  grep -E "^\[  (PASSED|FAILED) |Failure|relative|path|Expected|Which is|actual" "$out/gpu-tests.log" | head -60
+  # The sm_80 kernel on this GPU too.
+  for t in test_cuda_tensor_core test_cuda_layer; do
+    echo "=== $t (mma.sync kernel)" >>"$out/gpu-tests.log"
+    STEADYMOE_GEMM_KERNEL=mma build-gpu/tests/$t >>"$out/gpu-tests.log" 2>&1; echo "$t with the mma.sync kernel: rc=$?"
+  done
+  grep -E "^===|^\[  (PASSED|FAILED) |Failure|relative|Expected|Which is|actual" "$out/gpu-tests.log" | head -70
 fi
 if [[ $what == profile ]]; then
   for spec in "$@"; do

@@ -37,7 +37,7 @@ size_t expert_bytes(const ExpertWeights& e) {
 
 struct GpuPoint {
     int64_t tokens = 0;
-    double layer_us = 0, gpu_us = 0, router_us = 0, routed_us = 0, shared_us = 0, combine_us = 0;
+    double layer_us = 0, gpu_us = 0, router_us = 0, routed_us = 0, gate_up_us = 0, down_us = 0, shared_us = 0, combine_us = 0;
     double routed_bytes = 0, layer_bytes = 0;
     double rel_error = -1;
     std::vector<int64_t> load;
@@ -91,7 +91,7 @@ int bench_cuda(const BenchOptions& given) {
         p.tokens = T;
         const MoeInput in{synthetic::tensor(DType::BF16, {T, H}, o.seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
         MoeOutput out = gpu.forward(in);  // warm-up: grows the workspace
-        std::vector<double> wall, gpu_total, router, routed, shared, combine;
+        std::vector<double> wall, gpu_total, router, routed, shared, combine, gate_up, down;
         double total = 0;
         while (int(wall.size()) < o.repeat || (total < 0.5 && int(wall.size()) < 20 * o.repeat)) {
             CudaStageTimes st;
@@ -101,10 +101,12 @@ int bench_cuda(const BenchOptions& given) {
             total += wall.back();
             router.push_back(st.router_ms), routed.push_back(st.routed_ms), shared.push_back(st.shared_ms);
             combine.push_back(st.combine_ms), gpu_total.push_back(st.total_ms);
+            gate_up.push_back(st.gate_up_ms), down.push_back(st.down_ms);
         }
         p.layer_us = median(wall) * 1e6;
         p.router_us = median(router) * 1e3, p.routed_us = median(routed) * 1e3, p.shared_us = median(shared) * 1e3;
         p.combine_us = median(combine) * 1e3, p.gpu_us = median(gpu_total) * 1e3;
+        p.gate_up_us = median(gate_up) * 1e3, p.down_us = median(down) * 1e3;
         p.load = out.expert_load;
         for (size_t e = 0; e < p.load.size(); ++e)
             if (p.load[e] > 0) p.routed_bytes += double(expert_bytes(weights.experts[e]));
@@ -130,23 +132,24 @@ int bench_cuda(const BenchOptions& given) {
                o.workload, H, I, K, c.n_routed_experts, w.full_experts, w.format,
                c.n_shared_experts > 0 ? fmt::format("1 x {}", c.shared_intermediate_size) : "none",
                activation_text(layer.activation_quant()));
-    fmt::print("  device {}, {} path{}; copy bandwidth {:.0f} GB/s (read + written)\n", device,
+    fmt::print("  device {}, {} path{}, expert GEMMs on {}; copy bandwidth {:.0f} GB/s (read + written)\n", device,
                cuda_path_name(gpu.path()), gpu.portable_reason().empty() ? "" : " (" + gpu.portable_reason() + ")",
-               bandwidth * 1e-9);
-    Table table({"tokens", "wall µs", "layer µs", "routed µs", "shared µs", "routed floor µs", "floor/routed",
+               CudaMoeLayer::gemm_kernel(), bandwidth * 1e-9);
+    Table table({"tokens", "wall µs", "layer µs", "routed µs", "gate/up µs", "down µs", "shared µs", "routed floor µs", "floor/routed",
                  "layer floor µs", "floor/layer", "routed TFLOP/s", "rel err", "bitwise vs other batch"});
     json jpoints = json::array();
     for (const GpuPoint& p : points) {
         const double routed_floor = p.routed_bytes / bandwidth * 1e6, layer_floor = p.layer_bytes / bandwidth * 1e6;
         const double routed_flops = 6.0 * double(H) * double(I) * double(K) * double(p.tokens);
         table.add({std::to_string(p.tokens), fmt::format("{:.1f}", p.layer_us), fmt::format("{:.1f}", p.gpu_us),
-                   fmt::format("{:.1f}", p.routed_us), fmt::format("{:.1f}", p.shared_us),
+                   fmt::format("{:.1f}", p.routed_us), fmt::format("{:.1f}", p.gate_up_us),
+                   fmt::format("{:.1f}", p.down_us), fmt::format("{:.1f}", p.shared_us),
                    fmt::format("{:.1f}", routed_floor), fmt::format("{:.2f}", routed_floor / p.routed_us),
                    fmt::format("{:.1f}", layer_floor), fmt::format("{:.2f}", layer_floor / p.gpu_us),
                    fmt::format("{:.1f}", routed_flops / (p.routed_us * 1e-6) * 1e-12), fmt::format("{:.2e}", p.rel_error),
                    p.compared_with ? fmt::format("{} (T={})", p.bitwise ? "yes" : "NO", p.compared_with) : "n/a"});
         json j = {{"tokens", p.tokens},           {"wall_us", p.layer_us},        {"layer_us", p.gpu_us},       {"router_us", p.router_us},
-                  {"routed_us", p.routed_us},     {"shared_us", p.shared_us},     {"combine_us", p.combine_us},
+                  {"routed_us", p.routed_us},     {"shared_us", p.shared_us},     {"combine_us", p.combine_us}, {"gate_up_us", p.gate_up_us}, {"down_us", p.down_us},
                   {"routed_bytes", p.routed_bytes}, {"layer_bytes", p.layer_bytes}, {"routed_floor_us", routed_floor},
                   {"layer_floor_us", layer_floor}, {"routed_flops", routed_flops}, {"expert_load", p.load},
                   {"relative_error_vs_cpu_first_rows", p.rel_error}};
@@ -164,6 +167,7 @@ int bench_cuda(const BenchOptions& given) {
         {"commit", git_commit()},
         {"device", device},
         {"path", cuda_path_name(gpu.path())},
+        {"gemm_kernel", CudaMoeLayer::gemm_kernel()},
         {"copy_bandwidth_bytes_per_s", bandwidth},
         {"workload",
          {{"name", o.workload},

@@ -6,6 +6,7 @@
 #include "../kernels/cuda/check.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "cuda_tensor_core_path.hpp"
+#include "../kernels/cuda/grouped_gemm_sm90.hpp"
 
 #include <fmt/format.h>
 
@@ -52,6 +53,10 @@ const char* cuda_path_name(CudaPath path) {
     case CudaPath::Portable: return "portable";
     }
     return "?";
+}
+
+std::string CudaMoeLayer::gemm_kernel() {
+    return cuda::hopper_gemm_available() ? "wgmma (sm_90a)" : "mma.sync (sm_80)";
 }
 
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path) : layer_(layer), device_(std::make_unique<Device>()) {

@@ -177,6 +177,8 @@ struct GroupRun {
     StageBuffers* buffers;
     float swiglu_limit;
     bool weight_before_down;
+    EventTimer* gate_up_time = nullptr;  // around the gate/up GEMM, when timing
+    EventTimer* down_time = nullptr;
 };
 
 // The expert stages of one group on stream `s`: gather (and quantise) its rows, gate/up with SwiGLU,
@@ -203,7 +205,9 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     g1.swiglu_limit = r.swiglu_limit;
     g1.weight_before_down = r.weight_before_down;
     g1.round_bf16 = bf16;
+    if (r.gate_up_time) r.gate_up_time->begin(s);
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g1));
+    if (r.gate_up_time) r.gate_up_time->end(s);
 
     const int mode2 = quant_mode(aq, r.group->down.quantized);
     SMOE_CUDA_CHECK(cuda::launch_gather_bf16(b.mid.get(), false, I, nullptr, R, r.live_rows, I, mode2,
@@ -217,7 +221,9 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     g2.row_dest = r.perm->dest;
     g2.weight_before_down = r.weight_before_down;
     g2.round_bf16 = bf16;
+    if (r.down_time) r.down_time->begin(s);
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g2));
+    if (r.down_time) r.down_time->end(s);
 }
 
 int score_func_code(ScoreFunc f) { return f == ScoreFunc::Softmax ? 0 : f == ScoreFunc::Sigmoid ? 1 : 2; }
@@ -238,8 +244,10 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     SMOE_CHECK(exact_inputs, Unsupported,
                "the tensor-core path needs bf16 hidden states for bf16 experts (got f32): pass bf16, or "
                "use the portable CUDA path");
-    EventTimer router_time(times), routed_time(times), shared_time(times), combine_time(times), total_time(times);
+    EventTimer router_time(times), routed_time(times), shared_time(times), combine_time(times), total_time(times),
+        gate_up_time(times), down_time(times);
     cudaStream_t main = ws.main;
+    const int32_t tile_m = cuda::grouped_gemm_tile_rows();
 
     // Inputs as they are: hidden states in their own dtype, the mask, token ids for hash layers.
     const size_t hidden_bytes = input.hidden.nbytes();
@@ -258,8 +266,8 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     router_time.begin(main);
     grow(ws.logits, size_t(T * E) * 4, "router logits");
     if (router_ && bf16) {
-        const cuda::PermutationOut tiles = ws.router_tiles.reserve(0, (T + cuda::kTileM - 1) / cuda::kTileM, 1);
-        SMOE_CUDA_CHECK(cuda::launch_identity_tiles(T, tiles, main));
+        const cuda::PermutationOut tiles = ws.router_tiles.reserve(0, (T + tile_m - 1) / tile_m, 1);
+        SMOE_CUDA_CHECK(cuda::launch_identity_tiles(T, tile_m, tiles, main));
         cuda::GroupedGemmLaunch g = gemm_launch(*router_, tiles, ws.router_tiles.max_tiles,
                                                 ws.hidden.as<const uint16_t>(), nullptr, main);
         g.out = ws.logits.as<float>();
@@ -296,7 +304,7 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
 
     // Each expert's rows by prefix sums over the routing.
     const int64_t pairs = T * K;
-    const int64_t routed_tiles = std::min(pairs, (pairs + cuda::kTileM - 1) / cuda::kTileM + E);
+    const int64_t routed_tiles = std::min(pairs, (pairs + tile_m - 1) / tile_m + E);
     const cuda::PermutationOut routed_perm = ws.routed_perm.reserve(pairs, routed_tiles, E);
     grow(ws.contributions, size_t((T * K + T) * H) * 4, "expert contributions");
     float* contributions = ws.contributions.as<float>();
@@ -308,9 +316,9 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
     if (shared_) {
         shared_time.begin(ws.side);
-        const int64_t tiles = (T + cuda::kTileM - 1) / cuda::kTileM;
+        const int64_t tiles = (T + tile_m - 1) / tile_m;
         const cuda::PermutationOut perm = ws.shared_perm.reserve(T, tiles, 1);
-        SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, perm, ws.side));
+        SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, tile_m, perm, ws.side));
         // The shared expert has no clamp and weight 1 (the CPU layer's shared job).
         run_group({&*shared_, &perm, T, tiles, perm.load, &ws.shared, 0.0f, false}, ws.hidden.get(), bf16, H, aq,
                   contributions, ws.side);
@@ -319,8 +327,9 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     SMOE_CUDA_CHECK(cudaEventRecord(ws.join, ws.side));
     routed_time.begin(main);
     SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.topk_ids.as<const int32_t>(), ws.topk_weights.as<const float>(),
-                                                pairs, int32_t(K), int32_t(E), routed_perm, main));
-    run_group({&routed_, &routed_perm, pairs, routed_tiles, routed_perm.offsets + E, &ws.routed, limit, before},
+                                                pairs, int32_t(K), int32_t(E), tile_m, routed_perm, main));
+    run_group({&routed_, &routed_perm, pairs, routed_tiles, routed_perm.offsets + E, &ws.routed, limit, before,
+               &gate_up_time, &down_time},
               ws.hidden.get(), bf16, H, aq, contributions, main);
     routed_time.end(main);
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
@@ -340,7 +349,7 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     for (int64_t e = 0; e < E; ++e) plan.out.expert_load[size_t(e)] = load[size_t(e)];
     if (times)
         *times = {router_time.ms(), routed_time.ms(), shared_ ? shared_time.ms() : 0.0, combine_time.ms(),
-                  total_time.ms()};
+                  total_time.ms(), gate_up_time.ms(), down_time.ms()};
 }
 
 }  // namespace steadymoe

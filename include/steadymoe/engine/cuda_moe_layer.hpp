@@ -25,6 +25,8 @@ struct CudaStageTimes {
     double shared_ms = 0;   // the shared expert (overlapping the routed experts on its own stream)
     double combine_ms = 0;  // combine
     double total_ms = 0;    // router GEMM through combine: the layer on the GPU, transfers excluded
+    double gate_up_ms = 0;  // the routed experts' gate/up GEMM alone (with SwiGLU)
+    double down_ms = 0;     // the routed experts' down GEMM alone (with the scatter)
 };
 
 class CudaMoeLayer {
@@ -39,6 +41,8 @@ public:
     MoeOutput forward(const MoeInput& input, CudaStageTimes* times = nullptr) const;
     const MoeLayer& layer() const { return layer_; }
     CudaPath path() const { return path_; }
+    // The expert GEMM kernel the tensor-core path runs on this GPU: "wgmma (sm_90a)" or "mma.sync (sm_80)".
+    static std::string gemm_kernel();
     // Why the tensor-core path is not used ("" when it is).
     const std::string& portable_reason() const { return portable_reason_; }
 

@@ -1,58 +1,20 @@
-// The tensor-core grouped expert GEMM (sm_80+: mma.sync m16n8k16 bf16 -> f32, cp.async pipeline,
-// ldmatrix from XOR-swizzled shared memory). FP8 and FP4 weights stream from global memory in their
-// stored width and are widened to bf16 in shared memory, one stage at a time, exactly.
-#include "grouped_gemm.hpp"
-#include "stage_math.cuh"
-
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
+// The tensor-core grouped expert GEMM for any sm_80+ GPU: mma.sync m16n8k16 bf16 -> f32 over the
+// shared stages of grouped_gemm_stage.cuh (cp.async pipeline, ldmatrix). Hopper takes
+// grouped_gemm_sm90.cu instead; which one runs depends only on the GPU.
+#include "grouped_gemm_stage.cuh"
+#include "grouped_gemm_sm90.hpp"
 
 namespace steadymoe::cuda {
 
 namespace {
 
-constexpr int kBK = 64;        // k per pipeline stage (two stages make one 128-wide scale block)
+using namespace stage;
+
+constexpr int kRows = 64;      // rows of A per tile
 constexpr int kStages = 4;
 constexpr int kWarpsM = 2;     // 4 warps: 2 along M (32 rows each) x 2 along N (64 features each)
 constexpr int kWarpsN = 2;
 constexpr int kThreads = kWarpsM * kWarpsN * 32;
-constexpr int kRowBytes = kBK * 2;           // one bf16 row of a stage: 128 bytes, 8 chunks of 16
-constexpr int kATileBytes = kTileM * kRowBytes;
-constexpr int kBTileBytes = kTileN * kRowBytes;
-
-__host__ __device__ constexpr int raw_b_bytes(WeightCode code) {
-    return code == WeightCode::Bf16 ? kBTileBytes : code == WeightCode::Fp8 ? kTileN * kBK : kTileN * kBK / 2 + kTileN * 4;
-}
-// Per stage, after the tiles: the 128-block scales of the tile's rows and of its 8-feature fragments.
-constexpr int kRowScaleBytes = kTileM * 4;
-constexpr int kFragmentScaleBytes = kTileN / 8 * 4;
-constexpr int kScaleBytes = 512;
-static_assert(kRowScaleBytes + kFragmentScaleBytes <= kScaleBytes);
-__host__ __device__ constexpr int stage_bytes(WeightCode code) { return kATileBytes + raw_b_bytes(code) + kScaleBytes; }
-__host__ __device__ constexpr int smem_bytes(WeightCode code) {
-    return kStages * stage_bytes(code) + (code == WeightCode::Bf16 ? 0 : kBTileBytes);
-}
-
-// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled 128-byte-row tile: ldmatrix's eight
-// row addresses then fall in eight different bank groups.
-__device__ __forceinline__ int swizzle(int row, int chunk) { return row * kRowBytes + ((chunk ^ (row & 7)) << 4); }
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// cp.async with zero fill: when !valid nothing is read and the destination becomes zeros.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 4 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -68,127 +30,6 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], const 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    return uint32_t(f32_to_bf16(lo)) | (uint32_t(f32_to_bf16(hi)) << 16);
-}
-
-// Two e4m3 codes (low byte first) as two bf16 values: e4m3 -> f16 is exact, f16 -> f32 -> bf16 too.
-__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t codes) {
-    const __half2 h(__nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3));
-    const float2 f = __half22float2(h);
-    return pack_bf16x2(f.x, f.y);
-}
-
-// An e2m1 code (sign, 2 exponent bits, 1 mantissa bit) as a float, without a lookup table.
-__device__ __forceinline__ float e2m1_value(uint32_t code) {
-    const uint32_t e = (code >> 1) & 3, m = code & 1;
-    const float v = e ? __uint_as_float(((e + 126) << 23) | (m << 22)) : (m ? 0.5f : 0.0f);
-    return code & 8 ? -v : v;
-}
-
-struct Tile {
-    int expert, row0, rows, n0;
-};
-
-// Byte offset of the 128-block scale of output feature n (FP8 weights) in an expert's scale block.
-__device__ __forceinline__ int64_t weight_scale_offset(const GroupedGemmLaunch& g, int64_t n, int kb) {
-    int64_t block = n / 128;
-    if (g.fp8_half_blocks > 0) {  // interleaved gate/up rows: undo the interleave
-        const int64_t frag = n / 8, original = (frag >> 1) * 8;
-        block = (frag & 1) * g.fp8_half_blocks + original / 128;
-    }
-    return (block * (g.k / 128) + kb) * 4;
-}
-
-template <WeightCode kCode, bool kScaled>
-__device__ __forceinline__ void load_stage(const GroupedGemmLaunch& g, const Tile& t, char* stage, int k0) {
-    const int tid = threadIdx.x;
-    char* a_tile = stage;
-    char* b_raw = stage + kATileBytes;
-    if constexpr (kScaled) {  // this stage's 128-block scales, so the fold never waits on global memory
-        char* scales = stage + kATileBytes + raw_b_bytes(kCode);
-        const int kb = k0 / 128;
-        if (tid < kTileM) {
-            const bool valid = tid < t.rows;
-            if (g.a_scale)
-                cp_async4(scales + tid * 4, g.a_scale + (valid ? int64_t(t.row0 + tid) * (g.k / 128) + kb : 0), valid);
-        } else if (tid < kTileM + kTileN / 8) {
-            const int64_t n = t.n0 + (tid - kTileM) * 8;
-            const bool valid = kCode == WeightCode::Fp8 && n < g.n;
-            const char* s = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
-            cp_async4(scales + kRowScaleBytes + (tid - kTileM) * 4, valid ? s + weight_scale_offset(g, n, kb) : s, valid);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < kATileBytes / 16 / kThreads; ++i) {
-        const int idx = tid + i * kThreads, row = idx >> 3, chunk = idx & 7;
-        const bool valid = row < t.rows;
-        const uint16_t* src = g.a + int64_t(t.row0 + (valid ? row : 0)) * g.k + k0 + chunk * 8;
-        cp_async16(a_tile + swizzle(row, chunk), src, valid);
-    }
-    const char* w = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
-    if constexpr (kCode == WeightCode::Bf16) {
-#pragma unroll
-        for (int i = 0; i < kBTileBytes / 16 / kThreads; ++i) {
-            const int idx = tid + i * kThreads, row = idx >> 3, chunk = idx & 7;
-            const int64_t n = t.n0 + row;
-            const bool valid = n < g.n;
-            cp_async16(b_raw + swizzle(row, chunk), w + ((valid ? n : 0) * g.k + k0 + chunk * 8) * 2, valid);
-        }
-    } else if constexpr (kCode == WeightCode::Fp8) {
-#pragma unroll
-        for (int i = 0; i < kTileN * kBK / 16 / kThreads; ++i) {
-            const int idx = tid + i * kThreads, row = idx >> 2, chunk = idx & 3;
-            const int64_t n = t.n0 + row;
-            const bool valid = n < g.n;
-            cp_async16(b_raw + row * kBK + chunk * 16, w + (valid ? n : 0) * g.k + k0 + chunk * 16, valid);
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < kTileN * kBK / 2 / 16 / kThreads; ++i) {
-            const int idx = tid + i * kThreads, row = idx >> 1, chunk = idx & 1;
-            const int64_t n = t.n0 + row;
-            const bool valid = n < g.n;
-            cp_async16(b_raw + row * (kBK / 2) + chunk * 16, w + (valid ? n : 0) * (g.k / 2) + k0 / 2 + chunk * 16, valid);
-        }
-        // The four e8m0 scales of this row's 128-wide k block (4-byte aligned: k is a multiple of 128).
-        const char* s = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
-        char* s_tile = b_raw + kTileN * kBK / 2;
-        for (int row = tid; row < kTileN; row += kThreads) {
-            const int64_t n = t.n0 + row;
-            const bool valid = n < g.n;
-            cp_async4(s_tile + row * 4, s + (valid ? n : 0) * (g.k / 32) + (k0 / 128) * 4, valid);
-        }
-    }
-}
-
-// Widens one stage's FP8 / FP4 weight tile to bf16 in the swizzled layout ldmatrix reads.
-template <WeightCode kCode>
-__device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int k0) {
-    for (int idx = threadIdx.x; idx < kTileN * 8; idx += kThreads) {
-        const int row = idx >> 3, chunk = idx & 7;  // 8 values: k = chunk*8 .. chunk*8+7
-        uint4 out;
-        if constexpr (kCode == WeightCode::Fp8) {
-            const uint2 codes = *reinterpret_cast<const uint2*>(b_raw + row * kBK + chunk * 8);
-            out.x = e4m3x2_to_bf16x2(uint16_t(codes.x));
-            out.y = e4m3x2_to_bf16x2(uint16_t(codes.x >> 16));
-            out.z = e4m3x2_to_bf16x2(uint16_t(codes.y));
-            out.w = e4m3x2_to_bf16x2(uint16_t(codes.y >> 16));
-        } else {
-            const uint32_t codes = *reinterpret_cast<const uint32_t*>(b_raw + row * (kBK / 2) + chunk * 4);
-            const uint8_t e = reinterpret_cast<const uint8_t*>(b_raw + kTileN * kBK / 2)[row * 4 + ((k0 & 127) + chunk * 8) / 32];
-            const float scale = __uint_as_float(uint32_t(e) << 23);  // 2^(e-127); e in [2, 252] (checked at upload)
-            uint32_t v[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                v[j] = pack_bf16x2(__fmul_rn(e2m1_value(codes >> (8 * j)), scale),
-                                   __fmul_rn(e2m1_value(codes >> (8 * j + 4)), scale));
-            out = make_uint4(v[0], v[1], v[2], v[3]);
-        }
-        *reinterpret_cast<uint4*>(b_bf16 + swizzle(row, chunk)) = out;
-    }
-}
-
 template <WeightCode kCode, bool kScaled>
 __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -196,8 +37,9 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
 #else
     if (int(blockIdx.x) >= *g.tile_count) return;
     const Tile t{g.tile_expert[blockIdx.x], g.tile_row0[blockIdx.x], g.tile_rows[blockIdx.x], int(blockIdx.y) * kTileN};
-    extern __shared__ __align__(128) char smem[];
-    constexpr int kStageBytes = stage_bytes(kCode);
+    extern __shared__ __align__(128) char smem_raw[];
+    char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    constexpr int kStageBytes = stage_bytes(kCode, kRows);
     char* widened = smem + kStages * kStageBytes;
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -216,16 +58,16 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
     const int ktiles = int(g.k / kBK);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < ktiles) load_stage<kCode, kScaled>(g, t, smem + s * kStageBytes, s * kBK);
+        if (s < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + s * kStageBytes, s * kBK);
         cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
         cp_async_wait<kStages - 2>();
         __syncthreads();
         const char* stage = smem + (kt % kStages) * kStageBytes;
-        const char* b_tile = stage + kATileBytes;
+        const char* b_tile = stage + kRows * kRowBytes;
         if constexpr (kCode != WeightCode::Bf16) {
-            widen_stage<kCode>(stage + kATileBytes, widened, kt * kBK);
+            widen_stage<kCode, kThreads>(b_tile, widened, kt * kBK);
             __syncthreads();
             b_tile = widened;
         }
@@ -252,8 +94,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
         }
         if constexpr (kScaled) {
             if (kt & 1) {  // the end of a 128-wide block: fold its partial sums with their scales
-                const float* row_scale = reinterpret_cast<const float*>(stage + kATileBytes + raw_b_bytes(kCode));
-                const float* fragment_scale = row_scale + kTileM;
+                const float* row_scale = stage_scales<kCode, kRows>(stage);
+                const float* fragment_scale = row_scale + kRows;
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi) {
                     float sa[2];
@@ -273,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
             }
         }
         const int next = kt + kStages - 1;
-        if (next < ktiles) load_stage<kCode, kScaled>(g, t, smem + (next % kStages) * kStageBytes, next * kBK);
+        if (next < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + (next % kStages) * kStageBytes, next * kBK);
         cp_async_commit();
     }
     cp_async_wait<0>();
@@ -281,41 +123,23 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
     // Epilogue. Fragment layout: element r of acc[mi][ni] is row (lane/4 + 8*(r/2)), feature
     // (ni*8 + 2*(lane%4) + r%2) of the warp's 32 x 64 block.
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
+    for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = wm * 32 + mi * 16 + (lane >> 2) + h * 8;
-            if (row >= t.rows) continue;
-            const int64_t grow = t.row0 + row;
-            const float weight = g.row_weight ? g.row_weight[grow] : 1.0f;
+        for (int ni = 0; ni < 8; ++ni)
 #pragma unroll
-            for (int ni = 0; ni < 8; ++ni) {
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const float v = kScaled ? total[mi][ni][h * 2 + e] : acc[mi][ni][h * 2 + e];
-                    const int64_t n = t.n0 + wn * 64 + ni * 8 + (lane & 3) * 2 + e;
-                    if (g.epilogue == GemmEpilogue::Store) {
-                        if (n < g.n) g.out[grow * g.ldo + n] = v;
-                    } else if (g.epilogue == GemmEpilogue::Scatter) {
-                        if (n < g.n)
-                            g.out[g.row_dest[grow] * g.ldo + n] = round_act(g.weight_before_down ? v : weight * v, g.round_bf16);
-                    } else if ((ni & 1) == 0) {  // SwiGlu: fragment ni is gate, ni + 1 the matching up
-                        const float up = kScaled ? total[mi][ni + 1][h * 2 + e] : acc[mi][ni + 1][h * 2 + e];
-                        const int64_t j = ((t.n0 + wn * 64) / 16 + ni / 2) * 8 + (lane & 3) * 2 + e;
-                        if (j < g.n / 2)
-                            g.out[grow * g.ldo + j] =
-                                swiglu_stage(v, up, g.swiglu_limit, g.weight_before_down, weight, g.round_bf16);
-                    }
-                }
+            for (int r = 0; r < 4; ++r) {
+                if (g.epilogue == GemmEpilogue::SwiGlu && (ni & 1)) continue;
+                const float v = kScaled ? total[mi][ni][r] : acc[mi][ni][r];
+                const float up = ni + 1 < 8 ? (kScaled ? total[mi][(ni + 1) & 7][r] : acc[mi][(ni + 1) & 7][r]) : 0.0f;
+                epilogue_element(g, t, wm * 32 + mi * 16 + (lane >> 2) + (r >> 1) * 8,
+                                 wn * 64 + ni * 8 + (lane & 3) * 2 + (r & 1), v, up);
             }
-        }
-    }
 #endif
 }
 
 template <WeightCode kCode, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = smem_bytes(kCode);
+    constexpr int kSmem = smem_bytes(kCode, kRows, kStages);
     const cudaError_t err =
         cudaFuncSetAttribute(grouped_gemm_kernel<kCode, kScaled>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
@@ -370,8 +194,11 @@ __global__ void gather_bf16_kernel(const void* src, bool src_bf16, int64_t strid
 
 }  // namespace
 
+int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows : kRows; }
+
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
+    if (hopper_gemm_available()) return launch_grouped_gemm_sm90(g);
     switch (g.code) {
     case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);
     case WeightCode::Fp8: return launch_typed<WeightCode::Fp8, true>(g);

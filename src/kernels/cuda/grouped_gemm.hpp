@@ -2,7 +2,7 @@
 // the .cu file needs no host library headers.
 //
 // One launch computes C = A . W_e^T for every expert e of a group at once. A holds the experts' input
-// rows one expert after another (bf16 bits); a tile list names, for every 64-row tile, its expert,
+// rows one expert after another (bf16 bits); a tile list names, for every tile of rows, its expert,
 // first row and number of valid rows. The arithmetic of one output element is fixed by (N, K, format)
 // alone: bf16 operands (every FP8 / FP4 weight and FP8 activation value is exact in bf16), fp32
 // accumulation in 16-wide k steps in ascending k, and — when a 128-block scale applies — one partial
@@ -16,8 +16,10 @@
 
 namespace steadymoe::cuda {
 
-inline constexpr int kTileM = 64;   // rows of A per tile
 inline constexpr int kTileN = 128;  // output features per tile
+
+// Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): the tile list must use this many.
+int grouped_gemm_tile_rows();
 
 enum class WeightCode : int {
     Bf16 = 0,  // [N][K] bf16 bits

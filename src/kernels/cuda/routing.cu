@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(kPermuteThreads) count_kernel(const int32_t* i
 }
 
 constexpr int kScanThreads = kMaxRoutedExperts;
-__global__ void __launch_bounds__(kScanThreads) offsets_kernel(int32_t experts, PermutationOut out) {
+__global__ void __launch_bounds__(kScanThreads) offsets_kernel(int32_t experts, int32_t tile_m, PermutationOut out) {
     using Scan = cub::BlockScan<int, kScanThreads>;
     __shared__ typename Scan::TempStorage temp;
     const int e = threadIdx.x;
@@ -172,21 +172,22 @@ __global__ void __launch_bounds__(kScanThreads) offsets_kernel(int32_t experts, 
     int first = 0, total = 0, first_tile = 0, tiles = 0;
     Scan(temp).ExclusiveSum(rows, first, total);
     __syncthreads();
-    Scan(temp).ExclusiveSum((rows + kTileM - 1) / kTileM, first_tile, tiles);
+    Scan(temp).ExclusiveSum((rows + tile_m - 1) / tile_m, first_tile, tiles);
     if (e < experts) out.offsets[e] = first, out.tile_offsets[e] = first_tile;
     if (e == 0) out.offsets[experts] = total, out.tile_offsets[experts] = tiles, *out.tile_count = tiles;
 }
 
-__device__ void write_tiles(int expert, int first_row, int rows, int first_tile, const PermutationOut& out) {
-    for (int j = threadIdx.x; j * kTileM < rows; j += blockDim.x) {
+__device__ void write_tiles(int expert, int first_row, int rows, int first_tile, int tile_m, const PermutationOut& out) {
+    for (int j = threadIdx.x; j * tile_m < rows; j += blockDim.x) {
         out.tile_expert[first_tile + j] = expert;
-        out.tile_row0[first_tile + j] = first_row + j * kTileM;
-        out.tile_rows[first_tile + j] = min(kTileM, rows - j * kTileM);
+        out.tile_row0[first_tile + j] = first_row + j * tile_m;
+        out.tile_rows[first_tile + j] = min(tile_m, rows - j * tile_m);
     }
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) place_kernel(const int32_t* ids, const float* topk_weights,
-                                                                int64_t pairs, int32_t top_k, PermutationOut out) {
+                                                                int64_t pairs, int32_t top_k, int32_t tile_m,
+                                                                PermutationOut out) {
     __shared__ typename BlockScan::TempStorage temp;
     const int e = blockIdx.x;
     int base = out.offsets[e];
@@ -203,11 +204,11 @@ __global__ void __launch_bounds__(kPermuteThreads) place_kernel(const int32_t* i
         base += count;
         __syncthreads();  // the scan's storage is reused
     }
-    write_tiles(e, out.offsets[e], out.load[e], out.tile_offsets[e], out);
+    write_tiles(e, out.offsets[e], out.load[e], out.tile_offsets[e], tile_m, out);
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
-                                                                 PermutationOut out) {
+                                                                 int32_t tile_m, PermutationOut out) {
     __shared__ typename BlockScan::TempStorage temp;
     int base = 0;
     for (int64_t c0 = 0; c0 < tokens; c0 += kPermuteThreads) {
@@ -223,13 +224,13 @@ __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* 
         base += count;
         __syncthreads();
     }
-    write_tiles(0, 0, base, 0, out);
-    if (threadIdx.x == 0) *out.tile_count = (base + kTileM - 1) / kTileM, out.load[0] = base;
+    write_tiles(0, 0, base, 0, tile_m, out);
+    if (threadIdx.x == 0) *out.tile_count = (base + tile_m - 1) / tile_m, out.load[0] = base;
 }
 
-__global__ void identity_tiles_kernel(int64_t rows, PermutationOut out) {
-    write_tiles(0, 0, int(rows), 0, out);
-    if (threadIdx.x == 0) *out.tile_count = int32_t((rows + kTileM - 1) / kTileM);
+__global__ void identity_tiles_kernel(int64_t rows, int32_t tile_m, PermutationOut out) {
+    write_tiles(0, 0, int(rows), 0, tile_m, out);
+    if (threadIdx.x == 0) *out.tile_count = int32_t((rows + tile_m - 1) / tile_m);
 }
 
 }  // namespace
@@ -242,22 +243,22 @@ cudaError_t launch_route(const RouteLaunch& p) {
 }
 
 cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs, int32_t top_k,
-                                  int32_t experts, const PermutationOut& out, cudaStream_t stream) {
+                                  int32_t experts, int32_t tile_m, const PermutationOut& out, cudaStream_t stream) {
     if (experts > kMaxRoutedExperts) return cudaErrorInvalidValue;
     count_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, pairs, out.load);
-    offsets_kernel<<<1, kScanThreads, 0, stream>>>(experts, out);
-    place_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, pairs, top_k, out);
+    offsets_kernel<<<1, kScanThreads, 0, stream>>>(experts, tile_m, out);
+    place_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, pairs, top_k, tile_m, out);
     return cudaGetLastError();
 }
 
-cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, const PermutationOut& out,
-                                  cudaStream_t stream) {
-    shared_kernel<<<1, kPermuteThreads, 0, stream>>>(active, tokens, dest_base, out);
+cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, int32_t tile_m,
+                                  const PermutationOut& out, cudaStream_t stream) {
+    shared_kernel<<<1, kPermuteThreads, 0, stream>>>(active, tokens, dest_base, tile_m, out);
     return cudaGetLastError();
 }
 
-cudaError_t launch_identity_tiles(int64_t rows, const PermutationOut& out, cudaStream_t stream) {
-    identity_tiles_kernel<<<1, kPermuteThreads, 0, stream>>>(rows, out);
+cudaError_t launch_identity_tiles(int64_t rows, int32_t tile_m, const PermutationOut& out, cudaStream_t stream) {
+    identity_tiles_kernel<<<1, kPermuteThreads, 0, stream>>>(rows, tile_m, out);
     return cudaGetLastError();
 }
 

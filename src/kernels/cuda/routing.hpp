@@ -55,15 +55,17 @@ struct PermutationOut {
     int32_t* tile_offsets = nullptr; // [experts + 1] scratch
 };
 
+// Tiles hold tile_m rows (grouped_gemm_tile_rows()).
 // Routed experts: pair i = t*K + k with id e >= 0 becomes a row of expert e with dest i.
 cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs,
-                                  int32_t top_k, int32_t experts, const PermutationOut& out, cudaStream_t stream);
-
-// The shared expert: every real token t (ascending), dest base + t, weight 1.
-cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, const PermutationOut& out,
+                                  int32_t top_k, int32_t experts, int32_t tile_m, const PermutationOut& out,
                                   cudaStream_t stream);
 
+// The shared expert: every real token t (ascending), dest base + t, weight 1.
+cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, int32_t tile_m,
+                                  const PermutationOut& out, cudaStream_t stream);
+
 // Tiles over rows 0..rows-1 of one expert (the router GEMM).
-cudaError_t launch_identity_tiles(int64_t rows, const PermutationOut& out, cudaStream_t stream);
+cudaError_t launch_identity_tiles(int64_t rows, int32_t tile_m, const PermutationOut& out, cudaStream_t stream);
 
 }  // namespace steadymoe::cuda

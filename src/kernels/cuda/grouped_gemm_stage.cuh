@@ -1,0 +1,198 @@
+// The shared-memory stages of the grouped GEMM kernels (grouped_gemm.cu for sm_80+, grouped_gemm_sm90.cu
+// for Hopper): 64-wide k stages of A rows (bf16) and weight rows (bf16, e4m3 or e2m1 + e8m0 as stored),
+// loaded by cp.async with zero fill, 128-byte rows XOR-swizzled by 16-byte chunk — conflict-free for
+// ldmatrix and exactly the 128-byte swizzle of Hopper's wgmma descriptors — and the widening of FP8 /
+// FP4 weights to bf16, which is exact.
+#pragma once
+
+#include "grouped_gemm.hpp"
+#include "stage_math.cuh"
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+namespace steadymoe::cuda::stage {
+
+constexpr int kBK = 64;               // k per pipeline stage (two stages make one 128-wide scale block)
+constexpr int kRowBytes = kBK * 2;    // one bf16 row of a stage: 128 bytes, 8 chunks of 16
+constexpr int kBTileBytes = kTileN * kRowBytes;
+constexpr int kScaleBytes = 1024;     // per stage: the 128-block scales of the rows, then of the fragments
+
+__host__ __device__ constexpr int raw_b_bytes(WeightCode code) {
+    return code == WeightCode::Bf16 ? kBTileBytes : code == WeightCode::Fp8 ? kTileN * kBK : kTileN * kBK / 2 + kTileN * 4;
+}
+// Stages stay 1024-byte aligned (the swizzle atom of wgmma).
+__host__ __device__ constexpr int stage_bytes(WeightCode code, int rows) {
+    return (rows * kRowBytes + raw_b_bytes(code) + kScaleBytes + 1023) / 1024 * 1024;
+}
+__host__ __device__ constexpr int smem_bytes(WeightCode code, int rows, int stages) {
+    return stages * stage_bytes(code, rows) + (code == WeightCode::Bf16 ? 0 : kBTileBytes) + 1024;  // + alignment
+}
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled 128-byte-row tile.
+__device__ __forceinline__ int swizzle(int row, int chunk) { return row * kRowBytes + ((chunk ^ (row & 7)) << 4); }
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// cp.async with zero fill: when !valid nothing is read and the destination becomes zeros.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    return uint32_t(f32_to_bf16(lo)) | (uint32_t(f32_to_bf16(hi)) << 16);
+}
+
+// Two e4m3 codes (low byte first) as two bf16 values: e4m3 -> f16 is exact, f16 -> f32 -> bf16 too.
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t codes) {
+    const __half2 h(__nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3));
+    const float2 f = __half22float2(h);
+    return pack_bf16x2(f.x, f.y);
+}
+
+// An e2m1 code (sign, 2 exponent bits, 1 mantissa bit) as a float, without a lookup table.
+__device__ __forceinline__ float e2m1_value(uint32_t code) {
+    const uint32_t e = (code >> 1) & 3, m = code & 1;
+    const float v = e ? __uint_as_float(((e + 126) << 23) | (m << 22)) : (m ? 0.5f : 0.0f);
+    return code & 8 ? -v : v;
+}
+
+struct Tile {
+    int expert, row0, rows, n0;
+};
+
+// Byte offset of the 128-block scale of output feature n (FP8 weights) in an expert's scale block.
+__device__ __forceinline__ int64_t weight_scale_offset(const GroupedGemmLaunch& g, int64_t n, int kb) {
+    int64_t block = n / 128;
+    if (g.fp8_half_blocks > 0) {  // interleaved gate/up rows: undo the interleave
+        const int64_t frag = n / 8, original = (frag >> 1) * 8;
+        block = (frag & 1) * g.fp8_half_blocks + original / 128;
+    }
+    return (block * (g.k / 128) + kb) * 4;
+}
+
+template <WeightCode kCode, bool kScaled, int kRows, int kThreads>
+__device__ __forceinline__ void load_stage(const GroupedGemmLaunch& g, const Tile& t, char* stage, int k0) {
+    const int tid = threadIdx.x;
+    constexpr int kATileBytes = kRows * kRowBytes;
+    char* a_tile = stage;
+    char* b_raw = stage + kATileBytes;
+    if constexpr (kScaled) {  // this stage's 128-block scales, so the fold never waits on global memory
+        char* scales = stage + kATileBytes + raw_b_bytes(kCode);
+        const int kb = k0 / 128;
+        if (tid < kRows) {
+            const bool valid = tid < t.rows;
+            if (g.a_scale)
+                cp_async4(scales + tid * 4, g.a_scale + (valid ? int64_t(t.row0 + tid) * (g.k / 128) + kb : 0), valid);
+        } else if (tid < kRows + kTileN / 8) {
+            const int64_t n = t.n0 + (tid - kRows) * 8;
+            const bool valid = kCode == WeightCode::Fp8 && n < g.n;
+            const char* s = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+            cp_async4(scales + kRows * 4 + (tid - kRows) * 4, valid ? s + weight_scale_offset(g, n, kb) : s, valid);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kATileBytes / 16 / kThreads; ++i) {
+        const int idx = tid + i * kThreads, row = idx >> 3, chunk = idx & 7;
+        const bool valid = row < t.rows;
+        const uint16_t* src = g.a + int64_t(t.row0 + (valid ? row : 0)) * g.k + k0 + chunk * 8;
+        cp_async16(a_tile + swizzle(row, chunk), src, valid);
+    }
+    const char* w = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
+    if constexpr (kCode == WeightCode::Bf16) {
+#pragma unroll
+        for (int i = 0; i < kBTileBytes / 16 / kThreads; ++i) {
+            const int idx = tid + i * kThreads, row = idx >> 3, chunk = idx & 7;
+            const int64_t n = t.n0 + row;
+            const bool valid = n < g.n;
+            cp_async16(b_raw + swizzle(row, chunk), w + ((valid ? n : 0) * g.k + k0 + chunk * 8) * 2, valid);
+        }
+    } else if constexpr (kCode == WeightCode::Fp8) {
+#pragma unroll
+        for (int i = 0; i < kTileN * kBK / 16 / kThreads; ++i) {
+            const int idx = tid + i * kThreads, row = idx >> 2, chunk = idx & 3;
+            const int64_t n = t.n0 + row;
+            const bool valid = n < g.n;
+            cp_async16(b_raw + row * kBK + chunk * 16, w + (valid ? n : 0) * g.k + k0 + chunk * 16, valid);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < kTileN * kBK / 2 / 16 / kThreads; ++i) {
+            const int idx = tid + i * kThreads, row = idx >> 1, chunk = idx & 1;
+            const int64_t n = t.n0 + row;
+            const bool valid = n < g.n;
+            cp_async16(b_raw + row * (kBK / 2) + chunk * 16, w + (valid ? n : 0) * (g.k / 2) + k0 / 2 + chunk * 16, valid);
+        }
+        // The four e8m0 scales of this row's 128-wide k block (4-byte aligned: k is a multiple of 128).
+        const char* s = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+        char* s_tile = b_raw + kTileN * kBK / 2;
+        for (int row = tid; row < kTileN; row += kThreads) {
+            const int64_t n = t.n0 + row;
+            const bool valid = n < g.n;
+            cp_async4(s_tile + row * 4, s + (valid ? n : 0) * (g.k / 32) + (k0 / 128) * 4, valid);
+        }
+    }
+}
+
+// Widens one stage's FP8 / FP4 weight tile to bf16 in the swizzled layout the MMAs read.
+template <WeightCode kCode, int kThreads>
+__device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int k0) {
+    for (int idx = threadIdx.x; idx < kTileN * 8; idx += kThreads) {
+        const int row = idx >> 3, chunk = idx & 7;  // 8 values: k = chunk*8 .. chunk*8+7
+        uint4 out;
+        if constexpr (kCode == WeightCode::Fp8) {
+            const uint2 codes = *reinterpret_cast<const uint2*>(b_raw + row * kBK + chunk * 8);
+            out.x = e4m3x2_to_bf16x2(uint16_t(codes.x));
+            out.y = e4m3x2_to_bf16x2(uint16_t(codes.x >> 16));
+            out.z = e4m3x2_to_bf16x2(uint16_t(codes.y));
+            out.w = e4m3x2_to_bf16x2(uint16_t(codes.y >> 16));
+        } else {
+            const uint32_t codes = *reinterpret_cast<const uint32_t*>(b_raw + row * (kBK / 2) + chunk * 4);
+            const uint8_t e = reinterpret_cast<const uint8_t*>(b_raw + kTileN * kBK / 2)[row * 4 + ((k0 & 127) + chunk * 8) / 32];
+            const float scale = __uint_as_float(uint32_t(e) << 23);  // 2^(e-127); e in [2, 252] (checked at upload)
+            uint32_t v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                v[j] = pack_bf16x2(__fmul_rn(e2m1_value(codes >> (8 * j)), scale),
+                                   __fmul_rn(e2m1_value(codes >> (8 * j + 4)), scale));
+            out = make_uint4(v[0], v[1], v[2], v[3]);
+        }
+        *reinterpret_cast<uint4*>(b_bf16 + swizzle(row, chunk)) = out;
+    }
+}
+
+// The stage's scales, as load_stage left them: [rows] activation scales then [kTileN / 8] weight scales.
+template <WeightCode kCode, int kRows>
+__device__ __forceinline__ const float* stage_scales(const char* stage) {
+    return reinterpret_cast<const float*>(stage + kRows * kRowBytes + raw_b_bytes(kCode));
+}
+
+// One output element (row, feature n of the tile, value v; for SwiGlu v is a gate feature and `up`
+// the matching up feature) through the launch's epilogue.
+__device__ __forceinline__ void epilogue_element(const GroupedGemmLaunch& g, const Tile& t, int row, int n, float v,
+                                                 float up) {
+    if (row >= t.rows) return;
+    const int64_t grow = t.row0 + row, col = t.n0 + n;
+    if (g.epilogue == GemmEpilogue::Store) {
+        if (col < g.n) g.out[grow * g.ldo + col] = v;
+    } else if (g.epilogue == GemmEpilogue::Scatter) {
+        const float weight = g.row_weight[grow];
+        if (col < g.n) g.out[g.row_dest[grow] * g.ldo + col] = round_act(g.weight_before_down ? v : weight * v, g.round_bf16);
+    } else {  // gate feature col sits in fragment 2f, its up partner in 2f + 1: intermediate feature f*8 + col%8
+        const int64_t j = (col / 16) * 8 + col % 8;
+        const float weight = g.row_weight ? g.row_weight[grow] : 1.0f;
+        if (j < g.n / 2) g.out[grow * g.ldo + j] = swiglu_stage(v, up, g.swiglu_limit, g.weight_before_down, weight, g.round_bf16);
+    }
+}
+
+}  // namespace steadymoe::cuda::stage
