@@ -140,6 +140,8 @@ std::string TensorCorePath::blocker(const MoeLayer& layer) {
         layer.config().n_group > cuda::kMaxGroups)
         return fmt::format("more than {} experts, 32 per token or {} groups", cuda::kMaxRoutedExperts, cuda::kMaxGroups);
     if (w.shared_gate.defined()) return "the shared expert's sigmoid gate is not on the tensor-core path yet";
+    if (layer.config().n_routed_experts % 8 != 0)
+        return fmt::format("{} routed experts is not a multiple of 8", layer.config().n_routed_experts);
     if (w.tid2eid.defined() && w.tid2eid.dtype() != DType::I32) return "tid2eid is not I32";
     if (w.has_shared) return cuda::tensor_core_blocker({&w.shared});
     return {};
@@ -305,6 +307,9 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     // Each expert's rows by prefix sums over the routing.
     const int64_t pairs = T * K;
     const int64_t routed_tiles = std::min(pairs, (pairs + tile_m - 1) / tile_m + E);
+    SMOE_CHECK(routed_tiles <= 65535 && (T + tile_m - 1) / tile_m <= 65535, InvalidArgument,
+               "a batch of {} tokens needs more row tiles than one launch holds (65535 of {} rows); split it", T,
+               tile_m);
     const cuda::PermutationOut routed_perm = ws.routed_perm.reserve(pairs, routed_tiles, E);
     grow(ws.contributions, size_t((T * K + T) * H) * 4, "expert contributions");
     float* contributions = ws.contributions.as<float>();

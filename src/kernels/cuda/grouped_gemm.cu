@@ -35,8 +35,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap();  // mma.sync bf16 and cp.async need sm_80
 #else
-    if (int(blockIdx.x) >= *g.tile_count) return;
-    const Tile t{g.tile_expert[blockIdx.x], g.tile_row0[blockIdx.x], g.tile_rows[blockIdx.x], int(blockIdx.y) * kTileN};
+    const Tile t = tile_of_block(g);
+    if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = stage_bytes(kCode, kRows);
@@ -127,12 +127,12 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
 #pragma unroll
         for (int ni = 0; ni < 8; ++ni)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
+            for (int h = 0; h < 2; ++h) {
                 if (g.epilogue == GemmEpilogue::SwiGlu && (ni & 1)) continue;
-                const float v = kScaled ? total[mi][ni][r] : acc[mi][ni][r];
-                const float up = ni + 1 < 8 ? (kScaled ? total[mi][(ni + 1) & 7][r] : acc[mi][(ni + 1) & 7][r]) : 0.0f;
-                epilogue_element(g, t, wm * 32 + mi * 16 + (lane >> 2) + (r >> 1) * 8,
-                                 wn * 64 + ni * 8 + (lane & 3) * 2 + (r & 1), v, up);
+                const float* v = kScaled ? total[mi][ni] : acc[mi][ni];
+                const float* up = kScaled ? total[mi][(ni + 1) & 7] : acc[mi][(ni + 1) & 7];
+                epilogue_pair(g, t, wm * 32 + mi * 16 + (lane >> 2) + h * 8, wn * 64 + ni * 8 + (lane & 3) * 2,
+                              make_float2(v[2 * h], v[2 * h + 1]), make_float2(up[2 * h], up[2 * h + 1]));
             }
 #endif
 }
@@ -143,7 +143,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const cudaError_t err =
         cudaFuncSetAttribute(grouped_gemm_kernel<kCode, kScaled>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
-    const dim3 grid(unsigned(g.max_tiles), unsigned((g.n + kTileN - 1) / kTileN));
+    const dim3 grid = tile_grid(g);
     grouped_gemm_kernel<kCode, kScaled><<<grid, kThreads, kSmem, g.stream>>>(g);
     return cudaGetLastError();
 }

@@ -12,8 +12,11 @@ namespace {
 using namespace stage;
 
 constexpr int kRows = kHopperTileRows;
-constexpr int kStages = 4;
 constexpr int kThreads = 256;  // two warpgroups, 64 rows each
+// Pipeline depth per weight format: as many stages as shared memory holds, so that few-token batches
+// (which only stream weights) keep many bytes in flight.
+template <WeightCode kCode>
+constexpr int kStages = kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma helpers exist for sm_90a device code only
 // A K-major bf16 operand tile with 128-byte rows in the 128-byte swizzle (8-row, 1024-byte atoms).
@@ -60,12 +63,12 @@ __device__ __forceinline__ void fence_operands(float (&d)[64]) {
 template <WeightCode kCode, bool kScaled>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if (int(blockIdx.x) >= *g.tile_count) return;
-    const Tile t{g.tile_expert[blockIdx.x], g.tile_row0[blockIdx.x], g.tile_rows[blockIdx.x], int(blockIdx.y) * kTileN};
+    const Tile t = tile_of_block(g);
+    if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = stage_bytes(kCode, kRows);
-    char* widened = smem + kStages * kStageBytes;
+    char* widened = smem + kStages<kCode> * kStageBytes;
 
     const int wg = threadIdx.x / 128, lane = threadIdx.x & 31, warp = (threadIdx.x / 32) & 3;
     const bool live = wg * 64 < t.rows;  // warpgroup-uniform: a warpgroup of padding rows skips its MMAs
@@ -79,13 +82,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 
     const int ktiles = int(g.k / kBK);
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
+    for (int s = 0; s < kStages<kCode> - 1; ++s) {
         if (s < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + s * kStageBytes, s * kBK);
         cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
-        cp_async_wait<kStages - 2>();
-        const char* stage = smem + (kt % kStages) * kStageBytes;
+        cp_async_wait<kStages<kCode> - 2>();
+        const char* stage = smem + (kt % kStages<kCode>) * kStageBytes;
         const char* b_tile = stage + kRows * kRowBytes;
         if constexpr (kCode != WeightCode::Bf16) {
             __syncthreads();
@@ -102,8 +105,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
             for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
             wgmma_commit();
         }
-        const int next = kt + kStages - 1;
-        if (next < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + (next % kStages) * kStageBytes, next * kBK);
+        const int next = kt + kStages<kCode> - 1;
+        if (next < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + (next % kStages<kCode>) * kStageBytes, next * kBK);
         cp_async_commit();
         if (live) {
             wgmma_wait_all();
@@ -135,12 +138,12 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
+        for (int h = 0; h < 2; ++h) {
             if (g.epilogue == GemmEpilogue::SwiGlu && (j & 1)) continue;
-            const float v = kScaled ? total[j * 4 + r] : acc[j * 4 + r];
-            const int up_index = ((j + 1) & 15) * 4 + r;
-            const float up = kScaled ? total[up_index] : acc[up_index];
-            epilogue_element(g, t, wg * 64 + warp * 16 + (lane >> 2) + (r >> 1) * 8, j * 8 + (lane & 3) * 2 + (r & 1), v, up);
+            const float* v = kScaled ? &total[j * 4] : &acc[j * 4];
+            const float* up = kScaled ? &total[((j + 1) & 15) * 4] : &acc[((j + 1) & 15) * 4];
+            epilogue_pair(g, t, wg * 64 + warp * 16 + (lane >> 2) + h * 8, j * 8 + (lane & 3) * 2,
+                          make_float2(v[2 * h], v[2 * h + 1]), make_float2(up[2 * h], up[2 * h + 1]));
         }
 #else
     __trap();  // wgmma needs sm_90a
@@ -149,11 +152,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 
 template <WeightCode kCode, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = smem_bytes(kCode, kRows, kStages);
+    constexpr int kSmem = smem_bytes(kCode, kRows, kStages<kCode>);
     const cudaError_t err = cudaFuncSetAttribute(grouped_gemm_sm90_kernel<kCode, kScaled>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
-    const dim3 grid(unsigned(g.max_tiles), unsigned((g.n + kTileN - 1) / kTileN));
+    const dim3 grid = tile_grid(g);
     grouped_gemm_sm90_kernel<kCode, kScaled><<<grid, kThreads, kSmem, g.stream>>>(g);
     return cudaGetLastError();
 }

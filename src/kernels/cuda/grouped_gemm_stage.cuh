@@ -71,6 +71,19 @@ struct Tile {
     int expert, row0, rows, n0;
 };
 
+// The grid: x walks a row tile's output tiles, y the row tiles, so the CTAs running together share
+// their A rows and their expert's weights in L2.
+inline dim3 tile_grid(const GroupedGemmLaunch& g) {
+    return dim3(unsigned((g.n + kTileN - 1) / kTileN), unsigned(g.max_tiles));
+}
+
+// This block's tile; rows = 0 past the batch's tile count.
+__device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g) {
+    const int i = int(blockIdx.y);
+    if (i >= *g.tile_count) return {0, 0, 0, 0};
+    return {g.tile_expert[i], g.tile_row0[i], g.tile_rows[i], int(blockIdx.x) * kTileN};
+}
+
 // Byte offset of the 128-block scale of output feature n (FP8 weights) in an expert's scale block.
 __device__ __forceinline__ int64_t weight_scale_offset(const GroupedGemmLaunch& g, int64_t n, int kb) {
     int64_t block = n / 128;
@@ -177,22 +190,32 @@ __device__ __forceinline__ const float* stage_scales(const char* stage) {
     return reinterpret_cast<const float*>(stage + kRows * kRowBytes + raw_b_bytes(kCode));
 }
 
-// One output element (row, feature n of the tile, value v; for SwiGlu v is a gate feature and `up`
-// the matching up feature) through the launch's epilogue.
-__device__ __forceinline__ void epilogue_element(const GroupedGemmLaunch& g, const Tile& t, int row, int n, float v,
-                                                 float up) {
+// Two adjacent output elements (row, features n and n + 1 of the tile; n even) through the launch's
+// epilogue. For SwiGlu, v are gate features and up the matching up features; their outputs are the
+// adjacent intermediate features j, j + 1. Pairs are stored as one 8-byte write.
+__device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const Tile& t, int row, int n, float2 v,
+                                              float2 up) {
     if (row >= t.rows) return;
     const int64_t grow = t.row0 + row, col = t.n0 + n;
+    float2* dst = nullptr;
+    float2 out = v;
     if (g.epilogue == GemmEpilogue::Store) {
-        if (col < g.n) g.out[grow * g.ldo + col] = v;
+        dst = reinterpret_cast<float2*>(g.out + grow * g.ldo + col);
     } else if (g.epilogue == GemmEpilogue::Scatter) {
-        const float weight = g.row_weight[grow];
-        if (col < g.n) g.out[g.row_dest[grow] * g.ldo + col] = round_act(g.weight_before_down ? v : weight * v, g.round_bf16);
+        const float w = g.row_weight[grow];
+        out = g.weight_before_down ? v : make_float2(w * v.x, w * v.y);
+        out = make_float2(round_act(out.x, g.round_bf16), round_act(out.y, g.round_bf16));
+        dst = reinterpret_cast<float2*>(g.out + g.row_dest[grow] * g.ldo + col);
     } else {  // gate feature col sits in fragment 2f, its up partner in 2f + 1: intermediate feature f*8 + col%8
+        const float w = g.row_weight ? g.row_weight[grow] : 1.0f;
+        out = make_float2(swiglu_stage(v.x, up.x, g.swiglu_limit, g.weight_before_down, w, g.round_bf16),
+                          swiglu_stage(v.y, up.y, g.swiglu_limit, g.weight_before_down, w, g.round_bf16));
         const int64_t j = (col / 16) * 8 + col % 8;
-        const float weight = g.row_weight ? g.row_weight[grow] : 1.0f;
-        if (j < g.n / 2) g.out[grow * g.ldo + j] = swiglu_stage(v, up, g.swiglu_limit, g.weight_before_down, weight, g.round_bf16);
+        if (j >= g.n / 2) return;
+        *reinterpret_cast<float2*>(g.out + grow * g.ldo + j) = out;
+        return;
     }
+    if (col < g.n) *dst = out;  // n is even and N a multiple of 8 (checked on the host): the pair is whole
 }
 
 }  // namespace steadymoe::cuda::stage
