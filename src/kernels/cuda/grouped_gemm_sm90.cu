@@ -49,7 +49,10 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
 // Shared-memory writes by ordinary stores and cp.async become visible to the wgmma (async) proxy.
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Keeps the compiler from moving accumulator accesses across the asynchronous MMAs.
@@ -68,7 +71,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = stage_bytes(kCode, kRows);
-    char* widened = smem + kStages<kCode> * kStageBytes;
+    constexpr int kS = kStages<kCode>;
+    char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
 
     const int wg = threadIdx.x / 128, lane = threadIdx.x & 31, warp = (threadIdx.x / 32) & 3;
     const bool live = wg * 64 < t.rows;  // warpgroup-uniform: a warpgroup of padding rows skips its MMAs
@@ -80,20 +84,23 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 #pragma unroll
     for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
+    // Stage kt + kS - 2 is loaded while the MMAs of stage kt - 1 may still run: the slot it reuses
+    // belonged to stage kt - 2, whose MMAs have completed.
     const int ktiles = int(g.k / kBK);
 #pragma unroll
-    for (int s = 0; s < kStages<kCode> - 1; ++s) {
+    for (int s = 0; s < kS - 2; ++s) {
         if (s < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + s * kStageBytes, s * kBK);
         cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
-        cp_async_wait<kStages<kCode> - 2>();
-        const char* stage = smem + (kt % kStages<kCode>) * kStageBytes;
+        cp_async_wait<kS - 3>();
+        const char* stage = smem + (kt % kS) * kStageBytes;
         const char* b_tile = stage + kRows * kRowBytes;
         if constexpr (kCode != WeightCode::Bf16) {
             __syncthreads();
-            widen_stage<kCode, kThreads>(b_tile, widened, kt * kBK);
-            b_tile = widened;
+            char* target = widened + (kt & 1) * kBTileBytes;
+            widen_stage<kCode, kThreads>(b_tile, target, kt * kBK);
+            b_tile = target;
         }
         fence_async_shared();
         __syncthreads();
@@ -105,15 +112,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
             for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
             wgmma_commit();
         }
-        const int next = kt + kStages<kCode> - 1;
-        if (next < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + (next % kStages<kCode>) * kStageBytes, next * kBK);
+        const int next = kt + kS - 2;
+        if (next < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + (next % kS) * kStageBytes, next * kBK);
         cp_async_commit();
-        if (live) {
-            wgmma_wait_all();
-            fence_operands(acc);
-        }
+        if (!live) continue;
+        bool folded = false;
         if constexpr (kScaled) {
-            if ((kt & 1) && live) {  // the end of a 128-wide block: fold its partial sums with their scales
+            if (kt & 1) {  // the end of a 128-wide block: fold its partial sums with their scales
+                wgmma_wait<0>();
+                fence_operands(acc);
                 const float* row_scale = stage_scales<kCode, kRows>(stage);
                 const float* fragment_scale = row_scale + kRows;
                 const int row = wg * 64 + warp * 16 + (lane >> 2);
@@ -127,8 +134,14 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
                         acc[j * 4 + r] = 0.0f;
                     }
                 }
+                folded = true;
             }
         }
+        if (!folded) wgmma_wait<1>();
+    }
+    if (live) {
+        wgmma_wait<0>();
+        fence_operands(acc);
     }
     cp_async_wait<0>();
     if (!live) return;
@@ -152,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 
 template <WeightCode kCode, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = smem_bytes(kCode, kRows, kStages<kCode>);
+    constexpr int kSmem = smem_bytes(kCode, kRows, kStages<kCode>) + (kCode == WeightCode::Bf16 ? 0 : kBTileBytes);
     const cudaError_t err = cudaFuncSetAttribute(grouped_gemm_sm90_kernel<kCode, kScaled>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;

@@ -8,6 +8,7 @@
 #include "grouped_gemm.hpp"
 #include "stage_math.cuh"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -49,8 +50,10 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
+// Two floats that are exact in bf16 as a bf16 pair (one conversion instruction).
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    return uint32_t(f32_to_bf16(lo)) | (uint32_t(f32_to_bf16(hi)) << 16);
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
 // Two e4m3 codes (low byte first) as two bf16 values: e4m3 -> f16 is exact, f16 -> f32 -> bf16 too.
@@ -60,11 +63,15 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t codes) {
     return pack_bf16x2(f.x, f.y);
 }
 
-// An e2m1 code (sign, 2 exponent bits, 1 mantissa bit) as a float, without a lookup table.
-__device__ __forceinline__ float e2m1_value(uint32_t code) {
-    const uint32_t e = (code >> 1) & 3, m = code & 1;
-    const float v = e ? __uint_as_float(((e + 126) << 23) | (m << 22)) : (m ? 0.5f : 0.0f);
-    return code & 8 ? -v : v;
+// An e2m1 code times 2^(e - 127) as bf16 bits, built exactly from the fields (e in [2, 252], checked
+// at upload, keeps every product a normal bf16). Magnitude codes 1..7 are 0.5, 1, 1.5, 2, 3, 4, 6:
+// 2^((c >> 1) - 1) * (1 + (c & 1) / 2), except code 1 whose mantissa bit is not a half.
+__device__ __forceinline__ uint32_t e2m1_to_bf16(uint32_t code, uint32_t e) {
+    const uint32_t magnitude = code & 7, sign = (code & 8) << 12;
+    if (magnitude == 0) return sign;
+    const uint32_t exponent = (magnitude >> 1) + e - 1;
+    const uint32_t mantissa = magnitude > 1 ? (magnitude & 1) << 6 : 0;
+    return sign | (exponent << 7) | mantissa;
 }
 
 struct Tile {
@@ -171,13 +178,11 @@ __device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int
             out.w = e4m3x2_to_bf16x2(uint16_t(codes.y >> 16));
         } else {
             const uint32_t codes = *reinterpret_cast<const uint32_t*>(b_raw + row * (kBK / 2) + chunk * 4);
-            const uint8_t e = reinterpret_cast<const uint8_t*>(b_raw + kTileN * kBK / 2)[row * 4 + ((k0 & 127) + chunk * 8) / 32];
-            const float scale = __uint_as_float(uint32_t(e) << 23);  // 2^(e-127); e in [2, 252] (checked at upload)
+            const uint32_t e = reinterpret_cast<const uint8_t*>(b_raw + kTileN * kBK / 2)[row * 4 + ((k0 & 127) + chunk * 8) / 32];
             uint32_t v[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-                v[j] = pack_bf16x2(__fmul_rn(e2m1_value(codes >> (8 * j)), scale),
-                                   __fmul_rn(e2m1_value(codes >> (8 * j + 4)), scale));
+                v[j] = e2m1_to_bf16(codes >> (8 * j), e) | (e2m1_to_bf16(codes >> (8 * j + 4), e) << 16);
             out = make_uint4(v[0], v[1], v[2], v[3]);
         }
         *reinterpret_cast<uint4*>(b_bf16 + swizzle(row, chunk)) = out;
