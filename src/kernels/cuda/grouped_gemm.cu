@@ -55,10 +55,11 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[mi][ni][r] = total[mi][ni][r] = 0.0f;
 
+    const StageLoader<kCode, kScaled, kRows, kThreads> loader(g, t);
     const int ktiles = int(g.k / kBK);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + s * kStageBytes, s * kBK);
+        if (s < ktiles) loader.load(smem + s * kStageBytes, s * kBK);
         cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
@@ -115,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
             }
         }
         const int next = kt + kStages - 1;
-        if (next < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + (next % kStages) * kStageBytes, next * kBK);
+        if (next < ktiles) loader.load(smem + (next % kStages) * kStageBytes, next * kBK);
         cp_async_commit();
     }
     cp_async_wait<0>();

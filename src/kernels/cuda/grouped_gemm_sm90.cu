@@ -86,10 +86,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 
     // Stage kt + kS - 2 is loaded while the MMAs of stage kt - 1 may still run: the slot it reuses
     // belonged to stage kt - 2, whose MMAs have completed.
+    const StageLoader<kCode, kScaled, kRows, kThreads> loader(g, t);
     const int ktiles = int(g.k / kBK);
 #pragma unroll
     for (int s = 0; s < kS - 2; ++s) {
-        if (s < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + s * kStageBytes, s * kBK);
+        if (s < ktiles) loader.load(smem + s * kStageBytes, s * kBK);
         cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
@@ -113,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
             wgmma_commit();
         }
         const int next = kt + kS - 2;
-        if (next < ktiles) load_stage<kCode, kScaled, kRows, kThreads>(g, t, smem + (next % kS) * kStageBytes, next * kBK);
+        if (next < ktiles) loader.load(smem + (next % kS) * kStageBytes, next * kBK);
         cp_async_commit();
         if (!live) continue;
         bool folded = false;

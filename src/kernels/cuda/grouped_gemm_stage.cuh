@@ -101,68 +101,83 @@ __device__ __forceinline__ int64_t weight_scale_offset(const GroupedGemmLaunch& 
     return (block * (g.k / 128) + kb) * 4;
 }
 
+// Loads k-stages of a tile into shared memory. Every address that does not depend on k is worked out
+// once per tile here, so a stage costs each thread a handful of cp.async and pointer adds: the loop
+// around the MMAs must issue few instructions to keep the tensor cores fed.
 template <WeightCode kCode, bool kScaled, int kRows, int kThreads>
-__device__ __forceinline__ void load_stage(const GroupedGemmLaunch& g, const Tile& t, char* stage, int k0) {
-    const int tid = threadIdx.x;
-    constexpr int kATileBytes = kRows * kRowBytes;
-    char* a_tile = stage;
-    char* b_raw = stage + kATileBytes;
-    if constexpr (kScaled) {  // this stage's 128-block scales, so the fold never waits on global memory
-        char* scales = stage + kATileBytes + raw_b_bytes(kCode);
-        const int kb = k0 / 128;
-        if (tid < kRows) {
-            const bool valid = tid < t.rows;
-            if (g.a_scale)
-                cp_async4(scales + tid * 4, g.a_scale + (valid ? int64_t(t.row0 + tid) * (g.k / 128) + kb : 0), valid);
-        } else if (tid < kRows + kTileN / 8) {
-            const int64_t n = t.n0 + (tid - kRows) * 8;
-            const bool valid = kCode == WeightCode::Fp8 && n < g.n;
-            const char* s = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
-            cp_async4(scales + kRows * 4 + (tid - kRows) * 4, valid ? s + weight_scale_offset(g, n, kb) : s, valid);
-        }
-    }
+struct StageLoader {
+    static constexpr int kA = kRows * kRowBytes / 16 / kThreads;         // 16-byte chunks of A per thread
+    static constexpr int kBChunksPerRow = kCode == WeightCode::Bf16 ? 8 : kCode == WeightCode::Fp8 ? 4 : 2;
+    static constexpr int kB = kTileN * kBChunksPerRow / kThreads;          // of the stored weights
+    static_assert(kA >= 1 && kB >= 1 && kA <= 32 && kB <= 32);
+
+    const char* a_src[kA];
+    const char* b_src[kB];
+    int a_dst[kA], b_dst[kB];
+    uint32_t a_valid = 0, b_valid = 0;
+    // Up to three 4-byte loads per stage, each advancing 4 bytes per 128-wide k block: the FP4 weight
+    // row's e8m0 scales, an activation row's scale, an 8-feature fragment's FP8 weight scale.
+    const char* scale_src[3] = {nullptr, nullptr, nullptr};
+    int scale_dst[3] = {0, 0, 0};
+    bool scale_valid[3] = {false, false, false};
+
+    __device__ __forceinline__ StageLoader(const GroupedGemmLaunch& g, const Tile& t) {
+        const int tid = threadIdx.x;
+        constexpr int kATileBytes = kRows * kRowBytes;
 #pragma unroll
-    for (int i = 0; i < kATileBytes / 16 / kThreads; ++i) {
-        const int idx = tid + i * kThreads, row = idx >> 3, chunk = idx & 7;
-        const bool valid = row < t.rows;
-        const uint16_t* src = g.a + int64_t(t.row0 + (valid ? row : 0)) * g.k + k0 + chunk * 8;
-        cp_async16(a_tile + swizzle(row, chunk), src, valid);
-    }
-    const char* w = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
-    if constexpr (kCode == WeightCode::Bf16) {
-#pragma unroll
-        for (int i = 0; i < kBTileBytes / 16 / kThreads; ++i) {
+        for (int i = 0; i < kA; ++i) {
             const int idx = tid + i * kThreads, row = idx >> 3, chunk = idx & 7;
-            const int64_t n = t.n0 + row;
-            const bool valid = n < g.n;
-            cp_async16(b_raw + swizzle(row, chunk), w + ((valid ? n : 0) * g.k + k0 + chunk * 8) * 2, valid);
+            const bool valid = row < t.rows;
+            a_src[i] = reinterpret_cast<const char*>(g.a + int64_t(t.row0 + (valid ? row : 0)) * g.k + chunk * 8);
+            a_dst[i] = swizzle(row, chunk);
+            a_valid |= uint32_t(valid) << i;
         }
-    } else if constexpr (kCode == WeightCode::Fp8) {
+        const char* w = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
+        const int64_t row_bytes = kCode == WeightCode::Bf16 ? g.k * 2 : kCode == WeightCode::Fp8 ? g.k : g.k / 2;
 #pragma unroll
-        for (int i = 0; i < kTileN * kBK / 16 / kThreads; ++i) {
-            const int idx = tid + i * kThreads, row = idx >> 2, chunk = idx & 3;
+        for (int i = 0; i < kB; ++i) {
+            const int idx = tid + i * kThreads, row = idx / kBChunksPerRow, chunk = idx % kBChunksPerRow;
             const int64_t n = t.n0 + row;
             const bool valid = n < g.n;
-            cp_async16(b_raw + row * kBK + chunk * 16, w + (valid ? n : 0) * g.k + k0 + chunk * 16, valid);
+            b_src[i] = w + (valid ? n : 0) * row_bytes + chunk * 16;
+            b_dst[i] = kATileBytes + (kCode == WeightCode::Bf16 ? swizzle(row, chunk) : row * (kBChunksPerRow * 16) + chunk * 16);
+            b_valid |= uint32_t(valid) << i;
         }
-    } else {
-#pragma unroll
-        for (int i = 0; i < kTileN * kBK / 2 / 16 / kThreads; ++i) {
-            const int idx = tid + i * kThreads, row = idx >> 1, chunk = idx & 1;
-            const int64_t n = t.n0 + row;
-            const bool valid = n < g.n;
-            cp_async16(b_raw + row * (kBK / 2) + chunk * 16, w + (valid ? n : 0) * (g.k / 2) + k0 / 2 + chunk * 16, valid);
+        const char* scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+        if (kCode == WeightCode::Fp4 && tid < kTileN) {
+            const int64_t n = t.n0 + tid;
+            scale_valid[0] = n < g.n;
+            scale_src[0] = scales + (scale_valid[0] ? n : 0) * (g.k / 32);
+            scale_dst[0] = kATileBytes + kTileN * kBK / 2 + tid * 4;
         }
-        // The four e8m0 scales of this row's 128-wide k block (4-byte aligned: k is a multiple of 128).
-        const char* s = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
-        char* s_tile = b_raw + kTileN * kBK / 2;
-        for (int row = tid; row < kTileN; row += kThreads) {
-            const int64_t n = t.n0 + row;
-            const bool valid = n < g.n;
-            cp_async4(s_tile + row * 4, s + (valid ? n : 0) * (g.k / 32) + (k0 / 128) * 4, valid);
+        if constexpr (kScaled) {  // each stage carries its 128-block's scales: the fold never waits on memory
+            const int scale_tile = kATileBytes + raw_b_bytes(kCode);
+            if (tid < kRows && g.a_scale) {
+                scale_valid[1] = tid < t.rows;
+                scale_src[1] = reinterpret_cast<const char*>(g.a_scale + int64_t(t.row0 + (scale_valid[1] ? tid : 0)) * (g.k / 128));
+                scale_dst[1] = scale_tile + tid * 4;
+            } else if (kCode == WeightCode::Fp8 && tid >= kRows && tid < kRows + kTileN / 8) {
+                const int64_t n = t.n0 + (tid - kRows) * 8;
+                scale_valid[2] = n < g.n;
+                scale_src[2] = scales + (scale_valid[2] ? weight_scale_offset(g, n, 0) : 0);
+                scale_dst[2] = scale_tile + kRows * 4 + (tid - kRows) * 4;
+            }
         }
     }
-}
+
+    __device__ __forceinline__ void load(char* stage, int k0) const {
+        const int64_t a_off = int64_t(k0) * 2;
+        const int64_t b_off = kCode == WeightCode::Bf16 ? int64_t(k0) * 2 : kCode == WeightCode::Fp8 ? k0 : k0 / 2;
+#pragma unroll
+        for (int i = 0; i < kA; ++i) cp_async16(stage + a_dst[i], a_src[i] + a_off, a_valid >> i & 1);
+#pragma unroll
+        for (int i = 0; i < kB; ++i) cp_async16(stage + b_dst[i], b_src[i] + b_off, b_valid >> i & 1);
+        const int block_off = (k0 / 128) * 4;
+#pragma unroll
+        for (int i = 0; i < 3; ++i)
+            if (scale_src[i]) cp_async4(stage + scale_dst[i], scale_src[i] + block_off, scale_valid[i]);
+    }
+};
 
 // Widens one stage's FP8 / FP4 weight tile to bf16 in the swizzled layout the MMAs read.
 template <WeightCode kCode, int kThreads>
