@@ -82,60 +82,114 @@ void copy_to_device(DeviceBuffer& dst, int64_t offset, const void* src, size_t b
     SMOE_CUDA_CHECK(cudaMemcpy(static_cast<char*>(dst.get()) + offset, src, bytes, cudaMemcpyHostToDevice));
 }
 
+constexpr int64_t kStageK = 64;  // k values per stage tile (grouped_gemm_stage.cuh)
+
+// Stored bytes of one stage tile: kTileN rows x 64 k values.
+int64_t stage_tile_bytes(WeightCode code) {
+    return kTileN * (code == WeightCode::Bf16 ? kStageK * 2 : code == WeightCode::Fp8 ? kStageK : kStageK / 2);
+}
+
+// The device layout of one matrix, from its rows in the order the GEMM uses ([n][row bytes]): n-tiles of
+// kTileN rows (the last padded with zero rows), each a run of K/64 stage tiles, so every stage the
+// kernel loads is one contiguous block. bf16 tiles are stored swizzled — byte o of a tile is what byte o
+// of the shared-memory stage holds — FP8 and FP4 tiles row-major.
+std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, WeightCode code) {
+    const int64_t n_tiles = (n + kTileN - 1) / kTileN, k_tiles = k / kStageK, tile = stage_tile_bytes(code);
+    const int64_t row_bytes = tile / kTileN * k_tiles;  // bytes of one stored row
+    const int64_t slice = tile / kTileN;                // bytes of one row within a stage tile
+    std::vector<uint8_t> out(size_t(n_tiles * k_tiles * tile), 0);
+    for (int64_t nt = 0; nt < n_tiles; ++nt)
+        for (int64_t kt = 0; kt < k_tiles; ++kt) {
+            uint8_t* dst = out.data() + (nt * k_tiles + kt) * tile;
+            for (int64_t r = 0; r < kTileN && nt * kTileN + r < n; ++r) {
+                const uint8_t* src = rows + (nt * kTileN + r) * row_bytes + kt * slice;
+                if (code != WeightCode::Bf16) {
+                    std::memcpy(dst + r * slice, src, size_t(slice));
+                    continue;
+                }
+                for (int64_t c = 0; c < 8; ++c)  // 16-byte chunks, XOR-swizzled by row
+                    std::memcpy(dst + r * slice + ((c ^ (r & 7)) << 4), src + c * 16, 16);
+            }
+        }
+    return out;
+}
+
+// FP4 e8m0 scales ([n][k/32] in GEMM row order) per (n-tile, 128-wide k block): kTileN rows x 4 bytes.
+std::vector<uint8_t> tile_fp4_scales(const uint8_t* scales, int64_t n, int64_t k) {
+    const int64_t n_tiles = (n + kTileN - 1) / kTileN, k_blocks = k / 128;
+    std::vector<uint8_t> out(size_t(n_tiles * k_blocks * kTileN * 4), 0);
+    for (int64_t nt = 0; nt < n_tiles; ++nt)
+        for (int64_t kb = 0; kb < k_blocks; ++kb)
+            for (int64_t r = 0; r < kTileN && nt * kTileN + r < n; ++r)
+                std::memcpy(out.data() + ((nt * k_blocks + kb) * kTileN + r) * 4, scales + (nt * kTileN + r) * (k / 32) + kb * 4, 4);
+    return out;
+}
+
 DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, const std::string& what) {
     DeviceMatrixSet s;
     s.code = code_of(like);
     s.quantized = like.format != ExpertFormat::Dense;
     s.n = n;
     s.k = like.cols;
-    s.expert_bytes = n * row_bytes(like);
+    const int64_t n_tiles = (n + kTileN - 1) / kTileN;
+    s.expert_bytes = n_tiles * (s.k / kStageK) * stage_tile_bytes(s.code);
     s.data = DeviceBuffer(size_t(experts * s.expert_bytes), what);
     if (s.code == WeightCode::Fp8) {
         s.scale_expert_bytes = (n == like.rows ? (n + 127) / 128 : 2 * ((like.rows + 127) / 128)) * (s.k / 128) * 4;
         if (n != like.rows) s.fp8_half_blocks = int32_t((like.rows + 127) / 128);
     } else if (s.code == WeightCode::Fp4) {
-        s.scale_expert_bytes = n * (s.k / kMxBlockSize);
+        s.scale_expert_bytes = n_tiles * (s.k / 128) * kTileN * 4;
     }
     if (s.scale_expert_bytes) s.scale = DeviceBuffer(size_t(experts * s.scale_expert_bytes), what + " scales");
     return s;
 }
 
+// Rows r of the result are rows pick(r) of the sources (data and, for FP4, e8m0 scales).
+void upload_rows(DeviceMatrixSet& s, int64_t e, const std::vector<const uint8_t*>& data_rows,
+                 const std::vector<const uint8_t*>& scale_rows, int64_t row_bytes) {
+    const int64_t n = int64_t(data_rows.size());
+    std::vector<uint8_t> rows(size_t(n * row_bytes));
+    for (int64_t r = 0; r < n; ++r) std::memcpy(rows.data() + r * row_bytes, data_rows[size_t(r)], size_t(row_bytes));
+    const std::vector<uint8_t> tiled = tile_matrix(rows.data(), n, s.k, s.code);
+    copy_to_device(s.data, e * s.expert_bytes, tiled.data(), tiled.size());
+    if (s.code != WeightCode::Fp4) return;
+    const int64_t sb = s.k / kMxBlockSize;
+    std::vector<uint8_t> scales(size_t(n * sb));
+    for (int64_t r = 0; r < n; ++r) std::memcpy(scales.data() + r * sb, scale_rows[size_t(r)], size_t(sb));
+    const std::vector<uint8_t> scale_tiles = tile_fp4_scales(scales.data(), n, s.k);
+    copy_to_device(s.scale, e * s.scale_expert_bytes, scale_tiles.data(), scale_tiles.size());
+}
+
 // Gate and up of one expert, rows interleaved by 8: rows 16j..16j+7 are gate rows 8j.., the next 8 up's.
 void upload_gate_up(DeviceMatrixSet& s, int64_t e, const WeightMatrix& gate, const WeightMatrix& up) {
-    const int64_t I = gate.rows, rb = row_bytes(gate);
-    std::vector<uint8_t> rows(size_t(2 * I * rb));
-    const auto* g = static_cast<const uint8_t*>(gate.data.raw());
-    const auto* u = static_cast<const uint8_t*>(up.data.raw());
+    const int64_t I = gate.rows, rb = row_bytes(gate), sb = gate.cols / kMxBlockSize;
+    std::vector<const uint8_t*> data_rows(size_t(2 * I)), scale_rows(size_t(2 * I));
     for (int64_t r = 0; r < 2 * I; ++r) {
         const int64_t frag = r / 8, original = (frag / 2) * 8 + r % 8;
-        std::memcpy(rows.data() + r * rb, (frag & 1 ? u : g) + original * rb, size_t(rb));
+        const WeightMatrix& w = frag & 1 ? up : gate;
+        data_rows[size_t(r)] = static_cast<const uint8_t*>(w.data.raw()) + original * rb;
+        if (s.code == WeightCode::Fp4) scale_rows[size_t(r)] = static_cast<const uint8_t*>(w.scale.raw()) + original * sb;
     }
-    copy_to_device(s.data, e * s.expert_bytes, rows.data(), rows.size());
+    upload_rows(s, e, data_rows, scale_rows, rb);
     if (s.code == WeightCode::Fp8) {
         std::vector<float> scales = fp8_scales(gate);
         const std::vector<float> up_scales = fp8_scales(up);
         scales.insert(scales.end(), up_scales.begin(), up_scales.end());
         copy_to_device(s.scale, e * s.scale_expert_bytes, scales.data(), scales.size() * 4);
-    } else if (s.code == WeightCode::Fp4) {
-        const int64_t sb = gate.cols / kMxBlockSize;
-        std::vector<uint8_t> scales(size_t(2 * I * sb));
-        const auto* gs = static_cast<const uint8_t*>(gate.scale.raw());
-        const auto* us = static_cast<const uint8_t*>(up.scale.raw());
-        for (int64_t r = 0; r < 2 * I; ++r) {
-            const int64_t frag = r / 8, original = (frag / 2) * 8 + r % 8;
-            std::memcpy(scales.data() + r * sb, (frag & 1 ? us : gs) + original * sb, size_t(sb));
-        }
-        copy_to_device(s.scale, e * s.scale_expert_bytes, scales.data(), scales.size());
     }
 }
 
 void upload_plain(DeviceMatrixSet& s, int64_t e, const WeightMatrix& w) {
-    copy_to_device(s.data, e * s.expert_bytes, w.data.raw(), size_t(s.expert_bytes));
+    const int64_t rb = row_bytes(w), sb = w.cols / kMxBlockSize;
+    std::vector<const uint8_t*> data_rows(size_t(w.rows)), scale_rows(size_t(w.rows));
+    for (int64_t r = 0; r < w.rows; ++r) {
+        data_rows[size_t(r)] = static_cast<const uint8_t*>(w.data.raw()) + r * rb;
+        if (s.code == WeightCode::Fp4) scale_rows[size_t(r)] = static_cast<const uint8_t*>(w.scale.raw()) + r * sb;
+    }
+    upload_rows(s, e, data_rows, scale_rows, rb);
     if (s.code == WeightCode::Fp8) {
         const std::vector<float> scales = fp8_scales(w);
         copy_to_device(s.scale, e * s.scale_expert_bytes, scales.data(), scales.size() * 4);
-    } else if (s.code == WeightCode::Fp4) {
-        copy_to_device(s.scale, e * s.scale_expert_bytes, w.scale.raw(), size_t(s.scale_expert_bytes));
     }
 }
 

@@ -14,7 +14,8 @@
 
 namespace steadymoe::cuda {
 
-// One projection of every expert of a group: expert e's matrix starts e * expert_bytes into `data`.
+// One projection of every expert of a group: expert e's matrix starts e * expert_bytes into `data`, in
+// the GEMM's stage-tile layout (expert_group.cpp: tile_matrix), so each stage is one contiguous load.
 struct DeviceMatrixSet {
     WeightCode code = WeightCode::Bf16;
     bool quantized = false;      // FP8 or FP4 (the activations may be quantised to FP8 for it)
@@ -24,7 +25,7 @@ struct DeviceMatrixSet {
     int64_t expert_bytes = 0;
     int64_t scale_expert_bytes = 0;
     DeviceBuffer data;
-    DeviceBuffer scale;          // FP8: f32 block scales; FP4: e8m0 bytes [n][k/32]
+    DeviceBuffer scale;          // FP8: f32 block scales; FP4: e8m0 per (n-tile, 128-k block) [128][4]
 };
 
 struct DeviceExpertGroup {

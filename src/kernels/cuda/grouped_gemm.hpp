@@ -21,10 +21,12 @@ inline constexpr int kTileN = 128;  // output features per tile
 // Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): the tile list must use this many.
 int grouped_gemm_tile_rows();
 
+// Weights are stored per expert as n-tiles of kTileN rows (zero rows pad the last), each a run of K/64
+// stage tiles of kTileN rows x 64 k values, contiguous (expert_group.cpp: tile_matrix).
 enum class WeightCode : int {
-    Bf16 = 0,  // [N][K] bf16 bits
-    Fp8 = 1,   // [N][K] e4m3; f32 scales [ceil(N/128)][K/128] (see fp8_half_blocks)
-    Fp4 = 2,   // [N][K/2] e2m1, low nibble first; e8m0 scales [N][K/32]
+    Bf16 = 0,  // bf16 stage tiles, pre-swizzled as the shared-memory stage holds them
+    Fp8 = 1,   // e4m3 stage tiles, row-major; f32 scales [ceil(N/128)][K/128] (see fp8_half_blocks)
+    Fp4 = 2,   // e2m1 stage tiles, row-major, low nibble first; e8m0 scales per (n-tile, 128-k block) [128][4]
 };
 
 enum class GemmEpilogue : int {

@@ -114,12 +114,15 @@ struct StageLoader {
     const char* a_src[kA];
     const char* b_src[kB];
     int a_dst[kA], b_dst[kB];
-    uint32_t a_valid = 0, b_valid = 0;
+    uint32_t a_valid = 0;
     // Up to three 4-byte loads per stage, each advancing 4 bytes per 128-wide k block: the FP4 weight
     // row's e8m0 scales, an activation row's scale, an 8-feature fragment's FP8 weight scale.
     const char* scale_src[3] = {nullptr, nullptr, nullptr};
     int scale_dst[3] = {0, 0, 0};
+    int scale_stride[3] = {4, 4, 4};  // bytes per 128-wide k block
     bool scale_valid[3] = {false, false, false};
+    // The stored weight tile of one stage: kTileN rows x 64 k values (the FP4 scales come separately).
+    static constexpr int raw_tile_bytes = kTileN * kBChunksPerRow * 16;
 
     __device__ __forceinline__ StageLoader(const GroupedGemmLaunch& g, const Tile& t) {
         const int tid = threadIdx.x;
@@ -132,23 +135,20 @@ struct StageLoader {
             a_dst[i] = swizzle(row, chunk);
             a_valid |= uint32_t(valid) << i;
         }
-        const char* w = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
-        const int64_t row_bytes = kCode == WeightCode::Bf16 ? g.k * 2 : kCode == WeightCode::Fp8 ? g.k : g.k / 2;
+        // The weights: this n-tile's stage tiles are contiguous, and so are the chunks within one.
+        const char* w = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes +
+                        int64_t(t.n0 / kTileN) * (g.k / kBK) * raw_tile_bytes;
 #pragma unroll
         for (int i = 0; i < kB; ++i) {
-            const int idx = tid + i * kThreads, row = idx / kBChunksPerRow, chunk = idx % kBChunksPerRow;
-            const int64_t n = t.n0 + row;
-            const bool valid = n < g.n;
-            b_src[i] = w + (valid ? n : 0) * row_bytes + chunk * 16;
-            b_dst[i] = kATileBytes + (kCode == WeightCode::Bf16 ? swizzle(row, chunk) : row * (kBChunksPerRow * 16) + chunk * 16);
-            b_valid |= uint32_t(valid) << i;
+            b_src[i] = w + (tid + i * kThreads) * 16;
+            b_dst[i] = kATileBytes + (tid + i * kThreads) * 16;
         }
         const char* scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
-        if (kCode == WeightCode::Fp4 && tid < kTileN) {
-            const int64_t n = t.n0 + tid;
-            scale_valid[0] = n < g.n;
-            scale_src[0] = scales + (scale_valid[0] ? n : 0) * (g.k / 32);
-            scale_dst[0] = kATileBytes + kTileN * kBK / 2 + tid * 4;
+        if (kCode == WeightCode::Fp4 && tid < kTileN) {  // this n-tile's e8m0 scales, 512 bytes per 128-k block
+            scale_valid[0] = true;
+            scale_src[0] = scales + int64_t(t.n0 / kTileN) * (g.k / 128) * kTileN * 4 + tid * 4;
+            scale_dst[0] = kATileBytes + raw_tile_bytes + tid * 4;
+            scale_stride[0] = kTileN * 4;
         }
         if constexpr (kScaled) {  // each stage carries its 128-block's scales: the fold never waits on memory
             const int scale_tile = kATileBytes + raw_b_bytes(kCode);
@@ -167,15 +167,15 @@ struct StageLoader {
 
     __device__ __forceinline__ void load(char* stage, int k0) const {
         const int64_t a_off = int64_t(k0) * 2;
-        const int64_t b_off = kCode == WeightCode::Bf16 ? int64_t(k0) * 2 : kCode == WeightCode::Fp8 ? k0 : k0 / 2;
+        const int64_t b_off = int64_t(k0 / kBK) * raw_tile_bytes;
 #pragma unroll
         for (int i = 0; i < kA; ++i) cp_async16(stage + a_dst[i], a_src[i] + a_off, a_valid >> i & 1);
 #pragma unroll
-        for (int i = 0; i < kB; ++i) cp_async16(stage + b_dst[i], b_src[i] + b_off, b_valid >> i & 1);
-        const int block_off = (k0 / 128) * 4;
+        for (int i = 0; i < kB; ++i) cp_async16(stage + b_dst[i], b_src[i] + b_off, true);
+        const int block = k0 / 128;
 #pragma unroll
         for (int i = 0; i < 3; ++i)
-            if (scale_src[i]) cp_async4(stage + scale_dst[i], scale_src[i] + block_off, scale_valid[i]);
+            if (scale_src[i]) cp_async4(stage + scale_dst[i], scale_src[i] + block * scale_stride[i], scale_valid[i]);
     }
 };
 
