@@ -25,12 +25,13 @@ if [[ $what == sanitize || $what == all ]]; then
   # compute-sanitizer over the tensor-core path at small sizes, both GEMM kernels.
   san=/usr/local/cuda/bin/compute-sanitizer
   filter='Formats/CudaTensorCore.MatchesTheCpuBackendWithinRounding/*'
-  for tool in memcheck racecheck initcheck; do
-    for kernel in wgmma mma; do
-      STEADYMOE_GEMM_KERNEL=$kernel timeout 100 $san --tool $tool --error-exitcode 3 build-gpu/tests/test_cuda_tensor_core \
+  for run in memcheck:wgmma racecheck:wgmma initcheck:wgmma memcheck:mma; do
+    tool=${run%%:*}; kernel=${run#*:}
+    {
+      STEADYMOE_GEMM_KERNEL=$kernel timeout 60 $san --tool $tool --error-exitcode 3 build-gpu/tests/test_cuda_tensor_core \
         --gtest_filter="$filter" >"$out/sanitize-$tool-$kernel.log" 2>&1
       echo "compute-sanitizer $tool ($kernel kernel): rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool-$kernel.log" | tr '\n' ' ')"
-    done
+    }
   done
 fi
 if [[ $what == profile ]]; then

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <numeric>
@@ -345,6 +346,8 @@ std::string cpu_model() {
 }
 
 std::string git_commit() {
+    // A copy of the tree without its git history (a remote build machine) names its commit here.
+    if (const char* given = std::getenv("STEADYMOE_SOURCE_COMMIT"); given && *given) return given;
     // The source tree this binary was built from (__FILE__ is absolute in our builds), else the cwd.
     const std::string dir = std::filesystem::path(__FILE__).parent_path().string();
     const std::string git = "git -C " + shell_quote(dir.empty() ? "." : dir);

@@ -56,6 +56,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
             for (int r = 0; r < 4; ++r) acc[mi][ni][r] = total[mi][ni][r] = 0.0f;
 
     const StageLoader<kCode, kScaled, kRows, kThreads> loader(g, t);
+    loader.zero_padding_rows(smem, kStageBytes, kStages, t.rows);
     const int ktiles = int(g.k / kBK);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {

@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     // Stage kt + kS - 2 is loaded while the MMAs of stage kt - 1 may still run: the slot it reuses
     // belonged to stage kt - 2, whose MMAs have completed.
     const StageLoader<kCode, kScaled, kRows, kThreads> loader(g, t);
+    loader.zero_padding_rows(smem, kStageBytes, kS, t.rows);
     const int ktiles = int(g.k / kBK);
 #pragma unroll
     for (int s = 0; s < kS - 2; ++s) {

@@ -165,11 +165,21 @@ struct StageLoader {
         }
     }
 
+    // Rows past the tile's rows are never loaded: zero them once in every stage instead (a row's
+    // products never reach another row, but the MMAs should not read uninitialised memory).
+    __device__ __forceinline__ void zero_padding_rows(char* smem, int stage_bytes, int stages, int rows) const {
+        const int chunks = (kRows - rows) * 8;
+        for (int s = 0; s < stages; ++s)
+            for (int c = threadIdx.x; c < chunks; c += kThreads)
+                *reinterpret_cast<uint4*>(smem + s * stage_bytes + rows * kRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+    }
+
     __device__ __forceinline__ void load(char* stage, int k0) const {
         const int64_t a_off = int64_t(k0) * 2;
         const int64_t b_off = int64_t(k0 / kBK) * raw_tile_bytes;
 #pragma unroll
-        for (int i = 0; i < kA; ++i) cp_async16(stage + a_dst[i], a_src[i] + a_off, a_valid >> i & 1);
+        for (int i = 0; i < kA; ++i)
+            if (a_valid >> i & 1) cp_async16(stage + a_dst[i], a_src[i] + a_off, true);
 #pragma unroll
         for (int i = 0; i < kB; ++i) cp_async16(stage + b_dst[i], b_src[i] + b_off, true);
         const int block = k0 / 128;
