@@ -11,6 +11,8 @@ usage: gpu_peers.py OUT.json RECORD.json [RECORD.json ...]
 """
 import json
 import sys
+import functools
+print = functools.partial(print, flush=True)
 
 import torch
 import torch.nn.functional as F

@@ -54,3 +54,5 @@ if [[ $what == bench || $what == all ]]; then
   done
   [[ ${#records[@]} -gt 0 ]] && python3 bench/gpu_peers.py "$out/peers.json" "${records[@]}" 2>&1 | tee "$out/peers.md"
 fi
+# Few files come back from a remote call: pack the logs, keep the tables and JSONs beside them.
+( cd "$out" && tar czf logs.tgz --remove-files ./*.log 2>/dev/null ) || true

@@ -279,6 +279,27 @@ TEST(CliBench, SmallQwenAgainstBaseline) {
     }
 }
 
+TEST(CliBench, BackendIsCheckedAndCudaNeedsAGpu) {
+    expect_error(cli("bench --backend gpu --experts 8 --tokens 1"), 2, {"--backend", "'gpu'", "cpu, cuda"});
+    if (probe_gpus().device_count > 0) {
+        const fs::path json_file = scratch("out") / "bench-cuda.json";
+        const CliResult r = cli("bench --backend cuda --workload qwen3-30b-a3b --experts 8 --tokens 3,8 --repeat 1 --json " +
+                                json_file.string());
+        ASSERT_EQ(r.code, 0) << r.err;
+        const nlohmann::json j = nlohmann::json::parse(test::read_file(json_file));
+        ASSERT_EQ(j.at("points").size(), 2u);
+        for (const auto& p : j.at("points")) {
+            EXPECT_TRUE(p.at("bitwise_equal_to_batch_of").at("equal").get<bool>());
+            EXPECT_LT(p.at("relative_error_vs_cpu_first_rows").get<double>(), 1e-2);
+            EXPECT_GT(p.at("routed_floor_us").get<double>(), 0.0);
+        }
+    } else {
+        const CliResult r = cli("bench --backend cuda --experts 8 --tokens 1");
+        EXPECT_EQ(r.code, 2) << r.err;
+        EXPECT_NE(r.err.find("--backend cuda"), std::string::npos) << r.err;
+    }
+}
+
 TEST(CliDemo, RunWithoutArgumentsPassesItsSelfCheck) {
     const CliResult r = cli("run");
     EXPECT_EQ(r.code, 0) << r.err;

@@ -136,6 +136,22 @@ TEST_P(CudaTensorCore, ReversedBatchesAndRepeatedRunsGiveTheSameBytes) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4"));
 
+TEST(CudaTensorCoreInputs, F32HiddenStatesForBf16ExpertsTakeThePortablePathUnderAuto) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const MoeLayer cpu = tensor_core_layer("bf16");
+    const CudaMoeLayer gpu(cpu);
+    ASSERT_EQ(gpu.path(), CudaPath::TensorCore);
+    const MoeInput in = hidden(40, DType::F32);
+    const MoeOutput want = cpu.forward(in), got = gpu.forward(in);
+    test::expect_same_routing_bits(want, got);  // the portable path repeats the CPU's arithmetic
+    EXPECT_LE(test::relative_error(got.output, want.output), 1e-5);
+    // bf16 batches still take the tensor-core path: bitwise the same as an explicit tensor-core layer.
+    const CudaMoeLayer explicit_tc(cpu, CudaPath::TensorCore);
+    const MoeInput b = hidden(40);
+    const MoeOutput x = gpu.forward(b), y = explicit_tc.forward(b);
+    EXPECT_EQ(test::first_bit_difference(x.output.raw(), y.output.raw(), x.output.nbytes()), -1);
+}
+
 TEST(CudaTensorCoreInputs, F32HiddenStatesForBf16ExpertsAreRefusedWithAReason) {
     SMOE_SKIP_WITHOUT_GPU();
     const MoeLayer cpu = tensor_core_layer("bf16");

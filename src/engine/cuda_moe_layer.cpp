@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <mutex>
 
 namespace steadymoe {
 
@@ -40,10 +41,23 @@ int quant_mode(ActivationQuant a, bool quantized) {
 }  // namespace
 
 struct CudaMoeLayer::Device {
+    // The portable path's weights: uploaded at construction on that path, or on the first batch the
+    // tensor-core path cannot take when the path was left to Auto.
+    std::once_flag portable_once;
     cuda::DevicePackedWeight router;
     std::vector<DeviceExpert> experts;
     DeviceExpert shared;
     std::unique_ptr<TensorCorePath> tensor_core;
+
+    void upload_portable(const cpu::PackedLayer& p) {
+        std::call_once(portable_once, [&] {
+            router = cuda::upload_weight(p.router, "router");
+            for (size_t e = 0; e < p.experts.size(); ++e)
+                experts.push_back(upload_expert(p.experts[e], fmt::format("expert {}", e)));
+            if (p.has_shared) shared = upload_expert(p.shared, "shared expert");
+            cuda::synchronize();
+        });
+    }
 };
 
 const char* cuda_path_name(CudaPath path) {
@@ -69,17 +83,13 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path) : layer_(layer)
     } else {
         portable_reason_ = "the portable path was asked for";
     }
+    fallback_ = path == CudaPath::Auto;
     if (portable_reason_.empty()) {
         path_ = CudaPath::TensorCore;
         device_->tensor_core = std::make_unique<TensorCorePath>(layer);
         return;
     }
-    const cpu::PackedLayer& p = layer.packed();
-    device_->router = cuda::upload_weight(p.router, "router");
-    for (size_t e = 0; e < p.experts.size(); ++e)
-        device_->experts.push_back(upload_expert(p.experts[e], fmt::format("expert {}", e)));
-    if (p.has_shared) device_->shared = upload_expert(p.shared, "shared expert");
-    cuda::synchronize();
+    device_->upload_portable(layer.packed());
 }
 
 CudaMoeLayer::~CudaMoeLayer() = default;
@@ -88,13 +98,19 @@ CudaMoeLayer::CudaMoeLayer(CudaMoeLayer&&) noexcept = default;
 MoeOutput CudaMoeLayer::forward(const MoeInput& input, CudaStageTimes* times) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
-    BatchPlan plan = layer_.begin_batch(input, !device_->tensor_core);
+    // The tensor-core path takes the batch unless its inputs have no exact bf16 form (f32 hidden states
+    // for bf16 experts); then Auto runs it on the portable path, and an explicit TensorCore refuses it.
+    const bool tensor_core = device_->tensor_core &&
+                             (!fallback_ || device_->tensor_core->accepts(input.hidden.defined() &&
+                                                                          input.hidden.dtype() == DType::BF16));
+    BatchPlan plan = layer_.begin_batch(input, !tensor_core);
     const int64_t T = plan.tokens;
     if (T == 0) return std::move(plan.out);
-    if (device_->tensor_core) {
+    if (tensor_core) {
         device_->tensor_core->forward(input, plan, times);
         return std::move(plan.out);
     }
+    device_->upload_portable(layer_.packed());
     if (times) *times = {};
     const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
 

@@ -168,6 +168,13 @@ TensorCorePath::TensorCorePath(const MoeLayer& layer) : layer_(layer), ws_(std::
 
 TensorCorePath::~TensorCorePath() = default;
 
+bool TensorCorePath::accepts(bool bf16_hidden) const {
+    // Every GEMM input must be exact in bf16: bf16 activations, or FP8-quantised ones.
+    const ActivationQuant aq = layer_.activation_quant();
+    return bf16_hidden || (aq != ActivationQuant::None && routed_.gate_up.quantized && routed_.down.quantized &&
+                           (!shared_ || (shared_->gate_up.quantized && shared_->down.quantized)));
+}
+
 namespace {
 
 struct GroupRun {
@@ -239,11 +246,7 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k, T = plan.tokens;
     const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
     const ActivationQuant aq = layer_.activation_quant();
-    // Every GEMM input must be exact in bf16: bf16 activations, or FP8-quantised ones.
-    const bool exact_inputs = bf16 || (aq != ActivationQuant::None && routed_.gate_up.quantized &&
-                                       routed_.down.quantized &&
-                                       (!shared_ || (shared_->gate_up.quantized && shared_->down.quantized)));
-    SMOE_CHECK(exact_inputs, Unsupported,
+    SMOE_CHECK(accepts(bf16), Unsupported,
                "the tensor-core path needs bf16 hidden states for bf16 experts (got f32): pass bf16, or "
                "use the portable CUDA path");
     EventTimer router_time(times), routed_time(times), shared_time(times), combine_time(times), total_time(times),

@@ -25,6 +25,9 @@ public:
     explicit TensorCorePath(const MoeLayer& layer);
     ~TensorCorePath();
 
+    // Whether a batch with bf16 (or else f32) hidden states has an exact bf16 form for every GEMM.
+    bool accepts(bool bf16_hidden) const;
+
     // Runs a checked batch (begin_batch done) on the GPU — router, routing, permutation, experts,
     // combine — and fills plan.out.
     void forward(const MoeInput& input, BatchPlan& plan, CudaStageTimes* times) const;

@@ -32,8 +32,10 @@ struct CudaStageTimes {
 class CudaMoeLayer {
 public:
     // Uploads `layer`'s weights for the chosen path; `layer` must outlive this object. Auto takes the
-    // tensor-core path whenever the layer's formats allow it. Throws OutOfMemory naming the tensor
-    // that did not fit, Unsupported when no CUDA device is visible or the asked path cannot run it.
+    // tensor-core path whenever the layer's formats allow it, and runs a batch it cannot take (f32 hidden
+    // states for bf16 experts) on the portable path, uploading that path's weights the first time.
+    // Throws OutOfMemory naming the tensor that did not fit, Unsupported when no CUDA device is visible
+    // or the asked path cannot run the layer.
     explicit CudaMoeLayer(const MoeLayer& layer, CudaPath path = CudaPath::Auto);
     ~CudaMoeLayer();
     CudaMoeLayer(CudaMoeLayer&&) noexcept;
@@ -50,6 +52,7 @@ private:
     struct Device;
     const MoeLayer& layer_;
     CudaPath path_ = CudaPath::Portable;
+    bool fallback_ = false;  // Auto: batches the tensor-core path cannot take run on the portable path
     std::string portable_reason_;
     std::unique_ptr<Device> device_;
 };
