@@ -263,16 +263,19 @@ TEST(CliQuantize, Mxfp4ThenRun) {
         {"--to", "fp5"});
 }
 
-TEST(CliBench, SmallQwenAgainstBaseline) {
+// Runs `bench ARGS --json F` (exit 0) and returns F's points, each bitwise equal to its neighbour batch.
+nlohmann::json bench_points(const std::string& args, size_t count) {
     const fs::path json_file = scratch("out") / "bench.json";
-    const CliResult r =
-        cli("bench --workload qwen3-30b-a3b --format bf16 --experts 8 --tokens 3,8 --repeat 1 --json " +
-            json_file.string());
-    ASSERT_EQ(r.code, 0) << r.err;
+    const CliResult r = cli("bench " + args + " --json " + json_file.string());
+    EXPECT_EQ(r.code, 0) << r.err;
     const nlohmann::json j = nlohmann::json::parse(test::read_file(json_file));
-    ASSERT_EQ(j.at("points").size(), 2u);
-    for (const auto& p : j.at("points")) {
-        EXPECT_TRUE(p.at("bitwise_equal_to_batch_of").at("equal").get<bool>());
+    EXPECT_EQ(j.at("points").size(), count);
+    for (const auto& p : j.at("points")) EXPECT_TRUE(p.at("bitwise_equal_to_batch_of").at("equal").get<bool>());
+    return j.at("points");
+}
+
+TEST(CliBench, SmallQwenAgainstBaseline) {
+    for (const auto& p : bench_points("--workload qwen3-30b-a3b --format bf16 --experts 8 --tokens 3,8 --repeat 1", 2)) {
         // bf16 output rounding against an fp32 peer: ~1e-3; anything near 1 would mean different routing.
         if (p.contains("relative_error_vs_baseline"))
             EXPECT_LT(p.at("relative_error_vs_baseline").get<double>(), 1e-2);
@@ -282,14 +285,7 @@ TEST(CliBench, SmallQwenAgainstBaseline) {
 TEST(CliBench, BackendIsCheckedAndCudaNeedsAGpu) {
     expect_error(cli("bench --backend gpu --experts 8 --tokens 1"), 2, {"--backend", "'gpu'", "cpu, cuda"});
     if (probe_gpus().device_count > 0) {
-        const fs::path json_file = scratch("out") / "bench-cuda.json";
-        const CliResult r = cli("bench --backend cuda --workload qwen3-30b-a3b --experts 8 --tokens 3,8 --repeat 1 --json " +
-                                json_file.string());
-        ASSERT_EQ(r.code, 0) << r.err;
-        const nlohmann::json j = nlohmann::json::parse(test::read_file(json_file));
-        ASSERT_EQ(j.at("points").size(), 2u);
-        for (const auto& p : j.at("points")) {
-            EXPECT_TRUE(p.at("bitwise_equal_to_batch_of").at("equal").get<bool>());
+        for (const auto& p : bench_points("--backend cuda --workload qwen3-30b-a3b --experts 8 --tokens 3,8 --repeat 1", 2)) {
             EXPECT_LT(p.at("relative_error_vs_cpu_first_rows").get<double>(), 1e-2);
             EXPECT_GT(p.at("routed_floor_us").get<double>(), 0.0);
         }

@@ -116,16 +116,7 @@ int bench_cuda(const BenchOptions& given) {
         p.output = out.output;
         points.push_back(std::move(p));
     }
-    // Hidden states are prefixes of one stream: the first min(T, T') rows of two points are the same
-    // tokens and must be the same bytes.
-    for (size_t i = 0; i < points.size(); ++i) {
-        if (points.size() < 2) break;
-        const GpuPoint& other = points[i + 1 < points.size() ? i + 1 : i - 1];
-        GpuPoint& p = points[i];
-        const int64_t rows = std::min(p.tokens, other.tokens);
-        p.compared_with = other.tokens;
-        p.bitwise = std::memcmp(p.output.raw(), other.output.raw(), size_t(rows * H) * 2) == 0;
-    }
+    compare_with_neighbours(points, H);
 
     const std::string device = cuda::device_name();
     fmt::print("workload {}: H={} I={} K={}, experts {} of {}; routed experts {}; shared {}; activations {}\n",

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,21 @@ double median_seconds(int repeat, Fn&& fn) {
     }
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
+}
+
+// Hidden states are prefixes of one stream, so the first min(T, T') tokens of two points are the same
+// tokens: sets each point's `compared_with` / `bitwise` from its output rows against the next point's
+// (the last point's against the previous one's). Point has tokens, output, compared_with, bitwise.
+template <typename Point>
+void compare_with_neighbours(std::vector<Point>& points, int64_t hidden) {
+    for (size_t i = 0; i < points.size() && points.size() >= 2; ++i) {
+        const Point& other = points[i + 1 < points.size() ? i + 1 : i - 1];
+        Point& p = points[i];
+        const int64_t rows = std::min(p.tokens, other.tokens);
+        p.compared_with = other.tokens;
+        p.bitwise = std::memcmp(p.output.raw(), other.output.raw(),
+                                size_t(rows * hidden) * dtype_size(p.output.dtype())) == 0;
+    }
 }
 
 // sqrt(sum (a-b)^2 / sum b^2), b a float32 tensor.

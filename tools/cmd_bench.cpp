@@ -79,17 +79,7 @@ int bench(const BenchOptions& o) {
         }
         points.push_back(std::move(p));
     }
-    // Hidden states are prefixes of one stream, so the first min(T, T') tokens of two batches are the
-    // same tokens: their output rows must be the same bytes.
-    for (size_t i = 0; i < points.size(); ++i) {
-        if (points.size() < 2) break;
-        const Point& other = points[i + 1 < points.size() ? i + 1 : i - 1];
-        Point& p = points[i];
-        const int64_t rows = std::min(p.tokens, other.tokens);
-        p.compared_with = other.tokens;
-        p.bitwise = std::memcmp(p.output.raw(), other.output.raw(),
-                                size_t(rows * H) * dtype_size(p.output.dtype())) == 0;
-    }
+    compare_with_neighbours(points, H);
 
     const std::string device = cpu_model();
     const std::string routing =
