@@ -57,7 +57,7 @@ ExpertWeights expert(int64_t index, int64_t inter, uint32_t gate_up, uint32_t do
             matrix(kH, inter, down, dn, format, name + ".down")};
 }
 
-MoeLayer tensor_core_layer(const std::string& format) {
+MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing = nullptr) {
     MoeLayerWeights w;
     w.router = synthetic::tensor(DType::BF16, {kE, kH}, 3, synthetic::kRouter, 0.02f);
     w.selection_bias = synthetic::tensor(DType::F32, {kE}, 3, synthetic::kBias, 0.01f);
@@ -65,7 +65,26 @@ MoeLayer tensor_core_layer(const std::string& format) {
         w.experts.push_back(expert(e, kI, synthetic::kGateUp, synthetic::kDown, format, "experts." + std::to_string(e)));
     w.has_shared = true;
     w.shared = expert(0, kShared, synthetic::kSharedGateUp, synthetic::kSharedDown, format, "shared");
-    return MoeLayer(tensor_core_config(format), std::move(w));
+    MoeConfig c = routing ? *routing : tensor_core_config(format);
+    if (!c.selection_bias) w.selection_bias = Tensor();
+    return MoeLayer(c, std::move(w));
+}
+
+// Routing variants for the GPU router, each a bf16 layer of the same experts.
+MoeConfig routing_variant(const std::string& name) {
+    MoeConfig c = tensor_core_config("bf16");
+    if (name == "softmax") {  // Qwen3-MoE
+        c.family = ModelFamily::Qwen3Moe, c.model_type = "qwen3_moe";
+        c.score_func = ScoreFunc::Softmax, c.selection_bias = false, c.n_group = 1, c.topk_group = 1;
+        c.routed_scaling_factor = 1.0;
+    } else if (name == "group-max") {
+        c.n_group = 4, c.topk_group = 2, c.group_score = GroupScore::Max;
+    } else if (name == "sqrt-softplus") {  // DeepSeek-V4
+        c.family = ModelFamily::DeepseekV4, c.model_type = "deepseek_v4";
+        c.score_func = ScoreFunc::SqrtSoftplus, c.n_group = 1, c.topk_group = 1, c.routed_scaling_factor = 1.5;
+        c.swiglu_limit = 10.0, c.weight_placement = WeightPlacement::BeforeDown;
+    }  // "group-top2": the V3 default of tensor_core_config
+    return c;
 }
 
 MoeInput hidden(int64_t tokens, DType dtype = DType::BF16) {
@@ -135,6 +154,39 @@ TEST_P(CudaTensorCore, ReversedBatchesAndRepeatedRunsGiveTheSameBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4"));
+
+class CudaRouting : public ::testing::TestWithParam<std::string> {};
+
+// The GPU router picks the CPU router's experts for every score function and group rule, and a token with
+// NaN hidden values (NonFinitePolicy::Propagate) changes no other token's bytes.
+TEST_P(CudaRouting, PicksTheCpuExpertsAndIsolatesNaNTokens) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const MoeConfig routing = routing_variant(GetParam());
+    const MoeLayer cpu = tensor_core_layer("bf16", &routing).with_nonfinite(NonFinitePolicy::Propagate);
+    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore);
+    const MoeInput in = hidden(300);
+    const MoeOutput want = cpu.forward(in), got = gpu.forward(in);
+    EXPECT_EQ(test::first_bit_difference(want.topk_ids.raw(), got.topk_ids.raw(), want.topk_ids.nbytes()), -1);
+    EXPECT_LE(test::relative_error(got.topk_weights, want.topk_weights), 1e-5);
+    EXPECT_EQ(want.expert_load, got.expert_load);
+    EXPECT_LE(test::relative_error(got.output, want.output), 1e-2);
+
+    MoeInput poisoned;
+    poisoned.hidden = Tensor::zeros(DType::BF16, {300, kH});
+    std::memcpy(poisoned.hidden.mutable_raw(), in.hidden.raw(), in.hidden.nbytes());
+    poisoned.hidden.mutable_data<uint16_t>()[7 * kH + 5] = 0x7FC0;  // a bf16 NaN in token 7
+    const MoeOutput mixed = gpu.forward(poisoned);
+    for (int64_t t = 0; t < 300; ++t) {
+        if (t == 7) continue;
+        ASSERT_EQ(test::first_bit_difference(got.output.rows(t, t + 1).raw(), mixed.output.rows(t, t + 1).raw(),
+                                             size_t(kH) * 2),
+                  -1)
+            << "token " << t;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(ScoreFunctionsAndGroups, CudaRouting,
+                         ::testing::Values("softmax", "group-max", "group-top2", "sqrt-softplus"));
 
 TEST(CudaTensorCoreInputs, F32HiddenStatesForBf16ExpertsTakeThePortablePathUnderAuto) {
     SMOE_SKIP_WITHOUT_GPU();
