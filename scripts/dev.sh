@@ -10,7 +10,7 @@ JOBS=${STEADYMOE_JOBS:-$(nproc)}
 
 install_deps() {
     local pkgs=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev
-                libopenblas-dev clang libclang-rt-dev)
+                libopenblas-dev clang libclang-rt-dev libopenmpi-dev openmpi-bin)
     local missing=()
     for p in "${pkgs[@]}"; do
         dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

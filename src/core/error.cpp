@@ -10,6 +10,7 @@ const char* error_kind_name(ErrorKind kind) {
         case ErrorKind::Unsupported: return "unsupported";
         case ErrorKind::OutOfMemory: return "out of memory";
         case ErrorKind::Io: return "i/o error";
+        case ErrorKind::Communication: return "communication error";
         case ErrorKind::Internal: return "internal error";
     }
     return "error";

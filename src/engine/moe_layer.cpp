@@ -219,6 +219,43 @@ void MoeLayer::route_batch(BatchPlan& plan, const float* logits) const {
     if (!shared.tokens.empty()) jobs.push_back(std::move(shared));
 }
 
+void MoeLayer::router_logits(const BatchPlan& plan, float* logits) const {
+    const int64_t H = config_.hidden_size, E = config_.n_routed_experts, T = plan.tokens;
+    cpu::PackedActivations packed;
+    cpu::pack_activations({plan.x.data<float>(), nullptr, T, H}, packed);
+    cpu::parallel_gemm(packed, packed_->router, logits, E, options_.threads);
+}
+
+void MoeLayer::combine(BatchPlan& plan, const float* contributions) const {
+    const int64_t H = config_.hidden_size, K = config_.top_k, T = plan.tokens;
+    const std::vector<uint8_t>& active = plan.active;
+    MoeOutput& out = plan.out;
+    const bool has_shared = packed_->has_shared;
+    const int64_t chunk = 64;
+    // The k slots in slot order, then the shared expert, in fp32; rounded once.
+    parallel_for((T + chunk - 1) / chunk, options_.threads, [&](int64_t c) {
+        std::vector<float> acc(static_cast<size_t>(H));
+        for (int64_t t = c * chunk; t < std::min(T, (c + 1) * chunk); ++t) {
+            if (!active[size_t(t)]) continue;
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (int64_t k = 0; k < K; ++k) {
+                const float* s = contributions + (t * K + k) * H;
+                for (int64_t h = 0; h < H; ++h) acc[size_t(h)] += s[h];
+            }
+            if (has_shared) {
+                const float* s = contributions + (T * K + t) * H;
+                for (int64_t h = 0; h < H; ++h) acc[size_t(h)] += s[h];
+            }
+            if (out.output.dtype() == DType::BF16) {
+                uint16_t* o = out.output.mutable_data<uint16_t>() + t * H;
+                for (int64_t h = 0; h < H; ++h) o[h] = f32_to_bf16(acc[size_t(h)]);
+            } else {
+                std::memcpy(out.output.mutable_data<float>() + t * H, acc.data(), size_t(H) * 4);
+            }
+        }
+    });
+}
+
 MoeOutput MoeLayer::forward(const MoeInput& input) const {
     const MoeConfig& cfg = config_;
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
@@ -231,17 +268,10 @@ MoeOutput MoeLayer::forward(const MoeInput& input) const {
     // Router logits in fp32, then per-token routing and the work list.
     std::vector<float>& logits = t_logits;
     grow(logits, T * E);
-    {
-        cpu::PackedActivations packed;
-        cpu::pack_activations({xv, nullptr, T, H}, packed);
-        cpu::parallel_gemm(packed, packed_->router, logits.data(), E, threads);
-    }
+    router_logits(plan, logits.data());
     route_batch(plan, logits.data());
     const std::vector<cpu::ExpertJob>& jobs = plan.jobs;
-    const std::vector<uint8_t>& active = plan.active;
-    MoeOutput& out = plan.out;
     const cpu::ActDType act_dtype = plan.act_dtype;
-    const int64_t chunk = 64;
 
     // Row t*K+k: slot k of token t; row T*K+t: token t's shared expert. Only real tokens' rows are
     // written and read, so the reused buffer needs no clearing.
@@ -256,29 +286,7 @@ MoeOutput MoeLayer::forward(const MoeInput& input) const {
     sp.threads = threads;
     cpu::run_expert_jobs(sp, jobs);
 
-    // Combine: the k slots in slot order, then the shared expert, in fp32; rounded once.
-    const bool has_shared = packed_->has_shared;
-    parallel_for((T + chunk - 1) / chunk, threads, [&](int64_t c) {
-        std::vector<float> acc(static_cast<size_t>(H));
-        for (int64_t t = c * chunk; t < std::min(T, (c + 1) * chunk); ++t) {
-            if (!active[size_t(t)]) continue;
-            std::fill(acc.begin(), acc.end(), 0.0f);
-            for (int64_t k = 0; k < K; ++k) {
-                const float* s = contributions.data() + (t * K + k) * H;
-                for (int64_t h = 0; h < H; ++h) acc[size_t(h)] += s[h];
-            }
-            if (has_shared) {
-                const float* s = contributions.data() + (T * K + t) * H;
-                for (int64_t h = 0; h < H; ++h) acc[size_t(h)] += s[h];
-            }
-            if (out.output.dtype() == DType::BF16) {
-                uint16_t* o = out.output.mutable_data<uint16_t>() + t * H;
-                for (int64_t h = 0; h < H; ++h) o[h] = f32_to_bf16(acc[size_t(h)]);
-            } else {
-                std::memcpy(out.output.mutable_data<float>() + t * H, acc.data(), size_t(H) * 4);
-            }
-        }
-    });
+    combine(plan, contributions.data());
     return std::move(plan.out);
 }
 

@@ -15,6 +15,7 @@ enum class ErrorKind {
     Unsupported,      // valid, but not something this build can do
     OutOfMemory,      // an allocation failed
     Io,               // the operating system refused a read or a write
+    Communication,    // another rank disagreed, failed or did not answer in time
     Internal,         // a bug in SteadyMoE
 };
 

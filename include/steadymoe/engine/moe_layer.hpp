@@ -85,7 +85,12 @@ public:
     // checks the input and allocates the output; routes from fp32 logits [T][E] and lists the work.
     // `convert_hidden` = false leaves plan.x empty (for backends that read the input as it is).
     BatchPlan begin_batch(const MoeInput& input, bool convert_hidden = true) const;
+    // fp32 router logits [T][E] of a planned batch (plan.x converted).
+    void router_logits(const BatchPlan& plan, float* logits) const;
     void route_batch(BatchPlan& plan, const float* logits) const;
+    // Fills plan.out.output from contribution rows: row t*K+k is slot k of token t, row T*K+t the
+    // shared expert's (when the layer has one); only real tokens' rows are read.
+    void combine(BatchPlan& plan, const float* contributions) const;
     // The weights as decoded for the kernels (the CUDA backend uploads these).
     const cpu::PackedLayer& packed() const { return *packed_; }
 

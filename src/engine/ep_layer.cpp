@@ -1,0 +1,244 @@
+#include "steadymoe/engine/ep_layer.hpp"
+
+#include "steadymoe/core/numeric.hpp"
+#include "steadymoe/kernels/cpu/experts.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace steadymoe {
+
+namespace {
+
+// A little-endian byte writer / reader for the dispatch and combine messages.
+class Writer {
+public:
+    template <typename T>
+    void put(const T& v) {
+        append(&v, sizeof(T));
+    }
+    void append(const void* p, size_t n) {
+        const auto* b = static_cast<const uint8_t*>(p);
+        bytes.insert(bytes.end(), b, b + n);
+    }
+    Bytes bytes;
+};
+
+class Reader {
+public:
+    Reader(const Bytes& b, int from) : bytes_(b), from_(from) {}
+    template <typename T>
+    T get() {
+        T v;
+        std::memcpy(&v, take(sizeof(T)), sizeof(T));
+        return v;
+    }
+    const uint8_t* take(size_t n) {
+        SMOE_CHECK(at_ + n <= bytes_.size(), Communication, "a message from rank {} is truncated ({} of {} bytes)",
+                   from_, bytes_.size(), at_ + n);
+        const uint8_t* p = bytes_.data() + at_;
+        at_ += n;
+        return p;
+    }
+
+private:
+    const Bytes& bytes_;
+    int from_;
+    size_t at_ = 0;
+};
+
+// One destination's share of this rank's tokens: each token once, then its (token, slot) pairs.
+struct Outgoing {
+    std::vector<int64_t> tokens;     // ascending
+    std::vector<int32_t> pair_row;   // index into tokens
+    std::vector<int32_t> pair_slot;  // the destination's physical slot
+    std::vector<float> pair_weight;
+    std::vector<int64_t> pair_home;  // contribution row t*K + k on this rank
+};
+
+uint64_t fnv(uint64_t h, const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+// The first and last bytes and the shape of a tensor: cheap, and different for any other checkpoint.
+uint64_t sample(uint64_t h, const Tensor& t) {
+    if (!t.defined()) return fnv(h, "-", 1);
+    const size_t n = t.nbytes(), k = std::min<size_t>(n, 256);
+    h = fnv(h, &n, sizeof n);
+    h = fnv(h, t.raw(), k);
+    return fnv(h, static_cast<const uint8_t*>(t.raw()) + (n - k), k);
+}
+
+}  // namespace
+
+std::string EpMoeLayer::fingerprint(const MoeLayer& layer, const ExpertPlacement& placement) {
+    const MoeConfig& c = layer.config();
+    const MoeLayerWeights& w = layer.weights();
+    uint64_t h = 1469598103934665603ull;
+    h = sample(h, w.router), h = sample(h, w.selection_bias), h = sample(h, w.tid2eid);
+    for (const ExpertWeights& e : w.experts)
+        for (const WeightMatrix* m : {&e.gate, &e.up, &e.down}) h = sample(sample(h, m->data), m->scale);
+    return fmt::format("config {} H={} I={} E={} K={} layer {} activations {}; weights {:016x}; placement {}",
+                       c.model_type, c.hidden_size, c.moe_intermediate_size, c.n_routed_experts, c.top_k, w.layer,
+                       activation_quant_name(layer.activation_quant()), h, placement.fingerprint());
+}
+
+EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& transport)
+    : layer_(layer), placement_(std::move(placement)), transport_(transport) {
+    SMOE_CHECK(placement_.ranks() == transport.size(), InvalidArgument,
+               "the placement is for {} ranks, the transport has {}", placement_.ranks(), transport.size());
+    SMOE_CHECK(placement_.logical_experts() == layer.config().n_routed_experts, InvalidArgument,
+               "the placement has {} experts, the layer {}", placement_.logical_experts(),
+               layer.config().n_routed_experts);
+    const std::string mine = fingerprint(layer, placement_);
+    const std::vector<Bytes> all = transport.all_gather(Bytes(mine.begin(), mine.end()));
+    for (int r = 0; r < transport.size(); ++r) {
+        const std::string theirs(all[size_t(r)].begin(), all[size_t(r)].end());
+        SMOE_CHECK(theirs == mine, Communication, "rank {} runs {} but rank {} runs {}", transport.rank(), mine, r,
+                   theirs);
+    }
+}
+
+MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
+    const MoeConfig& cfg = layer_.config();
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    const int ranks = transport_.size(), me = transport_.rank();
+    BatchPlan plan = layer_.begin_batch(input);
+    const int64_t T = plan.tokens;
+    std::vector<float> logits(static_cast<size_t>(T * E));
+    if (T > 0) layer_.router_logits(plan, logits.data());
+    layer_.route_batch(plan, logits.data());
+
+    // Dispatch: which tokens go where, from the routing alone.
+    const int32_t* ids = plan.out.topk_ids.data<int32_t>();
+    const float* weights = plan.out.topk_weights.data<float>();
+    std::vector<Outgoing> out(static_cast<size_t>(ranks));
+    for (int64_t t = 0; t < T; ++t) {
+        if (!plan.active[size_t(t)]) continue;
+        for (int64_t k = 0; k < K; ++k) {
+            const int32_t e = ids[t * K + k];
+            const int64_t physical = placement_.replica_for(e, t, k);
+            Outgoing& o = out[size_t(placement_.rank_of(physical))];
+            if (o.tokens.empty() || o.tokens.back() != t) o.tokens.push_back(t);
+            o.pair_row.push_back(int32_t(o.tokens.size() - 1));
+            o.pair_slot.push_back(int32_t(physical % placement_.slots_per_rank()));
+            o.pair_weight.push_back(weights[t * K + k]);
+            o.pair_home.push_back(t * K + k);
+        }
+    }
+    const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
+    const size_t row_bytes = size_t(H) * (bf16 ? 2 : 4);
+    std::vector<Bytes> messages(static_cast<size_t>(ranks));
+    for (int d = 0; d < ranks; ++d) {
+        const Outgoing& o = out[size_t(d)];
+        Writer w;
+        w.put(uint8_t(bf16)), w.put(int64_t(o.tokens.size())), w.put(int64_t(o.pair_row.size()));
+        for (int64_t t : o.tokens) w.append(static_cast<const uint8_t*>(input.hidden.raw()) + size_t(t) * row_bytes, row_bytes);
+        w.append(o.pair_row.data(), o.pair_row.size() * 4);
+        w.append(o.pair_slot.data(), o.pair_slot.size() * 4);
+        w.append(o.pair_weight.data(), o.pair_weight.size() * 4);
+        messages[size_t(d)] = std::move(w.bytes);
+    }
+    const std::vector<Bytes> received = transport_.all_to_all(std::move(messages));
+
+    // The pairs this rank serves, one source at a time (each in its own activation dtype).
+    const cpu::PackedLayer& packed = layer_.packed();
+    std::vector<Bytes> replies(static_cast<size_t>(ranks));
+    for (int s = 0; s < ranks; ++s) {
+        Reader r(received[size_t(s)], s);
+        const bool src_bf16 = r.get<uint8_t>() != 0;
+        const int64_t tokens = r.get<int64_t>(), pairs = r.get<int64_t>();
+        SMOE_CHECK(tokens >= 0 && pairs >= 0, Communication, "rank {} sent a malformed message", s);
+        std::vector<float> hidden(static_cast<size_t>(tokens * H));
+        const uint8_t* rows = r.take(size_t(tokens * H) * (src_bf16 ? 2 : 4));
+        for (int64_t i = 0; i < tokens * H; ++i) {
+            if (src_bf16) {
+                uint16_t b;
+                std::memcpy(&b, rows + 2 * i, 2);
+                hidden[size_t(i)] = bf16_to_f32(b);
+            } else {
+                std::memcpy(&hidden[size_t(i)], rows + 4 * i, 4);
+            }
+        }
+        std::vector<int32_t> pair_row(static_cast<size_t>(pairs)), pair_slot(static_cast<size_t>(pairs));
+        std::vector<float> pair_weight(static_cast<size_t>(pairs));
+        std::memcpy(pair_row.data(), r.take(size_t(pairs) * 4), size_t(pairs) * 4);
+        std::memcpy(pair_slot.data(), r.take(size_t(pairs) * 4), size_t(pairs) * 4);
+        std::memcpy(pair_weight.data(), r.take(size_t(pairs) * 4), size_t(pairs) * 4);
+        std::vector<cpu::ExpertJob> jobs(static_cast<size_t>(placement_.slots_per_rank()));
+        for (int64_t p = 0; p < pairs; ++p) {
+            const int32_t slot = pair_slot[size_t(p)], row = pair_row[size_t(p)];
+            SMOE_CHECK(slot >= 0 && slot < placement_.slots_per_rank() && row >= 0 && row < tokens, Communication,
+                       "rank {} sent pair {} for slot {} row {}, outside this rank's {} slots / {} rows", s, p, slot,
+                       row, placement_.slots_per_rank(), tokens);
+            cpu::ExpertJob& job = jobs[size_t(slot)];
+            job.tokens.push_back(row);
+            job.destinations.push_back(p);
+            job.weights.push_back(pair_weight[size_t(p)]);
+        }
+        for (int64_t slot = 0; slot < placement_.slots_per_rank(); ++slot) {
+            cpu::ExpertJob& job = jobs[size_t(slot)];
+            job.expert = &packed.experts[size_t(placement_.logical_of(me * placement_.slots_per_rank() + slot))];
+            job.swiglu_limit = float(cfg.swiglu_limit);
+            job.weight_before_down = cfg.weight_placement == WeightPlacement::BeforeDown;
+        }
+        std::erase_if(jobs, [](const cpu::ExpertJob& j) { return j.tokens.empty(); });
+        Bytes result(size_t(pairs * H) * 4);
+        cpu::ExpertStageParams sp;
+        sp.hidden = hidden.data();
+        sp.hidden_size = H;
+        sp.act_dtype = src_bf16 ? cpu::ActDType::BF16 : cpu::ActDType::F32;
+        sp.act_quant = layer_.activation_quant();
+        sp.out = reinterpret_cast<float*>(result.data());
+        sp.threads = layer_.options().threads;
+        cpu::run_expert_jobs(sp, jobs);
+        replies[size_t(s)] = std::move(result);
+    }
+    const std::vector<Bytes> returned = transport_.all_to_all(std::move(replies));
+
+    // Combine at home: every slot's row where the one-rank layer puts it, then the shared expert.
+    std::vector<float> contributions(static_cast<size_t>((T * K + T) * H));
+    for (int d = 0; d < ranks; ++d) {
+        const Outgoing& o = out[size_t(d)];
+        SMOE_CHECK(returned[size_t(d)].size() == o.pair_home.size() * size_t(H) * 4, Communication,
+                   "rank {} returned {} bytes for {} pairs", d, returned[size_t(d)].size(), o.pair_home.size());
+        for (size_t p = 0; p < o.pair_home.size(); ++p)
+            std::memcpy(contributions.data() + o.pair_home[p] * H, returned[size_t(d)].data() + p * size_t(H) * 4,
+                        size_t(H) * 4);
+    }
+    std::vector<cpu::ExpertJob> shared;
+    for (cpu::ExpertJob& job : plan.jobs)
+        if (job.expert == &packed.shared) shared.push_back(std::move(job));
+    if (!shared.empty()) {
+        cpu::ExpertStageParams sp;
+        sp.hidden = plan.x.data<float>();
+        sp.hidden_size = H;
+        sp.act_dtype = plan.act_dtype;
+        sp.act_quant = layer_.activation_quant();
+        sp.out = contributions.data();
+        sp.threads = layer_.options().threads;
+        cpu::run_expert_jobs(sp, shared);
+    }
+    layer_.combine(plan, contributions.data());
+
+    // Expert loads of every rank, summed in rank order (always exchanged: collectives must match).
+    Bytes load(size_t(E) * 8);
+    std::memcpy(load.data(), plan.out.expert_load.data(), load.size());
+    const std::vector<Bytes> loads = transport_.all_gather(load);
+    if (stats) {
+        stats->global_expert_load.assign(size_t(E), 0);
+        for (int r = 0; r < ranks; ++r) {
+            SMOE_CHECK(loads[size_t(r)].size() == load.size(), Communication, "rank {} sent a malformed load", r);
+            const auto* l = reinterpret_cast<const int64_t*>(loads[size_t(r)].data());
+            for (int64_t e = 0; e < E; ++e) stats->global_expert_load[size_t(e)] += l[e];
+        }
+        stats->tokens_sent.assign(size_t(ranks), 0);
+        for (int d = 0; d < ranks; ++d) stats->tokens_sent[size_t(d)] = int64_t(out[size_t(d)].tokens.size());
+    }
+    return std::move(plan.out);
+}
+
+}  // namespace steadymoe

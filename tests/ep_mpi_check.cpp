@@ -1,0 +1,97 @@
+// Run under an MPI launcher (`mpirun -np N ep_mpi_check [GOLDEN_DIR]`): every rank takes its slice of
+// one batch, runs the expert-parallel layer over MpiTransport with contiguous, strided and replicated
+// placements, and compares its rows with the one-rank layer bit for bit. Rank 0 prints one line per
+// case; the exit status is 0 only when every rank matched everywhere.
+#include "steadymoe/core/error.hpp"
+#include "steadymoe/engine/demo_model.hpp"
+#include "steadymoe/engine/ep_layer.hpp"
+#include "steadymoe/engine/synthetic.hpp"
+#include "steadymoe/model/checkpoint.hpp"
+#include "steadymoe/parallel/mpi_transport.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+using namespace steadymoe;
+
+namespace {
+
+MoeInput rows(const MoeInput& in, int64_t begin, int64_t end) {
+    MoeInput s;
+    s.hidden = in.hidden.rows(begin, end);
+    if (in.token_ids.defined()) s.token_ids = in.token_ids.rows(begin, end);
+    if (in.mask.defined()) s.mask = in.mask.rows(begin, end);
+    return s;
+}
+
+ExpertPlacement replicated(int64_t experts, int ranks) {
+    std::vector<int32_t> table;
+    for (int64_t e = 0; e < experts; ++e) table.push_back(int32_t((e * 5 + 1) % experts));
+    while (table.size() % size_t(ranks) != 0 || table.size() < size_t(experts + 2))
+        table.push_back(int32_t(table.size() % size_t(experts)));
+    return ExpertPlacement::from_table(experts, ranks, table);
+}
+
+// This rank's rows against the one-rank layer; returns whether every byte matched.
+bool check(Transport& t, const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement) {
+    const int64_t T = in.hidden.dim(0), per = (T + t.size() - 1) / t.size();
+    const int64_t begin = std::min(T, per * t.rank()), end = std::min(T, begin + per);
+    const MoeOutput want = layer.forward(rows(in, begin, end));
+    const EpMoeLayer ep(layer, placement, t);
+    const MoeOutput got = ep.forward(rows(in, begin, end));
+    return got.output.nbytes() == want.output.nbytes() &&
+           std::memcmp(got.output.raw(), want.output.raw(), got.output.nbytes()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        MpiTransport transport(std::chrono::seconds(120));
+        const int ranks = transport.size();
+        const DemoModelShape shape{.hidden = 256, .intermediate = 128, .experts = 16, .top_k = 4, .vocab = 512};
+        struct Case {
+            std::string name;
+            MoeLayer layer;
+            MoeInput input;
+        };
+        std::vector<Case> cases;
+        for (int L : {0, 1}) {
+            MoeInput in;
+            in.hidden = synthetic::tensor(DType::BF16, {41, shape.hidden}, 2, synthetic::kHidden, 1.0f);
+            in.token_ids = demo_token_ids(shape, 41, 3);
+            cases.push_back({"demo layer " + std::to_string(L), MoeLayer(demo_config(shape), demo_layer_weights(shape, L)), in});
+        }
+        if (argc > 1) {
+            const std::filesystem::path dir = std::filesystem::path(argv[1]) / "deepseek-v3-tiny";
+            MoeInput in;
+            in.hidden = SafetensorsFile::open(dir / "io.safetensors").get("input");
+            cases.push_back({"deepseek-v3-tiny layer 1", MoeLayer::from_checkpoint(Checkpoint::open(dir), 1), in});
+        }
+        bool all = true;
+        for (const Case& c : cases) {
+            const int64_t E = c.layer.config().n_routed_experts;
+            std::vector<std::pair<std::string, ExpertPlacement>> placements;
+            if (E % ranks == 0) {
+                placements.emplace_back("contiguous", ExpertPlacement::contiguous(E, ranks));
+                placements.emplace_back("strided", ExpertPlacement::strided(E, ranks));
+            }
+            placements.emplace_back("replicated", replicated(E, ranks));
+            for (const auto& [name, placement] : placements) {
+                const bool mine = check(transport, c.layer, c.input, placement);
+                const std::vector<Bytes> votes = transport.all_gather(Bytes{uint8_t(mine)});
+                bool everyone = true;
+                for (const Bytes& v : votes) everyone = everyone && v.at(0) == 1;
+                all = all && everyone;
+                if (transport.rank() == 0)
+                    std::printf("%s, %s placement on %d MPI ranks: %s\n", c.name.c_str(), name.c_str(), ranks,
+                                everyone ? "bitwise equal to one rank" : "DIFFERENT");
+            }
+        }
+        return all ? 0 : 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "ep_mpi_check: %s\n", e.what());
+        return 2;
+    }
+}

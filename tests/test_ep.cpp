@@ -1,0 +1,241 @@
+// Expert parallelism on CPU ranks in one process: placements, the in-process transport, and the
+// promise — a token's output bytes are the one-rank layer's whatever the number of ranks, the
+// placement (contiguous, strided, replicated) and how the batch is split over ranks — plus agreement
+// checks and bounded waits.
+#include "steadymoe/engine/demo_model.hpp"
+#include "steadymoe/engine/ep_layer.hpp"
+#include "steadymoe/engine/synthetic.hpp"
+#include "steadymoe/model/checkpoint.hpp"
+
+#include "test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <thread>
+
+using namespace steadymoe;
+
+namespace {
+
+// Runs fn(rank) on `ranks` threads; rethrows the first failure.
+void on_ranks(int ranks, const std::function<void(int)>& fn) {
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r)
+        threads.emplace_back([&, r] {
+            try {
+                fn(r);
+            } catch (...) {
+                errors[size_t(r)] = std::current_exception();
+            }
+        });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+}
+
+// A placement with replicas: a shuffled table plus the first `extra` experts again, padded so every
+// rank holds the same number of slots.
+ExpertPlacement replicated(int64_t experts, int ranks, int64_t extra) {
+    std::vector<int32_t> table;
+    for (int64_t e = 0; e < experts; ++e) table.push_back(int32_t((e * 7 + 3) % experts));
+    for (int64_t e = 0; e < extra; ++e) table.push_back(int32_t(e));
+    while (table.size() % size_t(ranks) != 0) table.push_back(int32_t(table.size() % size_t(experts)));
+    return ExpertPlacement::from_table(experts, ranks, table);
+}
+
+MoeInput slice(const MoeInput& in, int64_t begin, int64_t end) {
+    MoeInput s;
+    s.hidden = in.hidden.rows(begin, end);
+    if (in.token_ids.defined()) s.token_ids = in.token_ids.rows(begin, end);
+    if (in.mask.defined()) s.mask = in.mask.rows(begin, end);
+    return s;
+}
+
+// Splits `in` unevenly over the ranks (one rank may get no tokens), runs the EP layer, and checks
+// every rank's rows against the one-rank layer on the whole batch, bit for bit.
+void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement) {
+    const int ranks = placement.ranks();
+    const int64_t T = in.hidden.dim(0), H = layer.config().hidden_size;
+    const MoeOutput want = layer.forward(in);
+    std::vector<int64_t> bounds = {0};
+    for (int r = 1; r < ranks; ++r) bounds.push_back(std::min(T, bounds.back() + (r == 1 ? 0 : T / ranks + r)));
+    bounds.push_back(T);
+    LocalGroup group(ranks, std::chrono::seconds(60));
+    std::vector<MoeOutput> outs(static_cast<size_t>(ranks));
+    std::vector<EpStats> stats(static_cast<size_t>(ranks));
+    on_ranks(ranks, [&](int r) {
+        const EpMoeLayer ep(layer, placement, group.transport(r));
+        outs[size_t(r)] = ep.forward(slice(in, bounds[size_t(r)], bounds[size_t(r) + 1]), &stats[size_t(r)]);
+    });
+    const size_t row = size_t(H) * dtype_size(in.hidden.dtype());
+    for (int r = 0; r < ranks; ++r) {
+        const int64_t b = bounds[size_t(r)], n = bounds[size_t(r) + 1] - b;
+        ASSERT_EQ(outs[size_t(r)].output.dim(0), n);
+        if (n == 0) continue;
+        EXPECT_EQ(test::first_bit_difference(outs[size_t(r)].output.raw(), want.output.rows(b, b + n).raw(), row * size_t(n)),
+                  -1)
+            << "rank " << r << " of " << ranks << ", " << placement.fingerprint();
+        EXPECT_EQ(test::first_bit_difference(outs[size_t(r)].topk_ids.raw(), want.topk_ids.rows(b, b + n).raw(),
+                                             outs[size_t(r)].topk_ids.nbytes()),
+                  -1);
+        EXPECT_EQ(stats[size_t(r)].global_expert_load, want.expert_load) << "rank " << r;
+    }
+}
+
+MoeInput demo_input(const DemoModelShape& s, int64_t T, DType dtype) {
+    MoeInput in;
+    in.hidden = synthetic::tensor(dtype, {T, s.hidden}, 9, synthetic::kHidden, 1.0f);
+    in.token_ids = demo_token_ids(s, T, 4);
+    in.mask = Tensor::zeros(DType::U8, {T});
+    for (int64_t t = 0; t < T; ++t) in.mask.mutable_data<uint8_t>()[t] = t % 5 != 2;
+    return in;
+}
+
+}  // namespace
+
+TEST(ExpertPlacement, TablesAndTheirChecks) {
+    const ExpertPlacement c = ExpertPlacement::contiguous(8, 4);
+    EXPECT_EQ(c.slots_per_rank(), 2);
+    EXPECT_EQ(c.logical_of(5), 5);
+    EXPECT_EQ(c.rank_of(5), 2);
+    const ExpertPlacement s = ExpertPlacement::strided(8, 4);
+    EXPECT_EQ(s.logical_of(1), 4);  // rank 0 holds 0 and 4
+    EXPECT_EQ(s.rank_of(s.replicas(4)[0]), 0);
+    const ExpertPlacement r = replicated(8, 4, 4);
+    EXPECT_EQ(r.replicas(0).size(), 2u);
+    EXPECT_NE(r.replica_for(0, 0, 0), r.replica_for(0, 1, 0));  // a hot expert's tokens spread over replicas
+    EXPECT_THROW(ExpertPlacement::contiguous(6, 4), Error);
+    try {
+        ExpertPlacement::from_table(4, 2, {0, 1, 1, 1});
+        FAIL() << "an expert on no rank was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("expert 2 is on no rank"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(ExpertPlacement::from_table(4, 2, {0, 1, 2, 9}), Error);
+    EXPECT_THROW(ExpertPlacement::from_table(4, 3, {0, 1, 2, 3}), Error);
+}
+
+TEST(ExpertPlacement, JsonRoundTripAndDamage) {
+    const auto dir = test::scratch_dir("placement_json");
+    const ExpertPlacement r = replicated(8, 4, 4);
+    test::write_file(dir / "p.json", r.to_json());
+    EXPECT_EQ(ExpertPlacement::read_json(dir / "p.json").fingerprint(), r.fingerprint());
+    test::write_file(dir / "bad.json", R"({"logical_experts": 4, "phy2log": [[0, 1], [2]]})");
+    EXPECT_THROW(ExpertPlacement::read_json(dir / "bad.json"), Error);
+    test::write_file(dir / "count.json", R"({"logical_experts": 2, "phy2log": [[0], [1]], "logcnt": [1, 2]})");
+    EXPECT_THROW(ExpertPlacement::read_json(dir / "count.json"), Error);
+    test::write_file(dir / "junk.json", "{");
+    EXPECT_THROW(ExpertPlacement::read_json(dir / "junk.json"), Error);
+}
+
+TEST(LocalGroup, AllToAllDeliversEveryMessage) {
+    LocalGroup group(3);
+    std::vector<std::vector<Bytes>> got(3);
+    on_ranks(3, [&](int r) {
+        for (int round = 0; round < 4; ++round) {
+            std::vector<Bytes> send;
+            for (int d = 0; d < 3; ++d) send.push_back(Bytes(size_t(r + d + round), uint8_t(10 * r + d)));
+            got[size_t(r)] = group.transport(r).all_to_all(send);
+            for (int s = 0; s < 3; ++s) {
+                ASSERT_EQ(got[size_t(r)][size_t(s)].size(), size_t(s + r + round));
+                for (uint8_t b : got[size_t(r)][size_t(s)]) ASSERT_EQ(b, uint8_t(10 * s + r));
+            }
+        }
+    });
+}
+
+TEST(LocalGroup, AMissingOrFailedRankIsNamedWithinTheTimeout) {
+    LocalGroup group(3, std::chrono::milliseconds(200));
+    const auto t0 = std::chrono::steady_clock::now();
+    try {  // rank 2 never arrives
+        on_ranks(2, [&](int r) { group.transport(r).all_gather(Bytes{1}); });
+        FAIL() << "a collective without rank 2 completed";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Communication);
+        EXPECT_NE(std::string(e.what()).find("rank(s) 2 did not reach"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    LocalGroup other(2, std::chrono::seconds(60));
+    other.fail(1);
+    try {
+        other.transport(0).all_gather(Bytes{1});
+        FAIL() << "a collective with a failed rank completed";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 1 failed"), std::string::npos) << e.what();
+    }
+}
+
+class EpDemoLayer : public ::testing::TestWithParam<std::tuple<int, DType>> {};
+
+TEST_P(EpDemoLayer, BitwiseEqualToOneRankForEveryPlacement) {
+    const auto [L, dtype] = GetParam();
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, L), {.threads = 2});
+    const MoeInput in = demo_input(s, 37, dtype);
+    for (int ranks : {1, 2, 4}) {
+        SCOPED_TRACE(ranks);
+        expect_same_as_one_rank(layer, in, ExpertPlacement::contiguous(s.experts, ranks));
+        expect_same_as_one_rank(layer, in, ExpertPlacement::strided(s.experts, ranks));
+        expect_same_as_one_rank(layer, in, replicated(s.experts, ranks, 5));
+    }
+    expect_same_as_one_rank(layer, in, replicated(s.experts, 3, 2));  // 18 slots over 3 ranks
+}
+
+INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, EpDemoLayer,
+                         ::testing::Combine(::testing::Values(0, 1), ::testing::Values(DType::BF16, DType::F32)));
+
+TEST(EpGolden, HuggingFaceLayersBitwiseEqualToOneRank) {
+    for (auto [name, L] : {std::pair<const char*, int>{"deepseek-v3-tiny", 1}, {"qwen3-moe-tiny", 0}}) {
+        SCOPED_TRACE(name);
+        const Checkpoint ckpt = Checkpoint::open(test::golden_dir() / name);
+        const SafetensorsFile io = SafetensorsFile::open(test::golden_dir() / name / "io.safetensors");
+        const MoeLayer layer = MoeLayer::from_checkpoint(ckpt, L, {.threads = 2});
+        MoeInput in;
+        in.hidden = io.get("input");
+        const int64_t E = layer.config().n_routed_experts;
+        for (int ranks : {2, 4})
+            if (E % ranks == 0) expect_same_as_one_rank(layer, in, ExpertPlacement::strided(E, ranks));
+        expect_same_as_one_rank(layer, in, replicated(E, 3, 3));
+    }
+}
+
+TEST(EpAgreement, RanksWithDifferentPlacementsRefuseToRun) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1));
+    LocalGroup group(2);
+    std::vector<std::string> errors(2);
+    on_ranks(2, [&](int r) {
+        try {
+            const EpMoeLayer ep(layer, r == 0 ? ExpertPlacement::contiguous(16, 2) : ExpertPlacement::strided(16, 2),
+                                group.transport(r));
+        } catch (const Error& e) {
+            errors[size_t(r)] = e.what();
+        }
+    });
+    for (int r = 0; r < 2; ++r) EXPECT_NE(errors[size_t(r)].find("runs config"), std::string::npos) << errors[size_t(r)];
+}
+
+TEST(EpFaults, ARankThatDiesMidLayerStopsTheOthersWithItsName) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1));
+    const MoeInput in = demo_input(s, 8, DType::BF16);
+    LocalGroup group(3, std::chrono::seconds(30));
+    std::vector<std::string> errors(3);
+    on_ranks(3, [&](int r) {
+        const EpMoeLayer ep(layer, replicated(16, 3, 2), group.transport(r));
+        if (r == 2) {
+            group.fail(2);  // dies before dispatch
+            return;
+        }
+        try {
+            ep.forward(in);
+        } catch (const Error& e) {
+            errors[size_t(r)] = e.what();
+        }
+    });
+    for (int r = 0; r < 2; ++r) EXPECT_NE(errors[size_t(r)].find("rank 2 failed"), std::string::npos) << errors[size_t(r)];
+}
