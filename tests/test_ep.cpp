@@ -4,6 +4,7 @@
 // checks and bounded waits.
 #include "steadymoe/engine/demo_model.hpp"
 #include "steadymoe/engine/ep_layer.hpp"
+#include "steadymoe/engine/load_balance.hpp"
 #include "steadymoe/engine/synthetic.hpp"
 #include "steadymoe/model/checkpoint.hpp"
 
@@ -238,4 +239,28 @@ TEST(EpFaults, ARankThatDiesMidLayerStopsTheOthersWithItsName) {
         }
     });
     for (int r = 0; r < 2; ++r) EXPECT_NE(errors[size_t(r)].find("rank 2 failed"), std::string::npos) << errors[size_t(r)];
+}
+
+TEST(LoadBalance, BiasMovesAgainstTheLoad) {
+    // Mean load 3: expert 0 is over, 1 under, 2 exactly at the mean.
+    const std::vector<float> b = update_selection_bias({0.5f, -0.25f, 0.0f}, {5, 1, 3}, 0.001f);
+    EXPECT_EQ(b[0], 0.5f - 0.001f);
+    EXPECT_EQ(b[1], -0.25f + 0.001f);
+    EXPECT_EQ(b[2], 0.0f);
+    EXPECT_THROW(update_selection_bias({0.0f}, {1, 2}, 0.001f), Error);
+    EXPECT_THROW(update_selection_bias({0.0f, 0.0f}, {1, -2}, 0.001f), Error);
+}
+
+TEST(LoadBalance, SequenceLossByHand) {
+    // Two tokens, two experts, top-1. Token 0 picks expert 0 with affinities (3, 1); token 1 picks
+    // expert 1 with (1, 1). f = (2/2*1, 2/2*1) = (1, 1); P = ((0.75 + 0.5)/2, (0.25 + 0.5)/2).
+    const float scores[] = {3.0f, 1.0f, 1.0f, 1.0f};
+    const int32_t ids[] = {0, 1};
+    EXPECT_DOUBLE_EQ(sequence_balance_loss(scores, ids, 2, 2, 1, 0.5), 0.5 * (0.625 + 0.375));
+    // All tokens on one expert: f = (2, 0), P = (0.5, 0.5) -> the loss doubles.
+    const int32_t same[] = {0, 0};
+    const float flat[] = {1.0f, 1.0f, 1.0f, 1.0f};
+    EXPECT_DOUBLE_EQ(sequence_balance_loss(flat, same, 2, 2, 1, 1.0), 1.0);
+    const int32_t bad[] = {0, 7};
+    EXPECT_THROW(sequence_balance_loss(flat, bad, 2, 2, 1, 1.0), Error);
 }
