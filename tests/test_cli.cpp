@@ -14,6 +14,7 @@
 
 #include "steadymoe/core/gpu.hpp"
 #include "steadymoe/model/safetensors.hpp"
+#include "steadymoe/parallel/placement.hpp"
 #include "test_util.hpp"
 
 namespace steadymoe {
@@ -180,7 +181,7 @@ TEST(CliUsage, UnknownCommandAndHelp) {
     expect_error(cli("frobnicate"), 2, {"unknown command 'frobnicate'"});
     expect_error(cli(""), 2, {});
     expect_error(cli("run --no-such-flag"), 2, {"--no-such-flag"});
-    for (const char* command : {"run", "inspect", "verify", "quantize", "bench"}) {
+    for (const char* command : {"run", "inspect", "verify", "quantize", "bench", "plan"}) {
         const CliResult help = cli(std::string(command) + " --help");
         EXPECT_EQ(help.code, 0) << command;
         EXPECT_NE(help.out.find("Usage"), std::string::npos) << command;
@@ -294,6 +295,23 @@ TEST(CliBench, BackendIsCheckedAndCudaNeedsAGpu) {
         EXPECT_EQ(r.code, 2) << r.err;
         EXPECT_NE(r.err.find("--backend cuda"), std::string::npos) << r.err;
     }
+}
+
+TEST(CliPlan, WritesAPlacementEveryRankCanRead) {
+    const fs::path dir = scratch("plan");
+    test::write_file(dir / "load.json", "[10, 10, 200, 10, 10, 120, 10, 10]");
+    const CliResult r = cli("plan --load " + (dir / "load.json").string() + " --ranks 4 --physical 12 --groups 2 --nodes 2 --out " +
+                            (dir / "placement.json").string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("busiest rank / mean"), std::string::npos) << r.out;
+    const ExpertPlacement p = ExpertPlacement::read_json(dir / "placement.json");
+    EXPECT_EQ(p.ranks(), 4);
+    EXPECT_GE(p.replicas(2).size(), 2u);
+    test::write_file(dir / "bad.json", "{\"load\": 3}");
+    expect_error(cli("plan --load " + (dir / "bad.json").string() + " --ranks 2 --out " + (dir / "x.json").string()), 2,
+                 {"--load", "expert_load"});
+    expect_error(cli("plan --load " + (dir / "load.json").string() + " --ranks 3 --out " + (dir / "x.json").string()), 2,
+                 {"multiple of the 3 ranks"});
 }
 
 TEST(CliDemo, RunWithoutArgumentsPassesItsSelfCheck) {

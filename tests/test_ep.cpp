@@ -5,6 +5,7 @@
 #include "steadymoe/engine/demo_model.hpp"
 #include "steadymoe/engine/ep_layer.hpp"
 #include "steadymoe/engine/load_balance.hpp"
+#include "steadymoe/parallel/eplb.hpp"
 #include "steadymoe/engine/synthetic.hpp"
 #include "steadymoe/model/checkpoint.hpp"
 
@@ -12,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -263,4 +265,54 @@ TEST(LoadBalance, SequenceLossByHand) {
     EXPECT_DOUBLE_EQ(sequence_balance_loss(flat, same, 2, 2, 1, 1.0), 1.0);
     const int32_t bad[] = {0, 7};
     EXPECT_THROW(sequence_balance_loss(flat, bad, 2, 2, 1, 1.0), Error);
+}
+
+namespace {
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+}  // namespace
+
+TEST(Eplb, ReplicatesTheHotExpertsAndBalancesRanks) {
+    // 16 experts in 4 groups, two hot ones; 2 nodes x 2 ranks, 24 physical slots.
+    std::vector<double> load(16, 10.0);
+    load[3] = 200.0, load[9] = 120.0;
+    const EplbRequest request{load, 24, 4, 2, 4};
+    const ExpertPlacement plan = plan_placement(request);
+    EXPECT_EQ(plan.ranks(), 4);
+    EXPECT_EQ(plan.slots_per_rank(), 6);
+    EXPECT_GE(plan.replicas(3).size(), 3u);  // the hottest expert is spread
+    EXPECT_GE(plan.replicas(9).size(), 2u);
+    for (int32_t e = 0; e < 16; ++e) EXPECT_FALSE(plan.replicas(e).empty()) << e;
+    // Whole groups per node: all replicas of a group's experts sit on one node (ranks 0-1 or 2-3).
+    for (int32_t g = 0; g < 4; ++g) {
+        const int node = plan.rank_of(plan.replicas(g * 4)[0]) / 2;
+        for (int32_t e = g * 4; e < g * 4 + 4; ++e)
+            for (int32_t p : plan.replicas(e)) EXPECT_EQ(plan.rank_of(p) / 2, node) << "expert " << e;
+    }
+    const double planned = max_of(rank_loads(plan, load));
+    const double plain = max_of(rank_loads(ExpertPlacement::contiguous(16, 4), load));
+    EXPECT_LT(planned, plain);
+    std::printf("busiest rank: %.1f planned vs %.1f contiguous (mean %.1f)\n", planned, plain, 520.0 / 4);
+    // A pure function of its inputs.
+    EXPECT_EQ(plan_placement(request).fingerprint(), plan.fingerprint());
+}
+
+TEST(Eplb, InconsistentRequestsAreRefused) {
+    const std::vector<double> load(8, 1.0);
+    EXPECT_THROW(plan_placement({load, 6, 1, 1, 2}), Error);   // fewer slots than experts
+    EXPECT_THROW(plan_placement({load, 9, 1, 1, 2}), Error);   // slots not a multiple of ranks
+    EXPECT_THROW(plan_placement({load, 8, 3, 1, 2}), Error);   // groups do not divide the experts
+    EXPECT_THROW(plan_placement({load, 8, 1, 2, 3}), Error);   // ranks do not divide over nodes
+    EXPECT_THROW(plan_placement({{1.0, -1.0}, 2, 1, 1, 1}), Error);
+    // Groups that do not divide over the nodes: one node spanning every rank.
+    const ExpertPlacement global = plan_placement({load, 12, 2, 4, 4});
+    EXPECT_EQ(global.ranks(), 4);
+}
+
+TEST(Eplb, APlannedPlacementKeepsTheBits) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1), {.threads = 2});
+    const MoeInput in = demo_input(s, 37, DType::BF16);
+    const MoeOutput out = layer.forward(in);
+    std::vector<double> load(out.expert_load.begin(), out.expert_load.end());
+    expect_same_as_one_rank(layer, in, plan_placement({load, 20, 4, 2, 4}));
 }

@@ -43,6 +43,7 @@ Command add_inspect_command(CLI::App& parent);
 Command add_verify_command(CLI::App& parent);
 Command add_quantize_command(CLI::App& parent);
 Command add_bench_command(CLI::App& parent);
+Command add_plan_command(CLI::App& parent);
 
 // ---- the process ---------------------------------------------------------------------------------
 // Recorded once by main(): the exact command line (for benchmark records) and the --quiet switch.

@@ -58,11 +58,11 @@ int run_cli(int argc, char** argv) {
 
     const std::vector<Command> commands = {add_run_command(app), add_inspect_command(app),
                                            add_verify_command(app), add_quantize_command(app),
-                                           add_bench_command(app)};
+                                           add_bench_command(app), add_plan_command(app)};
 
     if (const std::string bad = unknown_command(argc, argv, commands); !bad.empty()) {
         return report(
-            fmt::format("unknown command '{}' (commands: run, inspect, verify, quantize, bench; "
+            fmt::format("unknown command '{}' (commands: run, inspect, verify, quantize, bench, plan; "
                         "see steadymoe --help)",
                         bad));
     }
