@@ -10,9 +10,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "cli_common.hpp"
+#include "run_ep.hpp"
 #include "steadymoe/core/error.hpp"
 #include "steadymoe/core/numeric.hpp"
 #include "steadymoe/engine/demo_model.hpp"
@@ -33,6 +35,7 @@ struct RunOptions {
     std::string activations = "native";
     std::string nonfinite = "error";
     std::string input_dtype = "stored";
+    EpRun ep;  // under an MPI launcher
     // The demo.
     std::vector<int64_t> tokens = {1, 16, 256, 1024};
     int batches = 2;
@@ -124,8 +127,12 @@ int run_model(const RunOptions& o) {
     progress.line(fmt::format("running {} tokens on {} threads", T, opts.threads));
     const double t0 = now_seconds();
     MoeOutput out;
+    EpRun ep = o.ep;
     try {
-        out = forward_on(o.backend, layer, in);
+        std::optional<MoeOutput> spread = run_expert_parallel(layer, in, ep);
+        SMOE_CHECK(!spread || o.backend == "cpu", Unsupported,
+                   "--backend {}: expert parallelism runs on CPU ranks for now", o.backend);
+        out = spread ? std::move(*spread) : forward_on(o.backend, layer, in);
     } catch (const Error& e) {
         // The engine names the token and column; add which files they came from.
         std::string files = "--input " + o.input;
@@ -138,6 +145,7 @@ int run_model(const RunOptions& o) {
                         nonfinite ? "; --nonfinite propagate computes it, affecting only that token" : ""));
     }
     const double seconds = now_seconds() - t0;
+    if (!ep.root) return kExitOk;  // rank 0 writes the output of every rank's tokens
     SMOE_CHECK(out.topk_ids.dtype() == DType::I32, Internal, "the layer returned topk_ids as {}, not I32",
                dtype_name(out.topk_ids.dtype()));
 
@@ -155,10 +163,12 @@ int run_model(const RunOptions& o) {
         {{"output", out.output.to_f32()}, {"topk_ids", out.topk_ids}, {"topk_weights", out.topk_weights}},
         metadata);
     fmt::print(
-        "layer {} of {}: {} tokens [{} x {}] {}, top-{} of {} experts, expert activations {}, {} threads: "
+        "layer {} of {}: {} tokens [{} x {}] {}, top-{} of {} experts, expert activations {}, {} threads{}: "
         "{:.2f} ms\n",
         o.layer, o.model, T, T, cfg.hidden_size, dtype_name(in.hidden.dtype()), cfg.top_k,
-        cfg.n_routed_experts, activation_text(layer.activation_quant()), opts.threads, seconds * 1e3);
+        cfg.n_routed_experts, activation_text(layer.activation_quant()), opts.threads,
+        ep.ranks > 1 ? fmt::format(", experts over {} MPI ranks ({} placement)", ep.ranks, o.ep.placement) : "",
+        seconds * 1e3);
     fmt::print("wrote {}: output F32 [{}, {}], topk_ids I32 [{}, {}], topk_weights F32 [{}, {}]\n", o.output,
                T, cfg.hidden_size, T, cfg.top_k, T, cfg.top_k);
     return kExitOk;
@@ -308,6 +318,11 @@ Command add_run_command(CLI::App& parent) {
         ->capture_default_str();
     app->add_option("--nonfinite", o->nonfinite,
                     "NaN/Inf in the input: error or propagate (to that token only)")
+        ->capture_default_str();
+    app->add_option("--placement", o->ep.placement,
+                    "Under mpirun: where the experts live — contiguous, strided or a file from steadymoe plan")
+        ->capture_default_str();
+    app->add_option("--ep-timeout", o->ep.timeout_s, "Under mpirun: seconds to wait for another rank")
         ->capture_default_str();
     CLI::Option_group* demo = app->add_option_group("Demo", "Options of the built-in demo (no --model)");
     demo->add_option("--tokens", o->tokens, "Batch sizes to time")->delimiter(',')->capture_default_str();

@@ -1,0 +1,82 @@
+#include "run_ep.hpp"
+
+#include "steadymoe/core/error.hpp"
+#include "steadymoe/engine/ep_layer.hpp"
+
+#include <cstring>
+
+#if STEADYMOE_HAVE_MPI
+#include "steadymoe/parallel/mpi_transport.hpp"
+#endif
+
+namespace steadymoe::cli {
+
+namespace {
+
+ExpertPlacement placement_of(const std::string& spec, int64_t experts, int ranks) {
+    if (spec == "contiguous") return ExpertPlacement::contiguous(experts, ranks);
+    if (spec == "strided") return ExpertPlacement::strided(experts, ranks);
+    ExpertPlacement p = ExpertPlacement::read_json(spec);
+    SMOE_CHECK(p.ranks() == ranks && p.logical_experts() == experts, InvalidArgument,
+               "--placement {}: a placement of {} experts on {} ranks, but the run has {} experts on {} ranks", spec,
+               p.logical_experts(), p.ranks(), experts, ranks);
+    return p;
+}
+
+MoeInput rows(const MoeInput& in, int64_t begin, int64_t end) {
+    MoeInput s;
+    s.hidden = in.hidden.rows(begin, end);
+    if (in.token_ids.defined()) s.token_ids = in.token_ids.rows(begin, end);
+    if (in.mask.defined()) s.mask = in.mask.rows(begin, end);
+    return s;
+}
+
+void append(Bytes& b, const Tensor& t) {
+    const auto* p = static_cast<const uint8_t*>(t.raw());
+    b.insert(b.end(), p, p + t.nbytes());
+}
+
+}  // namespace
+
+std::optional<MoeOutput> run_expert_parallel(const MoeLayer& layer, const MoeInput& in, EpRun& run) {
+#if !STEADYMOE_HAVE_MPI
+    (void)layer, (void)in, (void)run;
+    return std::nullopt;
+#else
+    if (!MpiTransport::launched_by_mpi()) return std::nullopt;
+    MpiTransport transport(std::chrono::milliseconds(int64_t(run.timeout_s * 1000)));
+    run.ranks = transport.size();
+    run.root = transport.rank() == 0;
+    if (transport.size() == 1) return std::nullopt;
+    const MoeConfig& cfg = layer.config();
+    const int64_t T = in.hidden.dim(0), H = cfg.hidden_size, K = cfg.top_k, R = transport.size();
+    const int64_t per = (T + R - 1) / R, begin = std::min(T, per * transport.rank()), end = std::min(T, begin + per);
+    const EpMoeLayer ep(layer, placement_of(run.placement, cfg.n_routed_experts, int(R)), transport);
+    const MoeOutput mine = ep.forward(rows(in, begin, end));
+
+    // Every rank's rows to rank 0, which lays them out in token order.
+    std::vector<Bytes> send(static_cast<size_t>(R));
+    append(send[0], mine.output), append(send[0], mine.topk_ids), append(send[0], mine.topk_weights);
+    const std::vector<Bytes> got = transport.all_to_all(std::move(send));
+    if (!run.root) return MoeOutput{};
+    MoeOutput all;
+    all.output = Tensor::zeros(in.hidden.dtype(), {T, H});
+    all.topk_ids = Tensor::zeros(DType::I32, {T, K});
+    all.topk_weights = Tensor::zeros(DType::F32, {T, K});
+    const size_t out_row = size_t(H) * dtype_size(in.hidden.dtype()), k_row = size_t(K) * 4;
+    for (int64_t r = 0; r < R; ++r) {
+        const int64_t b = std::min(T, per * r), n = std::min(T, b + per) - b;
+        const Bytes& m = got[size_t(r)];
+        SMOE_CHECK(m.size() == size_t(n) * (out_row + 2 * k_row), Communication,
+                   "rank {} returned {} bytes for its {} tokens", r, m.size(), n);
+        std::memcpy(static_cast<uint8_t*>(all.output.mutable_raw()) + size_t(b) * out_row, m.data(), size_t(n) * out_row);
+        std::memcpy(static_cast<uint8_t*>(all.topk_ids.mutable_raw()) + size_t(b) * k_row, m.data() + size_t(n) * out_row,
+                    size_t(n) * k_row);
+        std::memcpy(static_cast<uint8_t*>(all.topk_weights.mutable_raw()) + size_t(b) * k_row,
+                    m.data() + size_t(n) * (out_row + k_row), size_t(n) * k_row);
+    }
+    return all;
+#endif
+}
+
+}  // namespace steadymoe::cli
