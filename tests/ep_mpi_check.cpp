@@ -2,6 +2,8 @@
 // one batch, runs the expert-parallel layer over MpiTransport with contiguous, strided and replicated
 // placements, and compares its rows with the one-rank layer bit for bit. Rank 0 prints one line per
 // case; the exit status is 0 only when every rank matched everywhere.
+// `ep_mpi_check --stall R`: rank R stops answering in the middle of a layer; every other rank must fail
+// within the (2 s) timeout with an error naming rank R (exit 0 when they all do).
 #include "steadymoe/core/error.hpp"
 #include "steadymoe/engine/demo_model.hpp"
 #include "steadymoe/engine/ep_layer.hpp"
@@ -10,7 +12,9 @@
 #include "steadymoe/parallel/mpi_transport.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <string>
 
 using namespace steadymoe;
@@ -46,7 +50,36 @@ bool check(Transport& t, const MoeLayer& layer, const MoeInput& in, const Expert
 
 }  // namespace
 
+// Rank `stalled` goes silent after the start-up agreement; the others must name it within the timeout.
+int stall_check(int stalled) {
+    MpiTransport transport(std::chrono::seconds(2));
+    const DemoModelShape shape{.hidden = 256, .intermediate = 128, .experts = 16, .top_k = 4, .vocab = 512};
+    const MoeLayer layer(demo_config(shape), demo_layer_weights(shape, 1));
+    MoeInput in;
+    in.hidden = synthetic::tensor(DType::BF16, {8, shape.hidden}, 2, synthetic::kHidden, 1.0f);
+    std::vector<int32_t> table;
+    for (int i = 0; i < 16 * transport.size(); ++i) table.push_back(int32_t(i % 16));
+    const EpMoeLayer ep(layer, ExpertPlacement::from_table(16, transport.size(), table), transport);
+    if (transport.rank() == stalled) {
+        std::this_thread::sleep_for(std::chrono::seconds(5));  // well past the others' timeout
+        return 0;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        ep.forward(in);
+    } catch (const Error& e) {
+        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const bool named = e.kind() == ErrorKind::Communication &&
+                           std::string(e.what()).find("rank(s) " + std::to_string(stalled) + " ") != std::string::npos;
+        std::printf("rank %d after %.1f s: %s\n", transport.rank(), waited, e.what());
+        return named && waited < 4.0 ? 0 : 1;
+    }
+    std::printf("rank %d: the layer completed without rank %d\n", transport.rank(), stalled);
+    return 1;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 2 && std::string(argv[1]) == "--stall") return stall_check(std::atoi(argv[2]));
     try {
         MpiTransport transport(std::chrono::seconds(120));
         const int ranks = transport.size();

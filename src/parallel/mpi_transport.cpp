@@ -25,12 +25,15 @@ std::string wait_all(std::vector<MPI_Request>& requests, const std::vector<int>&
         if (std::chrono::steady_clock::now() > deadline) break;
         std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+    // Name the peers still owing a message, and withdraw what is pending so MPI can shut down cleanly.
     std::string missing;
     for (size_t i = 0; i < requests.size(); ++i) {
         int done = 0;
         if (requests[i] != MPI_REQUEST_NULL) MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
-        if (requests[i] != MPI_REQUEST_NULL && !done && missing.find(fmt::format(" {},", peer[i])) == std::string::npos)
-            missing += fmt::format(" {},", peer[i]);
+        if (requests[i] == MPI_REQUEST_NULL || done) continue;
+        if (missing.find(fmt::format(" {},", peer[i])) == std::string::npos) missing += fmt::format(" {},", peer[i]);
+        MPI_Cancel(&requests[i]);
+        MPI_Request_free(&requests[i]);
     }
     return missing.empty() ? missing : missing.substr(1, missing.size() - 2);
 }
