@@ -21,14 +21,6 @@ using namespace steadymoe;
 
 namespace {
 
-MoeInput rows(const MoeInput& in, int64_t begin, int64_t end) {
-    MoeInput s;
-    s.hidden = in.hidden.rows(begin, end);
-    if (in.token_ids.defined()) s.token_ids = in.token_ids.rows(begin, end);
-    if (in.mask.defined()) s.mask = in.mask.rows(begin, end);
-    return s;
-}
-
 ExpertPlacement replicated(int64_t experts, int ranks) {
     std::vector<int32_t> table;
     for (int64_t e = 0; e < experts; ++e) table.push_back(int32_t((e * 5 + 1) % experts));
@@ -41,9 +33,9 @@ ExpertPlacement replicated(int64_t experts, int ranks) {
 bool check(Transport& t, const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement) {
     const int64_t T = in.hidden.dim(0), per = (T + t.size() - 1) / t.size();
     const int64_t begin = std::min(T, per * t.rank()), end = std::min(T, begin + per);
-    const MoeOutput want = layer.forward(rows(in, begin, end));
+    const MoeOutput want = layer.forward(in.rows(begin, end));
     const EpMoeLayer ep(layer, placement, t);
-    const MoeOutput got = ep.forward(rows(in, begin, end));
+    const MoeOutput got = ep.forward(in.rows(begin, end));
     return got.output.nbytes() == want.output.nbytes() &&
            std::memcmp(got.output.raw(), want.output.raw(), got.output.nbytes()) == 0;
 }

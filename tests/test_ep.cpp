@@ -50,14 +50,6 @@ ExpertPlacement replicated(int64_t experts, int ranks, int64_t extra) {
     return ExpertPlacement::from_table(experts, ranks, table);
 }
 
-MoeInput slice(const MoeInput& in, int64_t begin, int64_t end) {
-    MoeInput s;
-    s.hidden = in.hidden.rows(begin, end);
-    if (in.token_ids.defined()) s.token_ids = in.token_ids.rows(begin, end);
-    if (in.mask.defined()) s.mask = in.mask.rows(begin, end);
-    return s;
-}
-
 // Splits `in` unevenly over the ranks (one rank may get no tokens), runs the EP layer, and checks
 // every rank's rows against the one-rank layer on the whole batch, bit for bit.
 void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement) {
@@ -72,7 +64,7 @@ void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const Ex
     std::vector<EpStats> stats(static_cast<size_t>(ranks));
     on_ranks(ranks, [&](int r) {
         const EpMoeLayer ep(layer, placement, group.transport(r));
-        outs[size_t(r)] = ep.forward(slice(in, bounds[size_t(r)], bounds[size_t(r) + 1]), &stats[size_t(r)]);
+        outs[size_t(r)] = ep.forward(in.rows(bounds[size_t(r)], bounds[size_t(r) + 1]), &stats[size_t(r)]);
     });
     const size_t row = size_t(H) * dtype_size(in.hidden.dtype());
     for (int r = 0; r < ranks; ++r) {

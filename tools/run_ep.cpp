@@ -23,14 +23,6 @@ ExpertPlacement placement_of(const std::string& spec, int64_t experts, int ranks
     return p;
 }
 
-MoeInput rows(const MoeInput& in, int64_t begin, int64_t end) {
-    MoeInput s;
-    s.hidden = in.hidden.rows(begin, end);
-    if (in.token_ids.defined()) s.token_ids = in.token_ids.rows(begin, end);
-    if (in.mask.defined()) s.mask = in.mask.rows(begin, end);
-    return s;
-}
-
 void append(Bytes& b, const Tensor& t) {
     const auto* p = static_cast<const uint8_t*>(t.raw());
     b.insert(b.end(), p, p + t.nbytes());
@@ -52,7 +44,7 @@ std::optional<MoeOutput> run_expert_parallel(const MoeLayer& layer, const MoeInp
     const int64_t T = in.hidden.dim(0), H = cfg.hidden_size, K = cfg.top_k, R = transport.size();
     const int64_t per = (T + R - 1) / R, begin = std::min(T, per * transport.rank()), end = std::min(T, begin + per);
     const EpMoeLayer ep(layer, placement_of(run.placement, cfg.n_routed_experts, int(R)), transport);
-    const MoeOutput mine = ep.forward(rows(in, begin, end));
+    const MoeOutput mine = ep.forward(in.rows(begin, end));
 
     // Every rank's rows to rank 0, which lays them out in token order.
     std::vector<Bytes> send(static_cast<size_t>(R));

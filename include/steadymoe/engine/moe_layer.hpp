@@ -42,6 +42,15 @@ struct MoeInput {
     Tensor hidden;     // [T, H] F32 or BF16; the activation dtype of the layer's arithmetic
     Tensor token_ids;  // [T] I32 or I64; required by hash-routed layers
     Tensor mask;       // [T] BOOL / U8 / I32 / I64, nonzero = a real token; undefined = all real
+
+    // Tokens [begin, end) of this input (views, no copies).
+    MoeInput rows(int64_t begin, int64_t end) const {
+        MoeInput s;
+        s.hidden = hidden.rows(begin, end);
+        if (token_ids.defined()) s.token_ids = token_ids.rows(begin, end);
+        if (mask.defined()) s.mask = mask.rows(begin, end);
+        return s;
+    }
 };
 
 struct MoeOutput {
