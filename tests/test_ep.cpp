@@ -308,3 +308,38 @@ TEST(Eplb, APlannedPlacementKeepsTheBits) {
     std::vector<double> load(out.expert_load.begin(), out.expert_load.end());
     expect_same_as_one_rank(layer, in, plan_placement({load, 20, 4, 2, 4}));
 }
+
+TEST(EpPlacementChange, SwitchingBetweenBatchesKeepsTheBits) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1), {.threads = 1});
+    const MoeInput in = demo_input(s, 30, DType::BF16);
+    const MoeOutput want = layer.forward(in);
+    const std::vector<double> load(want.expert_load.begin(), want.expert_load.end());
+    const ExpertPlacement first = replicated(16, 3, 2), second = plan_placement({load, 21, 1, 1, 3});
+    LocalGroup group(3, std::chrono::seconds(60));
+    std::vector<std::string> refused(3);
+    std::vector<MoeOutput> before(3), after(3), kept(3);
+    on_ranks(3, [&](int r) {
+        EpMoeLayer ep(layer, first, group.transport(r));
+        const MoeInput mine = in.rows(10 * r, 10 * r + 10);
+        before[size_t(r)] = ep.forward(mine);
+        ep.change_placement(second);
+        EXPECT_EQ(ep.placement().fingerprint(), second.fingerprint());
+        after[size_t(r)] = ep.forward(mine);
+        try {  // rank 1 asks for another table: everyone refuses and keeps `second`
+            ep.change_placement(r == 1 ? first : second);
+        } catch (const Error& e) {
+            refused[size_t(r)] = e.what();
+        }
+        kept[size_t(r)] = ep.forward(mine);
+        EXPECT_EQ(ep.placement().fingerprint(), second.fingerprint());
+    });
+    for (int r = 0; r < 3; ++r) {
+        const size_t bytes = size_t(10 * s.hidden) * 2;
+        const void* want_rows = want.output.rows(10 * r, 10 * r + 10).raw();
+        EXPECT_EQ(test::first_bit_difference(before[size_t(r)].output.raw(), want_rows, bytes), -1) << r;
+        EXPECT_EQ(test::first_bit_difference(after[size_t(r)].output.raw(), want_rows, bytes), -1) << r;
+        EXPECT_EQ(test::first_bit_difference(kept[size_t(r)].output.raw(), want_rows, bytes), -1) << r;
+        EXPECT_FALSE(refused[size_t(r)].empty()) << "rank " << r << " accepted a placement the others did not";
+    }
+}

@@ -88,18 +88,25 @@ std::string EpMoeLayer::fingerprint(const MoeLayer& layer, const ExpertPlacement
 
 EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& transport)
     : layer_(layer), placement_(std::move(placement)), transport_(transport) {
-    SMOE_CHECK(placement_.ranks() == transport.size(), InvalidArgument,
-               "the placement is for {} ranks, the transport has {}", placement_.ranks(), transport.size());
-    SMOE_CHECK(placement_.logical_experts() == layer.config().n_routed_experts, InvalidArgument,
-               "the placement has {} experts, the layer {}", placement_.logical_experts(),
-               layer.config().n_routed_experts);
-    const std::string mine = fingerprint(layer, placement_);
-    const std::vector<Bytes> all = transport.all_gather(Bytes(mine.begin(), mine.end()));
-    for (int r = 0; r < transport.size(); ++r) {
+    agree(placement_);
+}
+
+void EpMoeLayer::agree(const ExpertPlacement& placement) const {
+    SMOE_CHECK(placement.ranks() == transport_.size() && placement.logical_experts() == layer_.config().n_routed_experts,
+               InvalidArgument, "a placement of {} experts on {} ranks for {} experts on {} ranks",
+               placement.logical_experts(), placement.ranks(), layer_.config().n_routed_experts, transport_.size());
+    const std::string mine = fingerprint(layer_, placement);
+    const std::vector<Bytes> all = transport_.all_gather(Bytes(mine.begin(), mine.end()));
+    for (int r = 0; r < transport_.size(); ++r) {
         const std::string theirs(all[size_t(r)].begin(), all[size_t(r)].end());
-        SMOE_CHECK(theirs == mine, Communication, "rank {} runs {} but rank {} runs {}", transport.rank(), mine, r,
+        SMOE_CHECK(theirs == mine, Communication, "rank {} runs {} but rank {} runs {}", transport_.rank(), mine, r,
                    theirs);
     }
+}
+
+void EpMoeLayer::change_placement(ExpertPlacement next) {
+    agree(next);
+    placement_ = std::move(next);
 }
 
 MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {

@@ -34,10 +34,18 @@ public:
 
     const ExpertPlacement& placement() const { return placement_; }
 
+    // Collective, between batches: every rank switches to `next` together, after the same agreement
+    // check as construction (a rank passing another table makes all of them refuse, keeping the old
+    // one). Outputs do not change by a bit. No weights move: every rank holds every expert here.
+    void change_placement(ExpertPlacement next);
+
     // What the agreement check compares: config, a digest of the weights, the placement.
     static std::string fingerprint(const MoeLayer& layer, const ExpertPlacement& placement);
 
 private:
+    // Throws Error(Communication) unless every rank runs this layer with `placement`.
+    void agree(const ExpertPlacement& placement) const;
+
     const MoeLayer& layer_;
     ExpertPlacement placement_;
     Transport& transport_;
