@@ -343,3 +343,56 @@ TEST(EpPlacementChange, SwitchingBetweenBatchesKeepsTheBits) {
         EXPECT_FALSE(refused[size_t(r)].empty()) << "rank " << r << " accepted a placement the others did not";
     }
 }
+
+namespace {
+std::vector<bool> held_by(const ExpertPlacement& p, int rank) {
+    std::vector<bool> held(static_cast<size_t>(p.logical_experts()), false);
+    for (int64_t s = 0; s < p.slots_per_rank(); ++s) held[size_t(p.logical_of(rank * p.slots_per_rank() + s))] = true;
+    return held;
+}
+}  // namespace
+
+TEST(EpPartialLayers, RanksLoadingOnlyTheirExpertsGiveTheOneRankBits) {
+    const auto dir = test::golden_dir() / "deepseek-v3-tiny";
+    const Checkpoint ckpt = Checkpoint::open(dir);
+    const MoeLayer whole = MoeLayer::from_checkpoint(ckpt, 1, {.threads = 1});
+    MoeInput in;
+    in.hidden = SafetensorsFile::open(dir / "io.safetensors").get("input");
+    const MoeOutput want = whole.forward(in);
+    const ExpertPlacement placement = replicated(16, 3, 2);
+    std::vector<MoeLayer> shares;
+    for (int r = 0; r < 3; ++r) {
+        const std::vector<bool> held = held_by(placement, r);
+        shares.push_back(MoeLayer::from_checkpoint(ckpt, 1, {.threads = 1}, &held));
+        EXPECT_TRUE(shares.back().weights().partial);
+        EXPECT_LT(shares.back().weights().stored_bytes(), whole.weights().stored_bytes());
+    }
+    EXPECT_THROW(shares[0].forward(in), Error);  // a share is not a layer on its own
+    const int64_t T = in.hidden.dim(0), per = T / 3, H = whole.config().hidden_size;
+    LocalGroup group(3, std::chrono::seconds(60));
+    std::vector<MoeOutput> outs(3);
+    on_ranks(3, [&](int r) {
+        const EpMoeLayer ep(shares[size_t(r)], placement, group.transport(r));
+        outs[size_t(r)] = ep.forward(in.rows(r * per, r == 2 ? T : (r + 1) * per));
+    });
+    for (int r = 0; r < 3; ++r) {
+        const int64_t b = r * per, n = outs[size_t(r)].output.dim(0);
+        EXPECT_EQ(test::first_bit_difference(outs[size_t(r)].output.raw(), want.output.rows(b, b + n).raw(),
+                                             size_t(n * H) * 4),
+                  -1)
+            << "rank " << r;
+    }
+    // A placement whose slots need experts a rank did not load: every rank refuses, naming it.
+    std::vector<int32_t> shifted;
+    for (int64_t p = 0; p < 18; ++p) shifted.push_back(placement.logical_of((p + 6) % 18));
+    const ExpertPlacement moved = ExpertPlacement::from_table(16, 3, shifted);
+    std::vector<std::string> errors(3);
+    on_ranks(3, [&](int r) {
+        try {
+            const EpMoeLayer ep(shares[size_t(r)], moved, group.transport(r));
+        } catch (const Error& e) {
+            errors[size_t(r)] = e.what();
+        }
+    });
+    for (int r = 0; r < 3; ++r) EXPECT_NE(errors[size_t(r)].find("did not load expert"), std::string::npos) << errors[size_t(r)];
+}

@@ -122,16 +122,18 @@ int run_model(const RunOptions& o) {
     }
 
     const MoeLayerOptions opts = layer_options(o, cfg);
+    // Under an MPI launcher each rank loads only the experts its placement slots hold.
+    EpRun ep = o.ep;
+    const std::optional<std::vector<bool>> held = begin_expert_parallel(cfg, ep);
+    SMOE_CHECK(!held || o.backend == "cpu", Unsupported, "--backend {}: expert parallelism runs on CPU ranks for now",
+               o.backend);
     progress.line(fmt::format("loading layer {} of {}", o.layer, o.model));
-    const MoeLayer layer = MoeLayer::from_checkpoint(ckpt, o.layer, opts);
+    const MoeLayer layer = MoeLayer::from_checkpoint(ckpt, o.layer, opts, held ? &*held : nullptr);
     progress.line(fmt::format("running {} tokens on {} threads", T, opts.threads));
     const double t0 = now_seconds();
     MoeOutput out;
-    EpRun ep = o.ep;
     try {
         std::optional<MoeOutput> spread = run_expert_parallel(layer, in, ep);
-        SMOE_CHECK(!spread || o.backend == "cpu", Unsupported,
-                   "--backend {}: expert parallelism runs on CPU ranks for now", o.backend);
         out = spread ? std::move(*spread) : forward_on(o.backend, layer, in);
     } catch (const Error& e) {
         // The engine names the token and column; add which files they came from.

@@ -30,20 +30,32 @@ void append(Bytes& b, const Tensor& t) {
 
 }  // namespace
 
-std::optional<MoeOutput> run_expert_parallel(const MoeLayer& layer, const MoeInput& in, EpRun& run) {
+std::optional<std::vector<bool>> begin_expert_parallel(const MoeConfig& config, EpRun& run) {
 #if !STEADYMOE_HAVE_MPI
-    (void)layer, (void)in, (void)run;
+    (void)config, (void)run;
     return std::nullopt;
 #else
     if (!MpiTransport::launched_by_mpi()) return std::nullopt;
-    MpiTransport transport(std::chrono::milliseconds(int64_t(run.timeout_s * 1000)));
-    run.ranks = transport.size();
-    run.root = transport.rank() == 0;
-    if (transport.size() == 1) return std::nullopt;
+    auto transport = std::make_shared<MpiTransport>(std::chrono::milliseconds(int64_t(run.timeout_s * 1000)));
+    run.ranks = transport->size();
+    run.root = transport->rank() == 0;
+    if (transport->size() == 1) return std::nullopt;
+    run.table = placement_of(run.placement, config.n_routed_experts, transport->size());
+    std::vector<bool> held(static_cast<size_t>(config.n_routed_experts), false);
+    const int64_t slots = run.table->slots_per_rank();
+    for (int64_t s = 0; s < slots; ++s) held[size_t(run.table->logical_of(transport->rank() * slots + s))] = true;
+    run.transport = std::move(transport);
+    return held;
+#endif
+}
+
+std::optional<MoeOutput> run_expert_parallel(const MoeLayer& layer, const MoeInput& in, EpRun& run) {
+    if (!run.transport) return std::nullopt;
+    Transport& transport = *run.transport;
     const MoeConfig& cfg = layer.config();
     const int64_t T = in.hidden.dim(0), H = cfg.hidden_size, K = cfg.top_k, R = transport.size();
     const int64_t per = (T + R - 1) / R, begin = std::min(T, per * transport.rank()), end = std::min(T, begin + per);
-    const EpMoeLayer ep(layer, placement_of(run.placement, cfg.n_routed_experts, int(R)), transport);
+    const EpMoeLayer ep(layer, *run.table, transport);
     const MoeOutput mine = ep.forward(in.rows(begin, end));
 
     // Every rank's rows to rank 0, which lays them out in token order.
@@ -68,7 +80,6 @@ std::optional<MoeOutput> run_expert_parallel(const MoeLayer& layer, const MoeInp
                     m.data() + size_t(n) * (out_row + k_row), size_t(n) * k_row);
     }
     return all;
-#endif
 }
 
 }  // namespace steadymoe::cli

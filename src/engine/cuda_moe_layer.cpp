@@ -76,6 +76,8 @@ std::string CudaMoeLayer::gemm_kernel() {
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path) : layer_(layer), device_(std::make_unique<Device>()) {
     std::string why;
     SMOE_CHECK(cuda::device_available(&why), Unsupported, "the CUDA backend needs a GPU: {}", why);
+    SMOE_CHECK(!layer.weights().partial, Unsupported,
+               "layer {} holds only some of its experts; the CUDA backend runs whole layers", layer.weights().layer);
     if (path != CudaPath::Portable) {
         portable_reason_ = TensorCorePath::blocker(layer);
         SMOE_CHECK(path == CudaPath::Auto || portable_reason_.empty(), Unsupported,

@@ -78,9 +78,10 @@ std::string EpMoeLayer::fingerprint(const MoeLayer& layer, const ExpertPlacement
     const MoeConfig& c = layer.config();
     const MoeLayerWeights& w = layer.weights();
     uint64_t h = 1469598103934665603ull;
+    // The tensors every rank holds: router, bias, hash table, shared expert (routed experts differ by rank).
     h = sample(h, w.router), h = sample(h, w.selection_bias), h = sample(h, w.tid2eid);
-    for (const ExpertWeights& e : w.experts)
-        for (const WeightMatrix* m : {&e.gate, &e.up, &e.down}) h = sample(sample(h, m->data), m->scale);
+    if (w.has_shared)
+        for (const WeightMatrix* m : {&w.shared.gate, &w.shared.up, &w.shared.down}) h = sample(sample(h, m->data), m->scale);
     return fmt::format("config {} H={} I={} E={} K={} layer {} activations {}; weights {:016x}; placement {}",
                        c.model_type, c.hidden_size, c.moe_intermediate_size, c.n_routed_experts, c.top_k, w.layer,
                        activation_quant_name(layer.activation_quant()), h, placement.fingerprint());
@@ -95,12 +96,24 @@ void EpMoeLayer::agree(const ExpertPlacement& placement) const {
     SMOE_CHECK(placement.ranks() == transport_.size() && placement.logical_experts() == layer_.config().n_routed_experts,
                InvalidArgument, "a placement of {} experts on {} ranks for {} experts on {} ranks",
                placement.logical_experts(), placement.ranks(), layer_.config().n_routed_experts, transport_.size());
+    // Each rank also says whether it loaded every expert its slots need, so that all refuse together.
+    std::string missing;
+    const int64_t slots = placement.slots_per_rank();
+    for (int64_t s = 0; s < slots && missing.empty(); ++s) {
+        const int32_t e = placement.logical_of(transport_.rank() * slots + s);
+        if (!layer_.weights().experts[size_t(e)].held())
+            missing = fmt::format("rank {} did not load expert {}, which its slot {} holds", transport_.rank(), e, s);
+    }
     const std::string mine = fingerprint(layer_, placement);
-    const std::vector<Bytes> all = transport_.all_gather(Bytes(mine.begin(), mine.end()));
+    const std::string said = mine + "\n" + missing;
+    const std::vector<Bytes> all = transport_.all_gather(Bytes(said.begin(), said.end()));
     for (int r = 0; r < transport_.size(); ++r) {
         const std::string theirs(all[size_t(r)].begin(), all[size_t(r)].end());
-        SMOE_CHECK(theirs == mine, Communication, "rank {} runs {} but rank {} runs {}", transport_.rank(), mine, r,
-                   theirs);
+        const size_t cut = theirs.find('\n');
+        SMOE_CHECK(theirs.substr(0, cut) == mine, Communication, "rank {} runs {} but rank {} runs {}",
+                   transport_.rank(), mine, r, theirs.substr(0, cut));
+        SMOE_CHECK(cut == std::string::npos || cut + 1 == theirs.size(), InvalidArgument, "placement: {}",
+                   theirs.substr(cut + 1));
     }
 }
 

@@ -30,7 +30,8 @@ void check_weights_finite(const MoeLayerWeights& w) {
         e.up.check_finite();
         e.down.check_finite();
     };
-    for (const auto& e : w.experts) check(e);
+    for (const auto& e : w.experts)
+        if (e.held()) check(e);
     if (w.has_shared) check(w.shared);
     WeightMatrix router{ExpertFormat::Dense, w.router.dim(0), w.router.dim(1), w.router, {}, 1.0f, "router"};
     router.check_finite();
@@ -121,8 +122,9 @@ MoeLayer::MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions op
     weights_ = std::make_shared<const MoeLayerWeights>(std::move(weights));
 }
 
-MoeLayer MoeLayer::from_checkpoint(const Checkpoint& ckpt, int64_t layer, MoeLayerOptions options) {
-    return MoeLayer(ckpt.config(), load_moe_layer(ckpt, layer), options);
+MoeLayer MoeLayer::from_checkpoint(const Checkpoint& ckpt, int64_t layer, MoeLayerOptions options,
+                                   const std::vector<bool>* held) {
+    return MoeLayer(ckpt.config(), load_moe_layer(ckpt, layer, held), options);
 }
 
 MoeLayer MoeLayer::with_threads(int threads) const {
@@ -257,6 +259,9 @@ void MoeLayer::combine(BatchPlan& plan, const float* contributions) const {
 }
 
 MoeOutput MoeLayer::forward(const MoeInput& input) const {
+    SMOE_CHECK(!weights_->partial, Unsupported,
+               "layer {} holds only some of its experts (an expert-parallel share); run it through EpMoeLayer",
+               weights_->layer);
     const MoeConfig& cfg = config_;
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
     const int threads = options_.threads;

@@ -129,7 +129,7 @@ Tensor load_tid2eid(const Tensor& t, const MoeConfig& cfg, const std::string& na
 
 }  // namespace
 
-MoeLayerWeights load_moe_layer(const Checkpoint& ckpt, int64_t layer) {
+MoeLayerWeights load_moe_layer(const Checkpoint& ckpt, int64_t layer, const std::vector<bool>* held) {
     const MoeConfig& cfg = ckpt.config();
     SMOE_CHECK(layer >= 0 && layer < cfg.num_hidden_layers, InvalidArgument,
                "layer {} does not exist (the model has {} layers)", layer, cfg.num_hidden_layers);
@@ -154,9 +154,14 @@ MoeLayerWeights load_moe_layer(const Checkpoint& ckpt, int64_t layer) {
         const std::string b = n.prefix + n.bias;
         w.selection_bias = vector_f32(ckpt.get(b), E, b);
     }
+    SMOE_CHECK(!held || int64_t(held->size()) == E, InvalidArgument, "layer {}: {} held flags for {} experts", layer,
+               held ? held->size() : 0, E);
     w.experts.reserve(size_t(E));
-    for (int64_t e = 0; e < E; ++e)
-        w.experts.push_back(load_expert(ckpt, fmt::format("{}experts.{}.", n.prefix, e), n, H, I));
+    for (int64_t e = 0; e < E; ++e) {
+        const bool load = !held || (*held)[size_t(e)];
+        w.experts.push_back(load ? load_expert(ckpt, fmt::format("{}experts.{}.", n.prefix, e), n, H, I) : ExpertWeights{});
+        w.partial = w.partial || !load;
+    }
     if (cfg.n_shared_experts > 0) {
         w.has_shared = true;
         w.shared = load_expert(ckpt, n.prefix + n.shared, n, H, cfg.shared_intermediate_size);

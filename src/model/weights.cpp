@@ -177,7 +177,10 @@ void validate_layer_weights(const MoeConfig& cfg, const MoeLayerWeights& w) {
                dtype_name(w.router.dtype()));
     SMOE_CHECK(int64_t(w.experts.size()) == E, InvalidArgument, "layer {}: {} experts given, the config has {}", L,
                w.experts.size(), E);
-    for (int64_t e = 0; e < E; ++e) expect_expert(w.experts[size_t(e)], H, I, fmt::format("layer {} expert {}", L, e));
+    for (int64_t e = 0; e < E; ++e) {
+        SMOE_CHECK(w.partial || w.experts[size_t(e)].held(), InvalidArgument, "layer {}: expert {} has no weights", L, e);
+        if (w.experts[size_t(e)].held()) expect_expert(w.experts[size_t(e)], H, I, fmt::format("layer {} expert {}", L, e));
+    }
     SMOE_CHECK(w.has_shared == (cfg.n_shared_experts > 0), InvalidArgument,
                "layer {}: shared expert weights {} but the config has {} shared experts", L,
                w.has_shared ? "given" : "missing", cfg.n_shared_experts);
@@ -206,7 +209,8 @@ size_t MoeLayerWeights::stored_bytes() const {
     auto add = [&](const ExpertWeights& e) {
         total += e.gate.stored_bytes() + e.up.stored_bytes() + e.down.stored_bytes();
     };
-    for (const auto& e : experts) add(e);
+    for (const auto& e : experts)
+        if (e.held()) add(e);
     if (has_shared) add(shared);
     return total;
 }

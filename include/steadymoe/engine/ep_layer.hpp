@@ -11,6 +11,7 @@
 #include "steadymoe/parallel/transport.hpp"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace steadymoe {
@@ -22,10 +23,10 @@ struct EpStats {
 
 class EpMoeLayer {
 public:
-    // Collective. Checks with every rank that they run the same config, weights and placement, and
-    // throws Error(Communication) naming the first rank that differs. This version keeps every expert's
-    // weights on every rank and computes only the placement's share. `layer` and `transport` must
-    // outlive this object.
+    // Collective. Checks with every rank that they run the same config, shared weights and placement,
+    // and throws Error(Communication) naming the first rank that differs, or InvalidArgument naming a
+    // rank that did not load an expert its slots hold. `layer` may be partial (only this rank's experts,
+    // MoeLayer::from_checkpoint with `held`). `layer` and `transport` must outlive this object.
     EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& transport);
 
     // Collective: every rank calls it with its own tokens (any count, zero included). Returns this
@@ -36,10 +37,12 @@ public:
 
     // Collective, between batches: every rank switches to `next` together, after the same agreement
     // check as construction (a rank passing another table makes all of them refuse, keeping the old
-    // one). Outputs do not change by a bit. No weights move: every rank holds every expert here.
+    // one). Outputs do not change by a bit. No weights move: each rank must already hold the experts
+    // of its new slots (with every expert loaded, any table works).
     void change_placement(ExpertPlacement next);
 
-    // What the agreement check compares: config, a digest of the weights, the placement.
+    // What the agreement check compares: config, a digest of the weights every rank holds (router,
+    // bias, hash table, shared expert), the placement.
     static std::string fingerprint(const MoeLayer& layer, const ExpertPlacement& placement);
 
 private:

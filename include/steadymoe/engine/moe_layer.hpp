@@ -75,8 +75,10 @@ struct BatchPlan {
 class MoeLayer {
 public:
     MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions options = {});
-    // Loads layer `layer` of a checkpoint (which must be an MoE layer).
-    static MoeLayer from_checkpoint(const Checkpoint& ckpt, int64_t layer, MoeLayerOptions options = {});
+    // Loads layer `layer` of a checkpoint (which must be an MoE layer); with `held`, only those routed
+    // experts (a partial layer: forward() refuses it, EpMoeLayer runs it).
+    static MoeLayer from_checkpoint(const Checkpoint& ckpt, int64_t layer, MoeLayerOptions options = {},
+                                    const std::vector<bool>* held = nullptr);
 
     MoeOutput forward(const MoeInput& input) const;
 

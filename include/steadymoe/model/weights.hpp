@@ -45,6 +45,9 @@ struct ExpertWeights {
     WeightMatrix gate;  // [I, H]
     WeightMatrix up;    // [I, H]
     WeightMatrix down;  // [H, I]
+
+    // False for an expert a partial layer (MoeLayerWeights::partial) did not load.
+    bool held() const { return gate.data.defined(); }
 };
 
 // Everything one MoE layer needs, checked against the config.
@@ -54,6 +57,8 @@ struct MoeLayerWeights {
     Tensor selection_bias;  // [E] F32, or undefined
     Tensor tid2eid;         // [vocab, K] I32 for hash layers (ids checked), or undefined
     std::vector<ExpertWeights> experts;
+    // Only some routed experts are loaded (the rest have no tensors): an expert-parallel rank's share.
+    bool partial = false;
     bool has_shared = false;
     ExpertWeights shared;   // [Is, H] / [H, Is]
     Tensor shared_gate;     // [H] F32 (Qwen2-MoE shared_expert_gate), or undefined
@@ -68,7 +73,8 @@ void validate_layer_weights(const MoeConfig& config, const MoeLayerWeights& weig
 
 class Checkpoint;
 // Reads layer L's MoE weights by the family's tensor names; detects each matrix's format from the
-// tensors present. Throws NotFound / BadFormat naming the tensor at fault.
-MoeLayerWeights load_moe_layer(const Checkpoint& ckpt, int64_t layer);
+// tensors present. Throws NotFound / BadFormat naming the tensor at fault. With `held`, only the routed
+// experts e with held[e] are read and the result is partial (an expert-parallel rank's share).
+MoeLayerWeights load_moe_layer(const Checkpoint& ckpt, int64_t layer, const std::vector<bool>* held = nullptr);
 
 }  // namespace steadymoe

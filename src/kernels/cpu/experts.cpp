@@ -202,7 +202,9 @@ PackedLayer pack_layer(const MoeLayerWeights& w, int threads) {
     p.router = pack_dense(w.router, "router");
     p.experts.resize(w.experts.size());
     parallel_for(int64_t(w.experts.size()), threads,
-                 [&](int64_t e) { p.experts[size_t(e)] = pack_expert(w.experts[size_t(e)]); });
+                 [&](int64_t e) {
+                     if (w.experts[size_t(e)].held()) p.experts[size_t(e)] = pack_expert(w.experts[size_t(e)]);
+                 });
     p.has_shared = w.has_shared;
     if (w.has_shared) p.shared = pack_expert(w.shared);
     return p;
