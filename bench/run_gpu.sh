@@ -8,7 +8,7 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log
 cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/device.txt"
 if [[ $what == tests || $what == all ]]; then
-  for t in build-gpu/tests/test_cuda_*; do
+  for t in build-gpu/tests/test_cuda_* build-gpu/tests/test_cli; do
     [[ -x $t ]] || continue
     echo "=== $(basename "$t")" >>"$out/gpu-tests.log"
     "$t" >>"$out/gpu-tests.log" 2>&1; rc=$?
