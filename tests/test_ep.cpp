@@ -344,14 +344,6 @@ TEST(EpPlacementChange, SwitchingBetweenBatchesKeepsTheBits) {
     }
 }
 
-namespace {
-std::vector<bool> held_by(const ExpertPlacement& p, int rank) {
-    std::vector<bool> held(static_cast<size_t>(p.logical_experts()), false);
-    for (int64_t s = 0; s < p.slots_per_rank(); ++s) held[size_t(p.logical_of(rank * p.slots_per_rank() + s))] = true;
-    return held;
-}
-}  // namespace
-
 TEST(EpPartialLayers, RanksLoadingOnlyTheirExpertsGiveTheOneRankBits) {
     const auto dir = test::golden_dir() / "deepseek-v3-tiny";
     const Checkpoint ckpt = Checkpoint::open(dir);
@@ -362,7 +354,7 @@ TEST(EpPartialLayers, RanksLoadingOnlyTheirExpertsGiveTheOneRankBits) {
     const ExpertPlacement placement = replicated(16, 3, 2);
     std::vector<MoeLayer> shares;
     for (int r = 0; r < 3; ++r) {
-        const std::vector<bool> held = held_by(placement, r);
+        const std::vector<bool> held = placement.experts_of(r);
         shares.push_back(MoeLayer::from_checkpoint(ckpt, 1, {.threads = 1}, &held));
         EXPECT_TRUE(shares.back().weights().partial);
         EXPECT_LT(shares.back().weights().stored_bytes(), whole.weights().stored_bytes());

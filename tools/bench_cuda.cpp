@@ -31,10 +31,6 @@ namespace {
 
 using nlohmann::json;
 
-size_t expert_bytes(const ExpertWeights& e) {
-    return e.gate.stored_bytes() + e.up.stored_bytes() + e.down.stored_bytes();
-}
-
 struct GpuPoint {
     int64_t tokens = 0;
     double layer_us = 0, gpu_us = 0, router_us = 0, routed_us = 0, gate_up_us = 0, down_us = 0, shared_us = 0, combine_us = 0;
@@ -76,7 +72,7 @@ int bench_cuda(const BenchOptions& given) {
 
     const int64_t H = c.hidden_size, I = c.moe_intermediate_size, K = c.top_k;
     const MoeLayerWeights& weights = layer.weights();
-    const double shared_bytes = weights.has_shared ? double(expert_bytes(weights.shared)) : 0.0;
+    const double shared_bytes = weights.has_shared ? double(weights.shared.stored_bytes()) : 0.0;
     const double router_bytes = double(weights.router.nbytes());
     // The CPU backend on the first tokens alone: by batch invariance, every batch's first rows.
     const int64_t ref_rows = std::min<int64_t>(16, *std::max_element(o.tokens.begin(), o.tokens.end()));
@@ -109,7 +105,7 @@ int bench_cuda(const BenchOptions& given) {
         p.gate_up_us = median(gate_up) * 1e3, p.down_us = median(down) * 1e3;
         p.load = out.expert_load;
         for (size_t e = 0; e < p.load.size(); ++e)
-            if (p.load[e] > 0) p.routed_bytes += double(expert_bytes(weights.experts[e]));
+            if (p.load[e] > 0) p.routed_bytes += double(weights.experts[e].stored_bytes());
         p.layer_bytes = p.routed_bytes + shared_bytes + router_bytes;
         const int64_t rows = std::min(T, ref_rows);
         p.rel_error = relative_error(out.output.rows(0, rows), ref.output.rows(0, rows).to_f32());

@@ -160,7 +160,8 @@ Command add_bench_command(CLI::App& parent) {
     auto o = std::make_shared<BenchOptions>();
     CLI::App* app = parent.add_subcommand(
         "bench",
-        "Time one MoE layer on the CPU beside a plain fp32 OpenBLAS peer; print a table, write JSON");
+        "Time one MoE layer on the CPU beside a plain fp32 OpenBLAS peer, or on a GPU (--backend cuda) beside its "
+        "memory floor; print a table, write JSON");
     app->add_option("--workload", o->workload, "qwen3-30b-a3b, deepseek-v3, deepseek-v4-flash or demo")
         ->capture_default_str();
     app->add_option("--format", o->format,

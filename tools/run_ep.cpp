@@ -41,9 +41,7 @@ std::optional<std::vector<bool>> begin_expert_parallel(const MoeConfig& config, 
     run.root = transport->rank() == 0;
     if (transport->size() == 1) return std::nullopt;
     run.table = placement_of(run.placement, config.n_routed_experts, transport->size());
-    std::vector<bool> held(static_cast<size_t>(config.n_routed_experts), false);
-    const int64_t slots = run.table->slots_per_rank();
-    for (int64_t s = 0; s < slots; ++s) held[size_t(run.table->logical_of(transport->rank() * slots + s))] = true;
+    std::vector<bool> held = run.table->experts_of(transport->rank());
     run.transport = std::move(transport);
     return held;
 #endif

@@ -5,6 +5,7 @@
 
 #include "../kernels/cuda/check.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
+#include "../kernels/cuda/quant_mode.hpp"
 #include "cuda_tensor_core_path.hpp"
 #include "../kernels/cuda/grouped_gemm_sm90.hpp"
 
@@ -31,11 +32,6 @@ cuda::DeviceBuffer upload_vector(const std::vector<T>& v, const std::string& wha
     cuda::DeviceBuffer b(v.size() * sizeof(T), what);
     b.upload(v.data(), v.size() * sizeof(T));
     return b;
-}
-
-int quant_mode(ActivationQuant a, bool quantized) {
-    if (!quantized || a == ActivationQuant::None) return 0;
-    return a == ActivationQuant::Fp8Block ? 1 : 2;
 }
 
 }  // namespace
@@ -150,7 +146,7 @@ MoeOutput CudaMoeLayer::forward(const MoeInput& input, CudaStageTimes* times) co
         const cuda::DeviceBuffer dest = upload_vector(job.destinations, "destinations");
         const cuda::DeviceBuffer weights = upload_vector(job.weights, "routing weights");
 
-        const int in_mode = quant_mode(aq, dev.gate.quantized);
+        const int in_mode = cuda::activation_quant_mode(aq, dev.gate.quantized);
         SMOE_CUDA_CHECK(cuda::launch_gather_quant(x.as<const float>(), H, tokens.as<const int64_t>(), m, H, in_mode,
                                                   values.as<float>(), scales.as<float>(), nullptr));
         const cuda::DeviceActivations xin{values.as<const float>(), in_mode == 1 ? scales.as<const float>() : nullptr,
@@ -160,7 +156,7 @@ MoeOutput CudaMoeLayer::forward(const MoeInput& input, CudaStageTimes* times) co
         SMOE_CUDA_CHECK(cuda::launch_swiglu(gate.as<const float>(), up.as<const float>(), m, I,
                                             weights.as<const float>(), job.swiglu_limit, job.weight_before_down,
                                             bf16, mid.as<float>(), nullptr));
-        const int mid_mode = quant_mode(aq, dev.down.quantized);
+        const int mid_mode = cuda::activation_quant_mode(aq, dev.down.quantized);
         SMOE_CUDA_CHECK(cuda::launch_gather_quant(mid.as<const float>(), I, nullptr, m, I, mid_mode, values.as<float>(),
                                                   scales.as<float>(), nullptr));
         const cuda::DeviceActivations hin{values.as<const float>(),

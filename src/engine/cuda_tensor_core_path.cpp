@@ -4,6 +4,7 @@
 
 #include "../kernels/cuda/check.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
+#include "../kernels/cuda/quant_mode.hpp"
 #include "../kernels/cuda/routing.hpp"
 #include "steadymoe/kernels/cpu/router.hpp"
 
@@ -17,13 +18,6 @@ namespace {
 
 using cuda::DeviceBuffer;
 
-// Activation arithmetic of one GEMM: 0 bf16 as is, 1 FP8 with per-128 scales kept, 2 FP8 with
-// power-of-two scales folded into the values (the CPU backend's rule: quantised weights only).
-int quant_mode(ActivationQuant a, bool quantized_weight) {
-    if (!quantized_weight || a == ActivationQuant::None) return 0;
-    return a == ActivationQuant::Fp8Block ? 1 : 2;
-}
-
 void grow(DeviceBuffer& b, size_t bytes, const char* what) {
     if (b.bytes() < bytes) {
         b = DeviceBuffer();  // free first: the old and new buffers need not fit together
@@ -34,7 +28,6 @@ void grow(DeviceBuffer& b, size_t bytes, const char* what) {
 // A permutation's device buffers, grown to the largest batch so far.
 struct PermBuffers {
     DeviceBuffer rows, dest, weight, tiles, load, offsets;
-    int64_t max_tiles = 0;
 
     cuda::PermutationOut reserve(int64_t max_rows, int64_t tiles_bound, int64_t experts) {
         grow(rows, size_t(max_rows) * 4, "permuted rows");
@@ -43,7 +36,6 @@ struct PermBuffers {
         grow(tiles, size_t(3 * tiles_bound + 1) * 4, "tile list");
         grow(load, size_t(experts) * 4, "expert loads");
         grow(offsets, size_t(2 * (experts + 1)) * 4, "expert offsets");
-        max_tiles = tiles_bound;
         int32_t* t = tiles.as<int32_t>();
         int32_t* o = offsets.as<int32_t>();
         return {rows.as<int32_t>(), dest.as<int64_t>(), weight.as<float>(), t, t + tiles_bound, t + 2 * tiles_bound,
@@ -202,7 +194,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     grow(b.a2, size_t(R * I) * 2, "down inputs");
     grow(b.a2_scale, size_t(R * (I / 128)) * 4, "down input scales");
 
-    const int mode1 = quant_mode(aq, r.group->gate_up.quantized);
+    const int mode1 = cuda::activation_quant_mode(aq, r.group->gate_up.quantized);
     SMOE_CUDA_CHECK(cuda::launch_gather_bf16(hidden, bf16, H, r.perm->rows, R, r.live_rows, H, mode1,
                                              b.a1.as<uint16_t>(), b.a1_scale.as<float>(), s));
     cuda::GroupedGemmLaunch g1 = gemm_launch(r.group->gate_up, *r.perm, r.max_tiles, b.a1.as<const uint16_t>(),
@@ -218,7 +210,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g1));
     if (r.gate_up_time) r.gate_up_time->end(s);
 
-    const int mode2 = quant_mode(aq, r.group->down.quantized);
+    const int mode2 = cuda::activation_quant_mode(aq, r.group->down.quantized);
     SMOE_CUDA_CHECK(cuda::launch_gather_bf16(b.mid.get(), false, I, nullptr, R, r.live_rows, I, mode2,
                                              b.a2.as<uint16_t>(), b.a2_scale.as<float>(), s));
     cuda::GroupedGemmLaunch g2 = gemm_launch(r.group->down, *r.perm, r.max_tiles, b.a2.as<const uint16_t>(),
@@ -271,9 +263,10 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     router_time.begin(main);
     grow(ws.logits, size_t(T * E) * 4, "router logits");
     if (router_ && bf16) {
-        const cuda::PermutationOut tiles = ws.router_tiles.reserve(0, (T + tile_m - 1) / tile_m, 1);
+        const int64_t router_tiles = (T + tile_m - 1) / tile_m;
+        const cuda::PermutationOut tiles = ws.router_tiles.reserve(0, router_tiles, 1);
         SMOE_CUDA_CHECK(cuda::launch_identity_tiles(T, tile_m, tiles, main));
-        cuda::GroupedGemmLaunch g = gemm_launch(*router_, tiles, ws.router_tiles.max_tiles,
+        cuda::GroupedGemmLaunch g = gemm_launch(*router_, tiles, router_tiles,
                                                 ws.hidden.as<const uint16_t>(), nullptr, main);
         g.out = ws.logits.as<float>();
         g.ldo = E;

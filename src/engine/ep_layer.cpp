@@ -1,5 +1,6 @@
 #include "steadymoe/engine/ep_layer.hpp"
 
+#include "steadymoe/core/digest.hpp"
 #include "steadymoe/core/numeric.hpp"
 #include "steadymoe/kernels/cpu/experts.hpp"
 
@@ -57,19 +58,13 @@ struct Outgoing {
     std::vector<int64_t> pair_home;  // contribution row t*K + k on this rank
 };
 
-uint64_t fnv(uint64_t h, const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 // The first and last bytes and the shape of a tensor: cheap, and different for any other checkpoint.
 uint64_t sample(uint64_t h, const Tensor& t) {
-    if (!t.defined()) return fnv(h, "-", 1);
+    if (!t.defined()) return fnv1a(h, "-", 1);
     const size_t n = t.nbytes(), k = std::min<size_t>(n, 256);
-    h = fnv(h, &n, sizeof n);
-    h = fnv(h, t.raw(), k);
-    return fnv(h, static_cast<const uint8_t*>(t.raw()) + (n - k), k);
+    h = fnv1a(h, &n, sizeof n);
+    h = fnv1a(h, t.raw(), k);
+    return fnv1a(h, static_cast<const uint8_t*>(t.raw()) + (n - k), k);
 }
 
 }  // namespace
@@ -77,7 +72,7 @@ uint64_t sample(uint64_t h, const Tensor& t) {
 std::string EpMoeLayer::fingerprint(const MoeLayer& layer, const ExpertPlacement& placement) {
     const MoeConfig& c = layer.config();
     const MoeLayerWeights& w = layer.weights();
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = kFnvOffset;
     // The tensors every rank holds: router, bias, hash table, shared expert (routed experts differ by rank).
     h = sample(h, w.router), h = sample(h, w.selection_bias), h = sample(h, w.tid2eid);
     if (w.has_shared)
@@ -98,12 +93,10 @@ void EpMoeLayer::agree(const ExpertPlacement& placement) const {
                placement.logical_experts(), placement.ranks(), layer_.config().n_routed_experts, transport_.size());
     // Each rank also says whether it loaded every expert its slots need, so that all refuse together.
     std::string missing;
-    const int64_t slots = placement.slots_per_rank();
-    for (int64_t s = 0; s < slots && missing.empty(); ++s) {
-        const int32_t e = placement.logical_of(transport_.rank() * slots + s);
-        if (!layer_.weights().experts[size_t(e)].held())
-            missing = fmt::format("rank {} did not load expert {}, which its slot {} holds", transport_.rank(), e, s);
-    }
+    const std::vector<bool> needed = placement.experts_of(transport_.rank());
+    for (size_t e = 0; e < needed.size() && missing.empty(); ++e)
+        if (needed[e] && !layer_.weights().experts[e].held())
+            missing = fmt::format("rank {} did not load expert {}, which its slots hold", transport_.rank(), e);
     const std::string mine = fingerprint(layer_, placement);
     const std::string said = mine + "\n" + missing;
     const std::vector<Bytes> all = transport_.all_gather(Bytes(said.begin(), said.end()));

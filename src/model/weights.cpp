@@ -206,12 +206,9 @@ void validate_layer_weights(const MoeConfig& cfg, const MoeLayerWeights& w) {
 
 size_t MoeLayerWeights::stored_bytes() const {
     size_t total = router.nbytes();
-    auto add = [&](const ExpertWeights& e) {
-        total += e.gate.stored_bytes() + e.up.stored_bytes() + e.down.stored_bytes();
-    };
     for (const auto& e : experts)
-        if (e.held()) add(e);
-    if (has_shared) add(shared);
+        if (e.held()) total += e.stored_bytes();
+    if (has_shared) total += shared.stored_bytes();
     return total;
 }
 

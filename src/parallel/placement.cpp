@@ -1,5 +1,6 @@
 #include "steadymoe/parallel/placement.hpp"
 
+#include "steadymoe/core/digest.hpp"
 #include "steadymoe/core/error.hpp"
 #include "steadymoe/core/files.hpp"
 
@@ -95,18 +96,21 @@ std::string ExpertPlacement::to_json() const {
                .dump(1) + "\n";
 }
 
+std::vector<bool> ExpertPlacement::experts_of(int rank) const {
+    std::vector<bool> held(static_cast<size_t>(experts_), false);
+    for (int64_t s = 0; s < slots_; ++s) held[size_t(phy2log_[size_t(rank * slots_ + s)])] = true;
+    return held;
+}
+
 int64_t ExpertPlacement::replica_for(int32_t expert, int64_t token, int64_t slot) const {
     const std::vector<int32_t>& r = log2phy_[size_t(expert)];
     return r[size_t((token + slot) % int64_t(r.size()))];
 }
 
 std::string ExpertPlacement::fingerprint() const {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over the table
-    const auto mix = [&h](uint64_t v) {
-        for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
-    };
-    mix(uint64_t(experts_)), mix(uint64_t(ranks_));
-    for (int32_t e : phy2log_) mix(uint64_t(uint32_t(e)));
+    uint64_t h = fnv1a(kFnvOffset, &experts_, sizeof experts_);
+    h = fnv1a(h, &ranks_, sizeof ranks_);
+    h = fnv1a(h, phy2log_.data(), phy2log_.size() * sizeof(int32_t));
     return fmt::format("{} experts on {} ranks x {} slots, table {:016x}", experts_, ranks_, slots_, h);
 }
 

@@ -48,6 +48,7 @@ struct ExpertWeights {
 
     // False for an expert a partial layer (MoeLayerWeights::partial) did not load.
     bool held() const { return gate.data.defined(); }
+    size_t stored_bytes() const { return gate.stored_bytes() + up.stored_bytes() + down.stored_bytes(); }
 };
 
 // Everything one MoE layer needs, checked against the config.

@@ -30,6 +30,8 @@ public:
     int32_t logical_of(int64_t physical) const { return phy2log_[size_t(physical)]; }
     int rank_of(int64_t physical) const { return int(physical / slots_); }
     const std::vector<int32_t>& replicas(int32_t expert) const { return log2phy_[size_t(expert)]; }
+    // Per logical expert: whether rank `rank` holds a replica of it (what that rank must load).
+    std::vector<bool> experts_of(int rank) const;
     // The physical replica serving slot `slot` of token `token`: spreads a hot expert's tokens over its
     // replicas.
     int64_t replica_for(int32_t expert, int64_t token, int64_t slot) const;
