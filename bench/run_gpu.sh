@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build, run the GPU tests, then the GPU benchmarks beside their floors and peers.
-# usage: bench/run_gpu.sh OUT_DIR [tests|bench|all] [workload:format ...]
+# usage: bench/run_gpu.sh OUT_DIR [tests|bench|sanitize|profile|all] [workload:format ...]
+# BENCH_ARGS adds options to every bench command (e.g. "--tokens 1,256,16384").
 set -uo pipefail
 out=${1:?output directory}; what=${2:-all}; shift 2 || true
 mkdir -p "$out"
@@ -49,7 +50,7 @@ if [[ $what == bench || $what == all ]]; then
   for spec in "$@"; do
     wl=${spec%%:*}; fmt=${spec#*:}
     json="$out/bench-$wl-$fmt.json"
-    ./build-gpu/steadymoe bench --backend cuda --workload "$wl" --format "$fmt" --json "$json" 2>&1 | tee "$out/bench-$wl-$fmt.txt" | grep -v "^bench:" 
+    ./build-gpu/steadymoe bench --backend cuda --workload "$wl" --format "$fmt" ${BENCH_ARGS:-} --json "$json" 2>&1 | tee "$out/bench-$wl-$fmt.txt" | grep -v "^bench:" 
     [[ -f $json ]] && records+=("$json")
   done
   [[ ${#records[@]} -gt 0 ]] && python3 bench/gpu_peers.py "$out/peers.json" "${records[@]}" 2>&1 | tee "$out/peers.md"

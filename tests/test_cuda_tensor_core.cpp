@@ -87,8 +87,15 @@ MoeConfig routing_variant(const std::string& name) {
     return c;
 }
 
-MoeInput hidden(int64_t tokens, DType dtype = DType::BF16) {
-    return {synthetic::tensor(dtype, {tokens, kH}, 3, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
+MoeInput hidden(int64_t tokens, DType dtype = DType::BF16, uint32_t seed = 3) {
+    return {synthetic::tensor(dtype, {tokens, kH}, seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
+}
+
+void expect_same_bytes(const MoeOutput& a, const MoeOutput& b) {
+    EXPECT_EQ(test::first_bit_difference(a.output.raw(), b.output.raw(), a.output.nbytes()), -1);
+    EXPECT_EQ(test::first_bit_difference(a.topk_ids.raw(), b.topk_ids.raw(), a.topk_ids.nbytes()), -1);
+    EXPECT_EQ(test::first_bit_difference(a.topk_weights.raw(), b.topk_weights.raw(), a.topk_weights.nbytes()), -1);
+    EXPECT_EQ(a.expert_load, b.expert_load);
 }
 
 }  // namespace
@@ -151,6 +158,33 @@ TEST_P(CudaTensorCore, ReversedBatchesAndRepeatedRunsGiveTheSameBytes) {
                                              size_t(kH) * 2),
                   -1)
             << "token " << t;
+}
+
+// Decode-sized batches replay a captured graph from their second run on: every run — eager, capture,
+// replays, replays on new inputs of the same size, runs after the workspace grew (which drops the
+// graphs), timed runs — gives the bytes of a layer that never uses graphs.
+TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const MoeLayer cpu = tensor_core_layer(GetParam());
+    CudaMoeLayer eager(cpu, CudaPath::TensorCore);
+    eager.set_graph_max_tokens(0);
+    const CudaMoeLayer graphed(cpu, CudaPath::TensorCore);
+    ASSERT_GE(graphed.graph_max_tokens(), 256);
+    for (int64_t size : {1, 5, 64, 256}) {
+        SCOPED_TRACE(size);
+        for (uint32_t seed : {3u, 4u, 5u, 6u}) {  // eager, capture, replay, replay on new inputs each time
+            const MoeInput in = hidden(size, DType::BF16, seed);
+            expect_same_bytes(graphed.forward(in), eager.forward(in));
+        }
+    }
+    (void)graphed.forward(hidden(1000));  // grows the workspace past the graphs' buffers
+    for (uint32_t seed : {7u, 8u, 9u}) {
+        const MoeInput in = hidden(5, DType::BF16, seed);
+        CudaStageTimes times;
+        expect_same_bytes(graphed.forward(in, &times), eager.forward(in));
+        EXPECT_GT(times.total_ms, 0.0);
+        EXPECT_GT(times.gate_up_ms, 0.0);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4"));

@@ -40,6 +40,7 @@ struct GpuPoint {
     Tensor output;
     int64_t compared_with = 0;
     bool bitwise = false;
+    bool graph = false;  // ran as a CUDA graph replay
 };
 
 double median(std::vector<double> v) {
@@ -67,7 +68,8 @@ int bench_cuda(const BenchOptions& given) {
     progress.line("packing the layer (the CPU reference)");
     const MoeLayer layer(c, std::move(w.weights), opts);
     progress.line("uploading the layer to the GPU");
-    const CudaMoeLayer gpu(layer);
+    CudaMoeLayer gpu(layer);
+    gpu.set_graph_max_tokens(o.graph_max_tokens);
     const double bandwidth = cuda::copy_bandwidth(size_t(1) << 31, 10);
 
     const int64_t H = c.hidden_size, I = c.moe_intermediate_size, K = c.top_k;
@@ -86,7 +88,13 @@ int bench_cuda(const BenchOptions& given) {
         GpuPoint p;
         p.tokens = T;
         const MoeInput in{synthetic::tensor(DType::BF16, {T, H}, o.seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
-        MoeOutput out = gpu.forward(in);  // warm-up: grows the workspace
+        // Warm-up: grows the workspace; for graph-sized batches the two timed runs capture the graph.
+        MoeOutput out = gpu.forward(in);
+        for (int i = 0; i < 2; ++i) {
+            CudaStageTimes warm;
+            out = gpu.forward(in, &warm);
+        }
+        p.graph = T <= gpu.graph_max_tokens();
         std::vector<double> wall, gpu_total, router, routed, shared, combine, gate_up, down;
         double total = 0;
         while (int(wall.size()) < o.repeat || (total < 0.5 && int(wall.size()) < 20 * o.repeat)) {
@@ -122,13 +130,13 @@ int bench_cuda(const BenchOptions& given) {
     fmt::print("  device {}, {} path{}, expert GEMMs on {}; copy bandwidth {:.0f} GB/s (read + written)\n", device,
                cuda_path_name(gpu.path()), gpu.portable_reason().empty() ? "" : " (" + gpu.portable_reason() + ")",
                CudaMoeLayer::gemm_kernel(), bandwidth * 1e-9);
-    Table table({"tokens", "wall µs", "layer µs", "routed µs", "gate/up µs", "down µs", "shared µs", "routed floor µs", "floor/routed",
+    Table table({"tokens", "graph", "wall µs", "layer µs", "routed µs", "gate/up µs", "down µs", "shared µs", "routed floor µs", "floor/routed",
                  "layer floor µs", "floor/layer", "routed TFLOP/s", "rel err", "bitwise vs other batch"});
     json jpoints = json::array();
     for (const GpuPoint& p : points) {
         const double routed_floor = p.routed_bytes / bandwidth * 1e6, layer_floor = p.layer_bytes / bandwidth * 1e6;
         const double routed_flops = 6.0 * double(H) * double(I) * double(K) * double(p.tokens);
-        table.add({std::to_string(p.tokens), fmt::format("{:.1f}", p.layer_us), fmt::format("{:.1f}", p.gpu_us),
+        table.add({std::to_string(p.tokens), p.graph ? "yes" : "no", fmt::format("{:.1f}", p.layer_us), fmt::format("{:.1f}", p.gpu_us),
                    fmt::format("{:.1f}", p.routed_us), fmt::format("{:.1f}", p.gate_up_us),
                    fmt::format("{:.1f}", p.down_us), fmt::format("{:.1f}", p.shared_us),
                    fmt::format("{:.1f}", routed_floor), fmt::format("{:.2f}", routed_floor / p.routed_us),
@@ -139,14 +147,15 @@ int bench_cuda(const BenchOptions& given) {
                   {"routed_us", p.routed_us},     {"shared_us", p.shared_us},     {"combine_us", p.combine_us}, {"gate_up_us", p.gate_up_us}, {"down_us", p.down_us},
                   {"routed_bytes", p.routed_bytes}, {"layer_bytes", p.layer_bytes}, {"routed_floor_us", routed_floor},
                   {"layer_floor_us", layer_floor}, {"routed_flops", routed_flops}, {"expert_load", p.load},
-                  {"relative_error_vs_cpu_first_rows", p.rel_error}};
+                  {"relative_error_vs_cpu_first_rows", p.rel_error}, {"cuda_graph", p.graph}};
         if (p.compared_with) j["bitwise_equal_to_batch_of"] = {{"tokens", p.compared_with}, {"equal", p.bitwise}};
         jpoints.push_back(j);
     }
     fmt::print("{}", table.str());
     fmt::print("floor = touched expert bytes / copy bandwidth. GPU event times: layer = router GEMM through combine, "
                "routed = routed experts only (permutation, gathers, both GEMMs), shared = the shared expert beside them. "
-               "wall = forward() from host tensors to host tensors (input checks, transfers included)\n");
+               "wall = forward() from host tensors to host tensors (input checks, transfers included). graph: the batch ran as a "
+               "CUDA graph replay\n");
     const json record = {
         {"tool", "steadymoe bench --backend cuda"},
         {"command", command_line()},
@@ -155,6 +164,7 @@ int bench_cuda(const BenchOptions& given) {
         {"device", device},
         {"path", cuda_path_name(gpu.path())},
         {"gemm_kernel", CudaMoeLayer::gemm_kernel()},
+        {"graph_max_tokens", gpu.graph_max_tokens()},
         {"copy_bandwidth_bytes_per_s", bandwidth},
         {"workload",
          {{"name", o.workload},

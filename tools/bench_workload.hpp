@@ -26,6 +26,7 @@ struct BenchOptions {
     uint32_t seed = 0;
     std::string activations = "native";
     std::string backend = "cpu";  // cpu or cuda
+    int64_t graph_max_tokens = 256;  // cuda: batches up to this size replay CUDA graphs (0: never)
     bool experts_given = false;   // --experts was on the command line
     bool tokens_given = false;    // --tokens was on the command line
     bool json_given = false;      // --json was on the command line

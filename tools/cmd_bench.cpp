@@ -173,6 +173,9 @@ Command add_bench_command(CLI::App& parent) {
     app->add_option("--backend", o->backend, "cpu, or cuda (a GPU beside its memory floor and peers' inputs)")
         ->capture_default_str();
     app->add_option("--threads", o->threads, "Threads for both sides (0 = all)")->capture_default_str();
+    app->add_option("--graph-max-tokens", o->graph_max_tokens,
+                    "cuda: batches up to this many tokens run as CUDA graph replays (0 = launch kernels one by one)")
+        ->capture_default_str();
     app->add_option("--json", o->json_path, "JSON record to write")->capture_default_str();
     app->add_option("--repeat", o->repeat, "Timed runs per point (the median is reported)")
         ->capture_default_str();

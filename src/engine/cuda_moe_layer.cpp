@@ -91,6 +91,14 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path) : layer_(layer)
 }
 
 CudaMoeLayer::~CudaMoeLayer() = default;
+
+void CudaMoeLayer::set_graph_max_tokens(int64_t tokens) {
+    if (device_->tensor_core) device_->tensor_core->set_graph_max_tokens(tokens);
+}
+
+int64_t CudaMoeLayer::graph_max_tokens() const {
+    return device_->tensor_core ? device_->tensor_core->graph_max_tokens() : 0;
+}
 CudaMoeLayer::CudaMoeLayer(CudaMoeLayer&&) noexcept = default;
 
 MoeOutput CudaMoeLayer::forward(const MoeInput& input, CudaStageTimes* times) const {

@@ -17,6 +17,11 @@
 
 namespace steadymoe {
 
+// Decode-sized batches (up to this many tokens) run as CUDA graph replays by default.
+inline constexpr int64_t kDefaultGraphMaxTokens = 256;
+// Graphs kept per layer (one per batch size seen), least recently used dropped first.
+inline constexpr size_t kGraphCapacity = 64;
+
 class TensorCorePath {
 public:
     // Why `layer` cannot run on this path ("" when it can).
@@ -29,11 +34,22 @@ public:
     bool accepts(bool bf16_hidden) const;
 
     // Runs a checked batch (begin_batch done) on the GPU — router, routing, permutation, experts,
-    // combine — and fills plan.out.
+    // combine — and fills plan.out. Batches of up to graph_max_tokens() tokens replay a captured CUDA
+    // graph from the second batch of their size on (cuda_graph_cache.hpp).
     void forward(const MoeInput& input, BatchPlan& plan, CudaStageTimes* times) const;
+
+    // 0 turns graphs off (every batch launches its kernels one by one).
+    void set_graph_max_tokens(int64_t tokens);
+    int64_t graph_max_tokens() const { return graph_max_tokens_; }
 
 private:
     struct Workspace;
+    struct Shape;
+    // Grows the workspace for a batch; true when any buffer moved.
+    bool reserve(const Shape& batch) const;
+    // The batch's launches from the router through the combine, on the workspace's streams.
+    void enqueue(const Shape& batch, bool timed, bool capturing) const;
+
     const MoeLayer& layer_;
     std::optional<cuda::DeviceMatrixSet> router_;  // bf16 router (tensor cores), when stored in bf16
     cuda::DevicePackedWeight router_exact_;        // f32 router arithmetic for f32 inputs
@@ -42,6 +58,7 @@ private:
     cuda::DeviceBuffer bias_;     // [E] f32, or empty
     cuda::DeviceBuffer tid2eid_;  // [vocab][K] i32, or empty
     std::unique_ptr<Workspace> ws_;
+    int64_t graph_max_tokens_ = kDefaultGraphMaxTokens;
     mutable std::mutex busy_;  // one batch at a time per layer: the workspace is shared
 };
 

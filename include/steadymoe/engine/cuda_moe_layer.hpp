@@ -48,6 +48,12 @@ public:
     // Why the tensor-core path is not used ("" when it is).
     const std::string& portable_reason() const { return portable_reason_; }
 
+    // On the tensor-core path, batches of up to this many tokens (256 by default) run as CUDA graph
+    // replays from the second batch of their size on: one launch instead of a dozen, the same bits as
+    // launching the kernels one by one. 0 turns graphs off. No effect on the portable path.
+    void set_graph_max_tokens(int64_t tokens);
+    int64_t graph_max_tokens() const;
+
 private:
     struct Device;
     const MoeLayer& layer_;

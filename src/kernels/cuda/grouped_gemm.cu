@@ -57,10 +57,10 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
 
     const StageLoader<kCode, kScaled, kRows, kThreads> loader(g, t);
     loader.zero_padding_rows(smem, kStageBytes, kStages, t.rows);
-    const int ktiles = int(g.k / kBK);
+    const int ktiles = t.ktiles;
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < ktiles) loader.load(smem + s * kStageBytes, s * kBK);
+        if (s < ktiles) loader.load(smem + s * kStageBytes, (t.kt0 + s) * kBK);
         cp_async_commit();
     }
     for (int kt = 0; kt < ktiles; ++kt) {
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
         const char* stage = smem + (kt % kStages) * kStageBytes;
         const char* b_tile = stage + kRows * kRowBytes;
         if constexpr (kCode != WeightCode::Bf16) {
-            widen_stage<kCode, kThreads>(b_tile, widened, kt * kBK);
+            widen_stage<kCode, kThreads>(b_tile, widened, (t.kt0 + kt) * kBK);
             __syncthreads();
             b_tile = widened;
         }
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
             }
         }
         const int next = kt + kStages - 1;
-        if (next < ktiles) loader.load(smem + (next % kStages) * kStageBytes, next * kBK);
+        if (next < ktiles) loader.load(smem + (next % kStages) * kStageBytes, (t.kt0 + next) * kBK);
         cp_async_commit();
     }
     cp_async_wait<0>();
@@ -142,8 +142,7 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
 template <WeightCode kCode, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = smem_bytes(kCode, kRows, kStages);
-    const cudaError_t err =
-        cudaFuncSetAttribute(grouped_gemm_kernel<kCode, kScaled>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    const cudaError_t err = allow_shared_memory<grouped_gemm_kernel<kCode, kScaled>>(kSmem);
     if (err != cudaSuccess) return err;
     const dim3 grid = tile_grid(g);
     grouped_gemm_kernel<kCode, kScaled><<<grid, kThreads, kSmem, g.stream>>>(g);
@@ -200,6 +199,9 @@ int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows 
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
+    const bool split_ok = g.k_splits == 1 || (g.k_splits > 1 && g.k % (int64_t(g.k_splits) * 128) == 0 &&
+                                              g.epilogue == GemmEpilogue::Store && g.k_splits <= 65535);
+    if (!split_ok) return cudaErrorInvalidValue;
     if (hopper_gemm_available()) return launch_grouped_gemm_sm90(g);
     switch (g.code) {
     case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);
@@ -207,6 +209,22 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     case WeightCode::Fp4: return g.scaled ? launch_typed<WeightCode::Fp4, true>(g) : launch_typed<WeightCode::Fp4, false>(g);
     }
     return cudaErrorInvalidValue;
+}
+
+namespace {
+__global__ void sum_splits_kernel(const float* parts, int64_t stride, int32_t splits, int64_t count, float* out) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    float sum = parts[i];
+    for (int32_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, parts[z * stride + i]);
+    out[i] = sum;
+}
+}  // namespace
+
+cudaError_t launch_sum_splits(const float* parts, int64_t stride, int32_t splits, int64_t count, float* out,
+                              cudaStream_t stream) {
+    if (count > 0) sum_splits_kernel<<<unsigned((count + 255) / 256), 256, 0, stream>>>(parts, stride, splits, count, out);
+    return cudaGetLastError();
 }
 
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,

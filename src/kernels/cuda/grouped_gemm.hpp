@@ -55,6 +55,11 @@ struct GroupedGemmLaunch {
     int32_t fp8_half_blocks = 0;
     int64_t n = 0;
     int64_t k = 0;                   // a multiple of 128
+    // Store only: k_splits blocks each sum K / k_splits (a multiple of 128) of the products, split z
+    // writing its partial sums at out + z * split_stride (see launch_sum_splits). The split is part of
+    // the arithmetic: it must depend on the shape alone, never on the batch.
+    int32_t k_splits = 1;
+    int64_t split_stride = 0;
     bool scaled = false;             // fold per 128-wide k block (FP8 weights or FP8 activations)
 
     GemmEpilogue epilogue = GemmEpilogue::Store;
@@ -70,6 +75,11 @@ struct GroupedGemmLaunch {
 };
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
+
+// out[i] = parts[0][i] + parts[1][i] + ... + parts[splits - 1][i] in that order (f32), for i < count;
+// part z starts at parts + z * stride.
+cudaError_t launch_sum_splits(const float* parts, int64_t stride, int32_t splits, int64_t count, float* out,
+                              cudaStream_t stream);
 
 // A's rows for a grouped GEMM: out[r] = src[rows ? rows[r] : r] (stride `stride` values, f32 or bf16) as bf16 bits,
 // optionally FP8-quantised per 128 values exactly as the CPU backend does (quant_mode 0 none: values

@@ -1,4 +1,5 @@
 #include "grouped_gemm_sm90.hpp"
+#include "async_barrier.cuh"
 #include "grouped_gemm_stage.cuh"
 
 #include <cstdlib>
@@ -12,7 +13,10 @@ namespace {
 using namespace stage;
 
 constexpr int kRows = kHopperTileRows;
-constexpr int kThreads = 256;  // two warpgroups, 64 rows each
+constexpr int kConsumers = 256;  // two warpgroups, 64 rows each
+constexpr int kConsumerWarps = kConsumers / 32;
+constexpr int kThreads = kConsumers + 32;  // and one producer warp
+constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
 // Pipeline depth per weight format: as many stages as shared memory holds, so that few-token batches
 // (which only stream weights) keep many bytes in flight.
 template <WeightCode kCode>
@@ -63,6 +67,65 @@ __device__ __forceinline__ void fence_operands(float (&d)[64]) {
 
 #endif
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The producer warp's view of one tile: per pipeline stage it copies the stored weight tile (and an
+// FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows and the stage's 128-block
+// scales with cp.async, and announces all of it on the stage's "full" barrier.
+template <WeightCode kCode, bool kScaled>
+struct StageProducer {
+    static constexpr uint32_t kWeightBytes = kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
+    static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 ? kTileN * 4 : 0;  // per 128-wide k block
+
+    const GroupedGemmLaunch& g;
+    const Tile& t;
+    int lane;
+    const char* weights;     // this n-tile's stage tiles, contiguous
+    const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
+    const char* scales;      // the expert's FP8 weight scales
+
+    __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id)
+        : g(launch), t(tile), lane(lane_id) {
+        const int64_t tiles_before = int64_t(t.n0 / kTileN) * (g.k / kBK);
+        weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes + tiles_before * kWeightBytes;
+        scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+        fp4_scales = scales + int64_t(t.n0 / kTileN) * (g.k / 128) * kFp4ScaleBytes;
+    }
+
+    __device__ __forceinline__ void load(char* stage, int kt, uint64_t* full) const {
+        const int k0 = kt * kBK, block = k0 / 128;
+        char* b_tile = stage + kRows * kRowBytes;
+        if (lane == 0) {
+            barrier::arrive_expect_bytes(full, kWeightBytes + kFp4ScaleBytes);
+            barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, kWeightBytes, full);
+            if constexpr (kFp4ScaleBytes > 0)
+                barrier::bulk_copy(b_tile + kWeightBytes, fp4_scales + int64_t(block) * kFp4ScaleBytes, kFp4ScaleBytes, full);
+        }
+        // Activation rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, + 8, ...
+        const int chunk = lane & 7;
+        const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + k0 + chunk * 8);
+        const int64_t step = 4 * g.k * 2;
+        for (int row = lane >> 3; row < t.rows; row += 4, src += step) cp_async16(stage + swizzle(row, chunk), src, true);
+        if constexpr (kScaled) {  // each stage carries its 128-block's scales: the fold never waits on memory
+            char* scale_tile = stage + kRows * kRowBytes + raw_b_bytes(kCode);
+            if (g.a_scale)
+                for (int row = lane; row < kRows; row += 32) {
+                    const bool valid = row < t.rows;
+                    cp_async4(scale_tile + row * 4, g.a_scale + (int64_t(t.row0) + (valid ? row : 0)) * (g.k / 128) + block, valid);
+                }
+            if (kCode == WeightCode::Fp8 && lane < kTileN / 8) {
+                const int64_t n = t.n0 + lane * 8;
+                const bool valid = n < g.n;
+                cp_async4(scale_tile + kRows * 4 + lane * 4, scales + (valid ? weight_scale_offset(g, n, block) : 0), valid);
+            }
+        }
+        barrier::arrive_after_cp_async(full);
+    }
+};
+#endif
+
+// Warp-specialised: warps 0-7 (two warpgroups, 64 rows each) run the MMAs, warp 8 streams the stages.
+// A stage is refilled once every consumer warp has released it, so weight bytes keep flowing while the
+// tensor cores work, with no block-wide barrier per stage.
 template <WeightCode kCode, bool kScaled>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -73,9 +136,46 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     constexpr int kStageBytes = stage_bytes(kCode, kRows);
     constexpr int kS = kStages<kCode>;
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
+    uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kCode == WeightCode::Bf16 ? 0 : 2 * kBTileBytes));
+    uint64_t* empty = full + kS;
+    const int ktiles = t.ktiles;
 
-    const int wg = threadIdx.x / 128, lane = threadIdx.x & 31, warp = (threadIdx.x / 32) & 3;
-    const bool live = wg * 64 < t.rows;  // warpgroup-uniform: a warpgroup of padding rows skips its MMAs
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kS; ++s) {
+            barrier::init(&full[s], kFullArrivals);
+            barrier::init(&empty[s], kConsumerWarps);
+        }
+        barrier::fence_init();
+    }
+    __syncthreads();
+
+    // Role and liveness go through a shuffle so the compiler sees them as warp-uniform: wgmma in a path
+    // it thinks divergent gets serialised (each MMA waits for the one before).
+    const int lane = threadIdx.x & 31;
+    const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
+    if (wg == kConsumers / 128) {  // the producer warp
+        const StageProducer<kCode, kScaled> producer(g, t, lane);
+        for (int kt = 0; kt < ktiles; ++kt) {
+            const int s = kt % kS;
+            if (kt >= kS) barrier::wait(&empty[s], uint32_t((kt / kS - 1) & 1));
+            producer.load(smem + s * kStageBytes, t.kt0 + kt, &full[s]);
+        }
+        return;
+    }
+
+    const int warp = (threadIdx.x / 32) & 3;
+    // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
+    const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
+
+    // Rows the live warpgroups read but no token fills are zeroed once in every stage (a row's
+    // products never reach another row, but the MMAs should not read uninitialised memory). The
+    // producer never writes them, so this runs alongside its first loads.
+    const int read_rows = t.rows <= 64 ? 64 : kRows;
+    for (int s = 0; s < kS; ++s)
+        for (int c = threadIdx.x; c < (read_rows - t.rows) * 8; c += kConsumers)
+            *reinterpret_cast<uint4*>(smem + s * kStageBytes + t.rows * kRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+    fence_async_shared();
+    barrier::sync_threads(1, kConsumers);
 
     float acc[64];
     float total[kScaled ? 64 : 1];
@@ -84,28 +184,24 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 #pragma unroll
     for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
-    // Stage kt + kS - 2 is loaded while the MMAs of stage kt - 1 may still run: the slot it reuses
-    // belonged to stage kt - 2, whose MMAs have completed.
-    const StageLoader<kCode, kScaled, kRows, kThreads> loader(g, t);
-    loader.zero_padding_rows(smem, kStageBytes, kS, t.rows);
-    const int ktiles = int(g.k / kBK);
-#pragma unroll
-    for (int s = 0; s < kS - 2; ++s) {
-        if (s < ktiles) loader.load(smem + s * kStageBytes, s * kBK);
-        cp_async_commit();
-    }
+    // A warp is done with a stage once its MMAs (and, scaled, its fold) have read it.
+    auto release = [&](int kt) {
+        __syncwarp();
+        if (lane == 0) barrier::arrive(&empty[kt % kS]);
+    };
     for (int kt = 0; kt < ktiles; ++kt) {
-        cp_async_wait<kS - 3>();
+        barrier::wait(&full[kt % kS], uint32_t((kt / kS) & 1));
+        fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + (kt % kS) * kStageBytes;
         const char* b_tile = stage + kRows * kRowBytes;
         if constexpr (kCode != WeightCode::Bf16) {
-            __syncthreads();
+            barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of stage kt - 2
             char* target = widened + (kt & 1) * kBTileBytes;
-            widen_stage<kCode, kThreads>(b_tile, target, kt * kBK);
+            widen_stage<kCode, kConsumers>(b_tile, target, (t.kt0 + kt) * kBK);
             b_tile = target;
+            fence_async_shared();
+            barrier::sync_threads(1, kConsumers);
         }
-        fence_async_shared();
-        __syncthreads();
         if (live) {
             const uint64_t desc_a = smem_descriptor(stage + wg * 64 * kRowBytes), desc_b = smem_descriptor(b_tile);
             fence_operands(acc);
@@ -114,39 +210,36 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
             for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
             wgmma_commit();
         }
-        const int next = kt + kS - 2;
-        if (next < ktiles) loader.load(smem + (next % kS) * kStageBytes, next * kBK);
-        cp_async_commit();
-        if (!live) continue;
-        bool folded = false;
         if constexpr (kScaled) {
             if (kt & 1) {  // the end of a 128-wide block: fold its partial sums with their scales
-                wgmma_wait<0>();
-                fence_operands(acc);
-                const float* row_scale = stage_scales<kCode, kRows>(stage);
-                const float* fragment_scale = row_scale + kRows;
-                const int row = wg * 64 + warp * 16 + (lane >> 2);
-                const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
+                if (live) {
+                    wgmma_wait<0>();
+                    fence_operands(acc);
+                    const float* row_scale = stage_scales<kCode, kRows>(stage);
+                    const float* fragment_scale = row_scale + kRows;
+                    const int row = wg * 64 + warp * 16 + (lane >> 2);
+                    const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
 #pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    const float sw = kCode == WeightCode::Fp8 ? fragment_scale[j] : 1.0f;
+                    for (int j = 0; j < 16; ++j) {
+                        const float sw = kCode == WeightCode::Fp8 ? fragment_scale[j] : 1.0f;
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
-                        acc[j * 4 + r] = 0.0f;
+                        for (int r = 0; r < 4; ++r) {
+                            total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
+                            acc[j * 4 + r] = 0.0f;
+                        }
                     }
                 }
-                folded = true;
+                release(kt - 1);
+                release(kt);
             }
+        } else {
+            if (live) wgmma_wait<1>();
+            if (kt > 0) release(kt - 1);
         }
-        if (!folded) wgmma_wait<1>();
     }
-    if (live) {
-        wgmma_wait<0>();
-        fence_operands(acc);
-    }
-    cp_async_wait<0>();
     if (!live) return;
+    wgmma_wait<0>();
+    fence_operands(acc);
 
     // Epilogue. Accumulator layout: element 4j + r is row (16*warp + lane/4 + 8*(r/2)) of the
     // warpgroup's 64, feature (8j + 2*(lane%4) + r%2).
@@ -167,9 +260,9 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 
 template <WeightCode kCode, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = smem_bytes(kCode, kRows, kStages<kCode>) + (kCode == WeightCode::Bf16 ? 0 : kBTileBytes);
-    const cudaError_t err = cudaFuncSetAttribute(grouped_gemm_sm90_kernel<kCode, kScaled>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    constexpr int kSmem = smem_bytes(kCode, kRows, kStages<kCode>) + (kCode == WeightCode::Bf16 ? 0 : kBTileBytes) +
+                          2 * kStages<kCode> * int(sizeof(uint64_t));  // the full and empty barriers
+    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled>>(kSmem);
     if (err != cudaSuccess) return err;
     const dim3 grid = tile_grid(g);
     grouped_gemm_sm90_kernel<kCode, kScaled><<<grid, kThreads, kSmem, g.stream>>>(g);

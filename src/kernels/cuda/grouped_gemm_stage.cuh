@@ -12,6 +12,9 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <atomic>
+#include <cstdint>
+
 namespace steadymoe::cuda::stage {
 
 constexpr int kBK = 64;               // k per pipeline stage (two stages make one 128-wide scale block)
@@ -28,6 +31,20 @@ __host__ __device__ constexpr int stage_bytes(WeightCode code, int rows) {
 }
 __host__ __device__ constexpr int smem_bytes(WeightCode code, int rows, int stages) {
     return stages * stage_bytes(code, rows) + (code == WeightCode::Bf16 ? 0 : kBTileBytes) + 1024;  // + alignment
+}
+
+// Raises kKernel's dynamic shared-memory limit to `bytes`, once per device: the attribute call costs
+// host time on every launch otherwise, and decode batches are short enough for that to show.
+template <auto kKernel>
+cudaError_t allow_shared_memory(int bytes) {
+    static std::atomic<uint64_t> done_devices{0};
+    int device = 0;
+    if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+    const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
+    if (bit && (done_devices.load(std::memory_order_acquire) & bit)) return cudaSuccess;
+    const cudaError_t err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err == cudaSuccess) done_devices.fetch_or(bit, std::memory_order_release);
+    return err;
 }
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled 128-byte-row tile.
@@ -76,19 +93,21 @@ __device__ __forceinline__ uint32_t e2m1_to_bf16(uint32_t code, uint32_t e) {
 
 struct Tile {
     int expert, row0, rows, n0;
+    int split, kt0, ktiles;  // the k split this block sums: stages kt0 .. kt0 + ktiles - 1
 };
 
 // The grid: x walks a row tile's output tiles, y the row tiles, so the CTAs running together share
-// their A rows and their expert's weights in L2.
+// their A rows and their expert's weights in L2; z the k splits.
 inline dim3 tile_grid(const GroupedGemmLaunch& g) {
-    return dim3(unsigned((g.n + kTileN - 1) / kTileN), unsigned(g.max_tiles));
+    return dim3(unsigned((g.n + kTileN - 1) / kTileN), unsigned(g.max_tiles), unsigned(g.k_splits));
 }
 
 // This block's tile; rows = 0 past the batch's tile count.
 __device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g) {
     const int i = int(blockIdx.y);
-    if (i >= *g.tile_count) return {0, 0, 0, 0};
-    return {g.tile_expert[i], g.tile_row0[i], g.tile_rows[i], int(blockIdx.x) * kTileN};
+    if (i >= *g.tile_count) return {0, 0, 0, 0, 0, 0, 0};
+    const int ktiles = int(g.k / kBK) / g.k_splits, split = int(blockIdx.z);
+    return {g.tile_expert[i], g.tile_row0[i], g.tile_rows[i], int(blockIdx.x) * kTileN, split, split * ktiles, ktiles};
 }
 
 // Byte offset of the 128-block scale of output feature n (FP8 weights) in an expert's scale block.
@@ -230,7 +249,7 @@ __device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const 
     float2* dst = nullptr;
     float2 out = v;
     if (g.epilogue == GemmEpilogue::Store) {
-        dst = reinterpret_cast<float2*>(g.out + grow * g.ldo + col);
+        dst = reinterpret_cast<float2*>(g.out + t.split * g.split_stride + grow * g.ldo + col);
     } else if (g.epilogue == GemmEpilogue::Scatter) {
         const float w = g.row_weight[grow];
         out = g.weight_before_down ? v : make_float2(w * v.x, w * v.y);

@@ -1,0 +1,56 @@
+#include "cuda_graph_cache.hpp"
+
+#include "../kernels/cuda/check.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace steadymoe {
+
+void GraphCache::run(uint64_t key, cudaStream_t stream, const std::function<void(bool capturing)>& enqueue) {
+    ++clock_;
+    const auto found = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
+    if (found != entries_.end()) {
+        found->last_use = clock_;
+        SMOE_CUDA_CHECK(cudaGraphLaunch(found->exec, stream));
+        return;
+    }
+    if (capacity_ == 0 || seen_.insert(key).second) {
+        enqueue(false);
+        return;
+    }
+
+    SMOE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+        enqueue(true);
+    } catch (...) {
+        // End the capture whatever happened, so the stream is usable again; the error goes on.
+        if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+        cudaGetLastError();
+        throw;
+    }
+    SMOE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    SMOE_CUDA_CHECK(made);
+
+    if (entries_.size() >= capacity_) {
+        const auto oldest = std::min_element(entries_.begin(), entries_.end(),
+                                             [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+        cudaGraphExecDestroy(oldest->exec);
+        entries_.erase(oldest);
+    }
+    entries_.push_back({key, exec, clock_});
+    SMOE_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+}
+
+void GraphCache::clear() {
+    for (const Entry& e : entries_) cudaGraphExecDestroy(e.exec);
+    entries_.clear();
+    seen_.clear();
+}
+
+}  // namespace steadymoe

@@ -1,0 +1,72 @@
+// Shared-memory transaction barriers (mbarrier) and the bulk copies that complete on them, for the
+// warp-specialised Hopper kernels: a producer warp fills pipeline stages, consumer warpgroups wait on a
+// stage's "full" barrier and release it on its "empty" barrier. sm_90 device code only.
+#pragma once
+
+#include <cstdint>
+
+namespace steadymoe::cuda::barrier {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// `arrivals` arrive operations complete a phase (besides any transaction bytes it expects).
+__device__ __forceinline__ void init(uint64_t* bar, uint32_t arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(arrivals) : "memory");
+}
+// Makes initialised barriers visible to the other threads and to the asynchronous proxy.
+__device__ __forceinline__ void fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+
+__device__ __forceinline__ void arrive(uint64_t* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory");
+}
+
+// One arrival that also announces `bytes` still to come from bulk copies completing on this barrier.
+__device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
+                 : "memory");
+}
+
+// An arrival made when all this thread's earlier cp.async copies have landed; it counts as one of
+// the phase's arrivals (.noinc).
+__device__ __forceinline__ void arrive_after_cp_async(uint64_t* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(bar)) : "memory");
+}
+
+// Waits until the phase of the given parity has completed.
+__device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
+    const uint32_t address = shared_address(bar);
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n"
+            ".reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n"
+            "}\n"
+            : "=r"(done)
+            : "r"(address), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory in
+// one asynchronous operation that completes its bytes on `bar`.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     shared_address(dst)),
+                 "l"(src), "r"(bytes), "r"(shared_address(bar))
+                 : "memory");
+}
+
+// A barrier among the first `threads` threads of the block (id 0 is __syncthreads').
+__device__ __forceinline__ void sync_threads(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+#endif
+
+}  // namespace steadymoe::cuda::barrier
