@@ -38,10 +38,10 @@ fi
 if [[ $what == profile ]]; then
   for spec in "$@"; do
     wl=${spec%%:*}; fmt=${spec#*:}
-    nsys profile -o "$out/prof-$wl" --force-overwrite true ./build-gpu/steadymoe bench --backend cuda --workload "$wl" \
-      --format "$fmt" --tokens 1,256,16384 --repeat 3 --json "$out/prof-$wl.json" >/dev/null 2>&1
+    nsys profile --cuda-graph-trace=node -o "$out/prof-$wl" --force-overwrite true ./build-gpu/steadymoe bench --backend cuda --workload "$wl" \
+      --format "$fmt" ${BENCH_ARGS:---tokens 1,256,16384 --repeat 3} --json "$out/prof-$wl.json" >/dev/null 2>&1
     nsys stats --report cuda_gpu_kern_sum --format csv "$out/prof-$wl.nsys-rep" 2>/dev/null \
-      | python3 -c "import csv,sys; r=list(csv.DictReader(l for l in sys.stdin if l.count(',')>3)); [print(f\"{float(x['Total Time (ns)'])/1e3:12.1f} us {int(x['Instances']):6d} x {float(x['Avg (ns)'])/1e3:9.1f} us  {x['Name'][:90]}\") for x in r[:14]]"
+      | python3 -c "import csv,sys; r=list(csv.DictReader(l for l in sys.stdin if l.count(',')>3)); [print(f\"{float(x['Total Time (ns)'])/1e3:12.1f} us {int(x['Instances']):6d} x {float(x['Avg (ns)'])/1e3:9.1f} us  {x['Name'][:90]}\") for x in r[:16]]" | tee "$out/prof-$wl.txt"
     rm -f "$out"/prof-*.nsys-rep "$out"/prof-*.sqlite
   done
 fi

@@ -91,13 +91,15 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
         for (int j = 0; j < kPerLane; ++j) sel[j] = p.bias && lane + 32 * j < E ? score[j] + p.bias[lane + 32 * j] : score[j];
         if (p.groups > 1) {
             const int per = E / p.groups;
+            int group_of[kPerLane];  // worked out once: an integer division per value is slow
+#pragma unroll
+            for (int j = 0; j < kPerLane; ++j) group_of[j] = lane + 32 * j < E ? (lane + 32 * j) / per : -1;
             float group_score[kMaxGroups];
             for (int g = 0; g < p.groups; ++g) {
                 float a = kNegInf, b = kNegInf;  // the group's largest and second largest
 #pragma unroll
                 for (int j = 0; j < kPerLane; ++j) {
-                    const int e = lane + 32 * j;
-                    if (e >= E || e / per != g) continue;
+                    if (group_of[j] != g) continue;
                     const float v = rank_key(sel[j]);
                     if (v > a) b = a, a = v;
                     else if (v > b) b = v;
@@ -119,17 +121,28 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
             }
 #pragma unroll
             for (int j = 0; j < kPerLane; ++j)
-                if (lane + 32 * j < E && !(keep >> ((lane + 32 * j) / per) & 1)) sel[j] = kNegInf;
+                if (group_of[j] >= 0 && !(keep >> group_of[j] & 1)) sel[j] = kNegInf;
         }
         uint32_t taken = 0;
         for (int s = 0; s < K; ++s) {
-            float v = 0.0f;
-            int id = -1;
+            // The lane's best untaken value by a tree over its values (depth log2 of a linear scan's):
+            // the order is total, so any bracket gives the same winner.
+            float bv[kPerLane];
+            int bid[kPerLane];
 #pragma unroll
             for (int j = 0; j < kPerLane; ++j) {
                 const int e = lane + 32 * j;
-                if (e < E && !(taken >> j & 1) && (id < 0 || ranks_before(sel[j], e, v, id))) v = sel[j], id = e;
+                const bool ok = e < E && !(taken >> j & 1);
+                bv[j] = sel[j], bid[j] = ok ? e : -1;
             }
+#pragma unroll
+            for (int width = kPerLane / 2; width > 0; width /= 2)
+#pragma unroll
+                for (int j = 0; j < width; ++j)
+                    if (bid[j + width] >= 0 && (bid[j] < 0 || ranks_before(bv[j + width], bid[j + width], bv[j], bid[j])))
+                        bv[j] = bv[j + width], bid[j] = bid[j + width];
+            float v = bv[0];
+            int id = bid[0];
             warp_best(v, id);
             if ((id & 31) == lane) taken |= 1u << (id >> 5);
             if (lane == 0) ids_of[warp][s] = id;
