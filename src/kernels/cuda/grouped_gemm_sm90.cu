@@ -237,22 +237,37 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
             if (kt > 0) release(kt - 1);
         }
     }
+    if (live) {
+        wgmma_wait<0>();
+        fence_operands(acc);
+    }
+    // Every MMA has read its stage and no copy is in flight: the stages are free for the epilogue.
+    barrier::sync_threads(1, kConsumers);
     if (!live) return;
-    wgmma_wait<0>();
-    fence_operands(acc);
 
-    // Epilogue. Accumulator layout: element 4j + r is row (16*warp + lane/4 + 8*(r/2)) of the
-    // warpgroup's 64, feature (8j + 2*(lane%4) + r%2).
+    // Epilogue through shared memory: each warp parks its 16 x 128 block there with fixed register
+    // indices, then one rolled loop applies the epilogue. Unrolled over the registers, the epilogue's
+    // code would be a hundred kilobytes, fetched cold by every launch — longer than a decode GEMM's
+    // whole weight stream. Accumulator layout: element 4j + r is row (lane/4 + 8*(r/2)) of the warp's
+    // 16, feature (8j + 2*(lane%4) + r%2).
+    constexpr int kLd = kTileN + 4;  // floats per parked row, padded against bank conflicts
+    float* block = reinterpret_cast<float*>(smem) + (wg * 4 + warp) * 16 * kLd;
+    const float* result = kScaled ? total : acc;
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            if (g.epilogue == GemmEpilogue::SwiGlu && (j & 1)) continue;
-            const float* v = kScaled ? &total[j * 4] : &acc[j * 4];
-            const float* up = kScaled ? &total[((j + 1) & 15) * 4] : &acc[((j + 1) & 15) * 4];
-            epilogue_pair(g, t, wg * 64 + warp * 16 + (lane >> 2) + h * 8, j * 8 + (lane & 3) * 2,
-                          make_float2(v[2 * h], v[2 * h + 1]), make_float2(up[2 * h], up[2 * h + 1]));
-        }
+        for (int r = 0; r < 4; ++r)
+            block[((lane >> 2) + 8 * (r >> 1)) * kLd + 8 * j + 2 * (lane & 3) + (r & 1)] = result[4 * j + r];
+    __syncwarp();
+    const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
+#pragma unroll 1
+    for (int i = lane; i < 16 * (kTileN / 2); i += 32) {
+        const int row = i / (kTileN / 2), col = (i % (kTileN / 2)) * 2;
+        if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
+        const float* v = block + row * kLd + col;
+        const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
+        epilogue_pair(g, t, wg * 64 + warp * 16 + row, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
+    }
 #else
     __trap();  // wgmma needs sm_90a
 #endif

@@ -10,7 +10,6 @@ namespace steadymoe::cuda {
 
 namespace {
 
-constexpr int kPerLane = kMaxRoutedExperts / 32;
 constexpr int kRouteWarps = 4;
 constexpr float kNegInf = -INFINITY;
 
@@ -37,6 +36,9 @@ __device__ __forceinline__ void warp_best(float& v, int& id) {
     }
 }
 
+// kPerLane experts per lane: the launch picks the smallest that holds the layer's experts, which keeps
+// the code small (a kernel's code is fetched cold every layer in decode).
+template <int kPerLane>
 __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaunch p) {
     __shared__ float scores_of[kRouteWarps][kMaxRoutedExperts];
     __shared__ int32_t ids_of[kRouteWarps][32];
@@ -250,8 +252,14 @@ __global__ void identity_tiles_kernel(int64_t rows, int32_t tile_m, PermutationO
 
 cudaError_t launch_route(const RouteLaunch& p) {
     if (p.experts > kMaxRoutedExperts || p.top_k > 32 || p.groups > kMaxGroups) return cudaErrorInvalidValue;
-    if (p.tokens > 0)
-        route_kernel<<<unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps), kRouteWarps * 32, 0, p.stream>>>(p);
+    if (p.tokens <= 0) return cudaSuccess;
+    const unsigned blocks = unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps);
+    if (p.experts <= 128)
+        route_kernel<4><<<blocks, kRouteWarps * 32, 0, p.stream>>>(p);
+    else if (p.experts <= 256)
+        route_kernel<8><<<blocks, kRouteWarps * 32, 0, p.stream>>>(p);
+    else
+        route_kernel<kMaxRoutedExperts / 32><<<blocks, kRouteWarps * 32, 0, p.stream>>>(p);
     return cudaGetLastError();
 }
 
