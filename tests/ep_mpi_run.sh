@@ -5,7 +5,7 @@ set -euo pipefail
 mpiexec=$1 cli=$2 golden=$3 scratch=$4 ranks=$5 placement=$6
 mkdir -p "$scratch"
 model=$golden/deepseek-v3-tiny
-args=(run --model "$model" --layer 1 --input "$model/io.safetensors:input" --input-dtype bf16 -q)
+args=(run --model "$model" --layer 1 --input "$model/io.safetensors:input" --input-dtype bf16 --backend cpu -q)
 "$cli" "${args[@]}" --output "$scratch/one.safetensors" >/dev/null
 if [[ $placement == plan ]]; then  # skewed loads: the planner replicates the hot experts
   printf '[%s]' "$(seq -s, 1 16)" >"$scratch/load.json"

@@ -167,7 +167,7 @@ TEST(CliRun, CudaBackendMatchesTheCpuBackendWhenAGpuIsPresent) {
                              io("deepseek-v3-tiny", "input") + " --output ";
     const CliResult gpu = cli(base + (dir / "gpu.safetensors").string() + " --backend cuda");
     ASSERT_EQ(gpu.code, 0) << gpu.err;
-    const CliResult cpu = cli(base + (dir / "cpu.safetensors").string());
+    const CliResult cpu = cli(base + (dir / "cpu.safetensors").string() + " --backend cpu");
     ASSERT_EQ(cpu.code, 0) << cpu.err;
     const Tensor a = SafetensorsFile::open(dir / "gpu.safetensors").get("output");
     const Tensor b = SafetensorsFile::open(dir / "cpu.safetensors").get("output");
@@ -312,6 +312,27 @@ TEST(CliPlan, WritesAPlacementEveryRankCanRead) {
                  {"--load", "expert_load"});
     expect_error(cli("plan --load " + (dir / "load.json").string() + " --ranks 3 --out " + (dir / "x.json").string()), 2,
                  {"multiple of the 3 ranks"});
+}
+
+// With a GPU, verify and the demo run there by default (--backend auto) and pass their checks; the GPU
+// runner replaces the thread cases with a graph-free launch case.
+TEST(CliVerify, OnTheGpuWhenOneIsPresent) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const CliResult r = cli("verify --batch-sizes 1,3,17,300 --demo-shape 256,128,16,2");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("on the GPU"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("no CUDA graphs"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("verify: passed"), std::string::npos) << r.out;
+    const CliResult v4 = cli("verify --backend cuda --model " + golden("deepseek-v4-tiny") + " --layer 0 --batch-sizes 1,9");
+    EXPECT_EQ(v4.code, 0) << v4.out << v4.err;
+}
+
+TEST(CliDemo, RunsOnTheGpuWhenOneIsPresent) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const CliResult r = cli("run --backend cuda --tokens 1,16 --demo-shape 256,128,16,2");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("one GPU"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("CUDA graph replays vs graph-free launches"), std::string::npos) << r.out;
 }
 
 TEST(CliDemo, RunWithoutArgumentsPassesItsSelfCheck) {

@@ -36,6 +36,21 @@ TEST_P(DemoInvariance, EveryBatchPositionOrderAndThreadCount) {
     expect_invariant(layer, probe);
 }
 
+// Batches smaller than the probe count times three: every case still places its probes inside the
+// batch (the masked case once wrote past a 3-token batch) and passes.
+TEST(DemoInvariance, BatchesBarelyLargerThanTheProbes) {
+    const DemoModelShape s = small_demo();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1));
+    MoeInput probe;
+    probe.hidden = synthetic::tensor(DType::BF16, {4, s.hidden}, 99, synthetic::kHidden, 1.0f);
+    InvarianceOptions opt;
+    opt.batch_sizes = {1, 3};
+    opt.thread_counts = {1};
+    const InvarianceReport report = run_invariance(layer, probe, opt);
+    EXPECT_GE(report.cases.size(), 6u);
+    for (const auto& c : report.cases) EXPECT_TRUE(c.passed) << c.name << ": " << c.first_difference;
+}
+
 INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, DemoInvariance,
                          ::testing::Combine(::testing::Values(0, 1), ::testing::Values(DType::BF16, DType::F32)));
 

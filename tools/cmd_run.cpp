@@ -1,8 +1,5 @@
 // `steadymoe run`: without --model, the built-in demo (throughput, expert load, invariance self-check);
 // with --model, one MoE layer of a checkpoint applied to hidden states read from a safetensors file.
-#if STEADYMOE_HAVE_CUDA
-#include "steadymoe/engine/cuda_moe_layer.hpp"
-#endif
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +11,7 @@
 #include <string_view>
 
 #include "cli_common.hpp"
+#include "cuda_cli.hpp"
 #include "run_ep.hpp"
 #include "steadymoe/core/error.hpp"
 #include "steadymoe/core/numeric.hpp"
@@ -30,7 +28,7 @@ struct RunOptions {
     std::string model;
     int64_t layer = kNoLayer;
     std::string input, output, token_ids, mask;
-    std::string backend = "cpu";
+    std::string backend = "auto";
     int threads = 0;
     std::string activations = "native";
     std::string nonfinite = "error";
@@ -43,23 +41,9 @@ struct RunOptions {
     std::vector<int64_t> demo_shape;  // H,I,E,K
 };
 
-void check_backend(const std::string& backend, bool demo) {
-#if STEADYMOE_HAVE_CUDA
-    SMOE_CHECK(backend == "cpu" || backend == "cuda", InvalidArgument,
-               "--backend: unknown backend '{}' (available: cpu, cuda)", backend);
-    SMOE_CHECK(!(demo && backend == "cuda"), Unsupported,
-               "--backend cuda: the demo runs on the CPU backend for now; --backend cuda runs --model layers");
-#else
-    SMOE_CHECK(backend != "cuda", Unsupported, "--backend cuda: this build has no CUDA code (nvcc was not found)");
-    SMOE_CHECK(backend == "cpu", InvalidArgument, "--backend: unknown backend '{}' (available: cpu)", backend);
-#endif
-}
-
 // The layer's forward pass on the chosen backend.
 MoeOutput forward_on(const std::string& backend, const MoeLayer& layer, const MoeInput& in) {
-#if STEADYMOE_HAVE_CUDA
-    if (backend == "cuda") return CudaMoeLayer(layer).forward(in);
-#endif
+    if (backend == "cuda") return cuda_layer_forward(layer)(in);
     return layer.forward(in);
 }
 
@@ -125,16 +109,16 @@ int run_model(const RunOptions& o) {
     // Under an MPI launcher each rank loads only the experts its placement slots hold.
     EpRun ep = o.ep;
     const std::optional<std::vector<bool>> held = begin_expert_parallel(cfg, ep);
-    SMOE_CHECK(!held || o.backend == "cpu", Unsupported, "--backend {}: expert parallelism runs on CPU ranks for now",
-               o.backend);
+    const std::string backend = resolve_backend(o.backend, !held, "expert parallelism runs on CPU ranks for now");
     progress.line(fmt::format("loading layer {} of {}", o.layer, o.model));
     const MoeLayer layer = MoeLayer::from_checkpoint(ckpt, o.layer, opts, held ? &*held : nullptr);
-    progress.line(fmt::format("running {} tokens on {} threads", T, opts.threads));
+    progress.line(backend == "cuda" ? fmt::format("running {} tokens on the GPU", T)
+                                    : fmt::format("running {} tokens on {} threads", T, opts.threads));
     const double t0 = now_seconds();
     MoeOutput out;
     try {
         std::optional<MoeOutput> spread = run_expert_parallel(layer, in, ep);
-        out = spread ? std::move(*spread) : forward_on(o.backend, layer, in);
+        out = spread ? std::move(*spread) : forward_on(backend, layer, in);
     } catch (const Error& e) {
         // The engine names the token and column; add which files they came from.
         std::string files = "--input " + o.input;
@@ -203,11 +187,30 @@ MoeInput demo_input(const DemoModelShape& shape, int64_t tokens, uint64_t batch)
     return {demo_hidden(shape, tokens, batch), demo_token_ids(shape, tokens, batch), Tensor()};
 }
 
+// A demo layer on its backend: `forward` runs it; `check` is the other arithmetic-identical way to run it
+// that the self-check compares against (one CPU thread; on a GPU, launches without CUDA graphs).
+struct DemoLayer {
+    const MoeLayer& layer;
+    LayerForward forward;
+    LayerForward check;
+    std::string check_name;  // "1 vs 8 threads"
+};
+
+DemoLayer demo_layer(const MoeLayer& layer, const std::string& backend) {
+    if (backend == "cuda")
+        return {layer, cuda_layer_forward(layer), cuda_layer_forward(layer, 0), "CUDA graph replays vs graph-free launches"};
+    auto one = std::make_shared<MoeLayer>(layer.with_threads(1));
+    return {layer, [&layer](const MoeInput& in) { return layer.forward(in); },
+            [one](const MoeInput& in) { return one->forward(in); },
+            fmt::format("1 vs {} threads", layer.options().threads)};
+}
+
 // Per batch size: tokens/s and µs per token. Small batches repeat until the timing means something.
-void demo_throughput(const MoeLayer& layer, const DemoModelShape& shape, const RunOptions& o,
+void demo_throughput(const DemoLayer& demo, const DemoModelShape& shape, const RunOptions& o,
                      Progress& progress, std::vector<int64_t>& load) {
+    const MoeLayer& layer = demo.layer;
     Table table({"tokens", "runs", "ms/batch", "µs/token", "tokens/s"});
-    layer.forward(demo_input(shape, o.tokens.front(), 0));  // warm-up: first-touch of workspaces
+    demo.forward(demo_input(shape, o.tokens.front(), 0));  // warm-up: first-touch of workspaces
     uint64_t batch = 1;
     for (int64_t T : o.tokens) {
         progress.line(fmt::format("layer {}: batches of {} tokens", layer.weights().layer, T));
@@ -216,7 +219,7 @@ void demo_throughput(const MoeLayer& layer, const DemoModelShape& shape, const R
         while (runs < o.batches || (seconds < 0.2 && runs < 100 * o.batches)) {
             const MoeInput in = demo_input(shape, T, batch++);
             const double t0 = now_seconds();
-            const MoeOutput out = layer.forward(in);
+            const MoeOutput out = demo.forward(in);
             seconds += now_seconds() - t0;
             ++runs;
             for (size_t e = 0; e < load.size() && e < out.expert_load.size(); ++e)
@@ -231,9 +234,10 @@ void demo_throughput(const MoeLayer& layer, const DemoModelShape& shape, const R
 }
 
 // Probe tokens alone vs at the first, middle and last positions of a batch of other tokens, and
-// alone on one thread vs on all of them. Returns {identical, compared}.
-std::pair<int64_t, int64_t> demo_invariance(const MoeLayer& layer, const DemoModelShape& shape,
-                                            int64_t probes, int64_t batch_tokens, Progress& progress) {
+// alone against the layer's check run (demo_layer). Returns {identical, compared}.
+std::pair<int64_t, int64_t> demo_invariance(const DemoLayer& demo, const DemoModelShape& shape, int64_t probes,
+                                            int64_t batch_tokens, Progress& progress) {
+    const MoeLayer& layer = demo.layer;
     const MoeInput probe = demo_input(shape, probes, 1u << 30);
     const MoeInput filler = demo_input(shape, batch_tokens, (1u << 30) + 1);
     const int64_t positions[] = {0, (batch_tokens - probes) / 2, batch_tokens - probes};
@@ -244,10 +248,11 @@ std::pair<int64_t, int64_t> demo_invariance(const MoeLayer& layer, const DemoMod
     }
     progress.line(
         fmt::format("layer {}: invariance self-check ({} probe tokens)", layer.weights().layer, probes));
-    const Tensor alone = layer.forward(probe).output;
-    const Tensor inside = layer.forward(mixed).output;
-    const Tensor one_thread = layer.with_threads(1).forward(probe).output;
-    int64_t same = identical_rows(one_thread, 0, alone, probes);
+    Tensor alone;
+    for (int run = 0; run < 3; ++run) alone = demo.forward(probe).output;  // on a GPU: eager, capture, replay
+    const Tensor inside = demo.forward(mixed).output;
+    const Tensor checked = demo.check(probe).output;
+    int64_t same = identical_rows(checked, 0, alone, probes);
     for (int64_t at : positions) same += identical_rows(inside, at, alone, probes);
     return {same, 4 * probes};
 }
@@ -260,39 +265,45 @@ int run_demo(const RunOptions& o) {
         std::max<int64_t>(*std::max_element(o.tokens.begin(), o.tokens.end()), 3 * o.probes);
     SMOE_CHECK(o.probes > 0, InvalidArgument, "--probes must be positive, not {}", o.probes);
 
+    const std::string backend = resolve_backend(o.backend);
     Progress progress("run");
     const MoeConfig cfg = demo_config(shape);
     const MoeLayerOptions opts = layer_options(o, cfg);
     const std::vector<MoeLayer> layers = build_demo_layers(shape, opts, progress);
+    const std::string where = backend == "cuda" ? "one GPU" : fmt::format("{} threads", opts.threads);
 
     const MoeLayerWeights& w = layers[1].weights();
     fmt::print(
         "SteadyMoE demo: DeepSeek-V4-shaped, 2 MoE layers (layer 0 hash-routed, layer 1 score-routed)\n");
     fmt::print(
-        "  H={} I={} E={} K={} | {} routing | experts {} | shared {}x{} {} | activations {} | {} threads\n",
+        "  H={} I={} E={} K={} | {} routing | experts {} | shared {}x{} {} | activations {} | {}\n",
         cfg.hidden_size, cfg.moe_intermediate_size, cfg.n_routed_experts, cfg.top_k,
         score_func_name(cfg.score_func), describe_weight(w.experts.at(0).gate), cfg.n_shared_experts,
         cfg.shared_intermediate_size, w.has_shared ? describe_weight(w.shared.gate) : "none",
-        activation_text(layers[1].activation_quant()), opts.threads);
+        activation_text(layers[1].activation_quant()), where);
 
     int64_t same = 0, compared = 0;
+    std::string check_name;
     for (const MoeLayer& layer : layers) {
+        if (backend == "cuda") progress.line(fmt::format("layer {}: uploading to the GPU", layer.weights().layer));
+        const DemoLayer demo = demo_layer(layer, backend);
+        check_name = demo.check_name;
         const int64_t l = layer.weights().layer;
         fmt::print("\nlayer {} ({})\n", l,
                    layer.is_hash_layer() ? "hash-routed: experts = tid2eid[token id]"
                                          : "score-routed: top-k of sqrt-softplus + bias");
         std::vector<int64_t> load(size_t(cfg.n_routed_experts), 0);
-        demo_throughput(layer, shape, o, progress, load);
+        demo_throughput(demo, shape, o, progress, load);
         fmt::print("{}", expert_load_report(load, "  "));
-        const auto [s, c] = demo_invariance(layer, shape, o.probes, batch_tokens, progress);
+        const auto [s, c] = demo_invariance(demo, shape, o.probes, batch_tokens, progress);
         same += s;
         compared += c;
     }
     const bool ok = compared > 0 && same == compared;
     fmt::print(
         "\ninvariance: {}/{} tokens bitwise identical ({} probe tokens alone vs first/middle/last of a "
-        "{}-token batch, and 1 vs {} threads; both layers){}\n",
-        same, compared, o.probes, batch_tokens, opts.threads, ok ? "" : " -- FAILED");
+        "{}-token batch, and {}; both layers){}\n",
+        same, compared, o.probes, batch_tokens, check_name, ok ? "" : " -- FAILED");
     return ok ? kExitOk : kExitCheckFailed;
 }
 
@@ -310,7 +321,7 @@ Command add_run_command(CLI::App& parent) {
     app->add_option("--token-ids", o->token_ids,
                     "Token ids FILE:TENSOR, [T] I32 or I64 (needed by hash layers)");
     app->add_option("--mask", o->mask, "Token mask FILE:TENSOR, [T] BOOL/U8/I32/I64, nonzero = real token");
-    app->add_option("--backend", o->backend, "Compute backend: cpu, or cuda (one GPU, --model layers)")
+    app->add_option("--backend", o->backend, "Compute backend: auto (the GPU when one is visible), cpu, or cuda (one GPU)")
         ->capture_default_str();
     app->add_option("--threads", o->threads, "CPU threads (0 = all)")->capture_default_str();
     app->add_option("--activations", o->activations, "Expert activation arithmetic: native, bf16 or fp8")
@@ -336,7 +347,6 @@ Command add_run_command(CLI::App& parent) {
                      "Shrink or grow the demo: H,I,E,K (default 1024,512,64,6)")
         ->delimiter(',');
     return {app, [o] {
-                check_backend(o->backend, o->model.empty());
                 if (!o->model.empty()) return run_model(*o);
                 SMOE_CHECK(o->input.empty() && o->output.empty() && o->layer == kNoLayer, InvalidArgument,
                            "--input, --output and --layer need --model DIR (without it, run runs the demo)");

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli_common.hpp"
+#include "cuda_cli.hpp"
 #include "steadymoe/core/error.hpp"
 #include "steadymoe/engine/demo_model.hpp"
 #include "steadymoe/engine/invariance.hpp"
@@ -27,6 +28,7 @@ struct VerifyOptions {
     std::string activations = "native";
     std::string dtype = "bf16";
     std::vector<int64_t> demo_shape;  // H,I,E,K
+    std::string backend = "auto";
 };
 
 // Probe tokens for a checkpoint layer: hidden states from the synthetic generator (stream 0) and token
@@ -49,7 +51,7 @@ MoeInput checkpoint_probe(const MoeLayer& layer, const VerifyOptions& o) {
 
 // Runs the battery on one layer; prints a line per case and returns the number of failed cases.
 int64_t verify_layer(const MoeLayer& layer, const MoeInput& probe, const std::string& label,
-                     const VerifyOptions& o, Progress& progress) {
+                     const VerifyOptions& o, const std::string& backend, Progress& progress) {
     InvarianceOptions opts;
     opts.batch_sizes = o.batch_sizes;
     opts.thread_counts = o.threads;
@@ -59,9 +61,12 @@ int64_t verify_layer(const MoeLayer& layer, const MoeInput& probe, const std::st
     opts.progress = [&](const std::string& line) {
         progress.periodic(fmt::format("{}: case {}: {}", label, ++done, line));
     };
-    progress.line(fmt::format("{}: {} probe tokens, batch sizes {}, threads {}", label, opts.probe_tokens,
-                              fmt::join(o.batch_sizes, ","), fmt::join(o.threads, ",")));
-    const InvarianceReport report = run_invariance(layer, probe, opts);
+    const bool gpu = backend == "cuda";
+    progress.line(fmt::format("{}: {} probe tokens, batch sizes {}, {}", label, opts.probe_tokens,
+                              fmt::join(o.batch_sizes, ","),
+                              gpu ? "on the GPU" : fmt::format("threads {}", fmt::join(o.threads, ","))));
+    const InvarianceReport report = gpu ? run_invariance(layer, probe, opts, cuda_invariance_runner(layer))
+                                        : run_invariance(layer, probe, opts);
     fmt::print("{}\n", label);
     for (const InvarianceCase& c : report.cases) {
         if (c.passed)
@@ -80,6 +85,8 @@ int verify(const VerifyOptions& o) {
     SMOE_CHECK(o.probes > 0, InvalidArgument, "--probes must be positive, not {}", o.probes);
     SMOE_CHECK(o.dtype == "bf16" || o.dtype == "f32", InvalidArgument,
                "--dtype: '{}' is not one of bf16, f32", o.dtype);
+    const std::string backend = resolve_backend(o.backend);
+    const std::string where = backend == "cuda" ? " on the GPU" : "";
     Progress progress("verify", 2.0);
     int64_t failures = 0, layers_checked = 0;
     std::string first_failure;
@@ -96,8 +103,8 @@ int verify(const VerifyOptions& o) {
         opts.activation_quant = parse_activations(o.activations, ckpt.config());
         progress.line(fmt::format("loading layer {} of {}", o.layer, o.model));
         const MoeLayer layer = MoeLayer::from_checkpoint(ckpt, o.layer, opts);
-        const std::string label = fmt::format("layer {} of {}", o.layer, o.model);
-        tally(verify_layer(layer, checkpoint_probe(layer, o), label, o, progress), label);
+        const std::string label = fmt::format("layer {} of {}{}", o.layer, o.model, where);
+        tally(verify_layer(layer, checkpoint_probe(layer, o), label, o, backend, progress), label);
     } else {
         SMOE_CHECK(o.layer == kNoLayer, InvalidArgument,
                    "--layer needs --model DIR (without it, verify checks the demo)");
@@ -111,8 +118,8 @@ int verify(const VerifyOptions& o) {
             const MoeInput probe{demo_hidden(shape, o.probes, 1u << 30),
                                  demo_token_ids(shape, o.probes, 1u << 30), Tensor()};
             const std::string label =
-                fmt::format("demo layer {} ({})", l, l == 0 ? "hash-routed" : "score-routed");
-            tally(verify_layer(layer, probe, label, o, progress), label);
+                fmt::format("demo layer {} ({}){}", l, l == 0 ? "hash-routed" : "score-routed", where);
+            tally(verify_layer(layer, probe, label, o, backend, progress), label);
         }
     }
     if (failures == 0) {
@@ -149,6 +156,10 @@ Command add_verify_command(CLI::App& parent) {
         ->capture_default_str();
     app->add_option("--demo-shape", o->demo_shape, "Demo size H,I,E,K (default 1024,512,64,6)")
         ->delimiter(',');
+    app->add_option("--backend", o->backend,
+                    "auto (the GPU when one is visible), cpu, or cuda: on the GPU the thread cases become a "
+                    "graph-free launch case")
+        ->capture_default_str();
     return {app, [o] { return verify(*o); }};
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 namespace steadymoe {
 
@@ -38,6 +39,8 @@ Batch make_batch(const MoeLayer& layer, const MoeInput& probe, int64_t n, int64_
                  bool mask_fillers, bool nan_filler, uint32_t seed) {
     const int64_t H = layer.config().hidden_size;
     const DType dt = probe.hidden.dtype();
+    SMOE_CHECK(at >= 0 && n <= size && at + n <= size, Internal, "probe rows {}..{} do not fit a batch of {}", at,
+               at + n - 1, size);
     Batch b;
     Tensor hidden = synthetic::tensor(dt, {size, H}, seed, synthetic::kFillerHidden, 1.0f);
     Tensor ids = filler_ids(size, layer.config().vocab_size, seed);
@@ -100,11 +103,29 @@ int64_t InvarianceReport::failures() const {
     return std::count_if(cases.begin(), cases.end(), [](const InvarianceCase& c) { return !c.passed; });
 }
 
+InvarianceRunner cpu_invariance_runner(const MoeLayer& layer, const InvarianceOptions& options) {
+    auto first =
+        std::make_shared<MoeLayer>(layer.with_threads(options.thread_counts.empty() ? 1 : options.thread_counts.front()));
+    auto propagating = std::make_shared<MoeLayer>(first->with_nonfinite(NonFinitePolicy::Propagate));
+    InvarianceRunner runner;
+    runner.forward = [first](const MoeInput& in) { return first->forward(in); };
+    runner.forward_propagating = [propagating](const MoeInput& in) { return propagating->forward(in); };
+    for (int threads : options.thread_counts) {
+        auto l = std::make_shared<MoeLayer>(layer.with_threads(threads));
+        runner.variants.push_back({fmt::format("{} threads", threads), 0, [l](const MoeInput& in) { return l->forward(in); }});
+    }
+    return runner;
+}
+
 InvarianceReport run_invariance(const MoeLayer& layer, const MoeInput& probe, const InvarianceOptions& options) {
+    return run_invariance(layer, probe, options, cpu_invariance_runner(layer, options));
+}
+
+InvarianceReport run_invariance(const MoeLayer& layer, const MoeInput& probe, const InvarianceOptions& options,
+                                const InvarianceRunner& runner) {
     const int64_t H = layer.config().hidden_size, K = layer.config().top_k;
     const int64_t n = std::min(options.probe_tokens, probe.hidden.dim(0));
     InvarianceReport report;
-    const MoeLayer first = layer.with_threads(options.thread_counts.empty() ? 1 : options.thread_counts.front());
 
     // Reference: the probe tokens alone, one at a time (a batch of one).
     std::vector<MoeOutput> alone;
@@ -112,7 +133,7 @@ InvarianceReport run_invariance(const MoeLayer& layer, const MoeInput& probe, co
         MoeInput one;
         one.hidden = probe.hidden.rows(i, i + 1);
         if (probe.token_ids.defined()) one.token_ids = probe.token_ids.rows(i, i + 1);
-        alone.push_back(first.forward(one));
+        alone.push_back(runner.forward(one));
     }
     // Reassemble the single-token references as one reference output of n rows.
     MoeOutput ref;
@@ -126,10 +147,10 @@ InvarianceReport run_invariance(const MoeLayer& layer, const MoeInput& probe, co
         std::memcpy(ref.topk_weights.mutable_data<float>() + i * K, alone[size_t(i)].topk_weights.raw(), size_t(K) * 4);
     }
 
-    auto check = [&](const std::string& name, const MoeLayer& l, const Batch& b, int64_t count) {
+    auto check = [&](const std::string& name, const LayerForward& forward, const Batch& b, int64_t count) {
         InvarianceCase c;
         c.name = name;
-        const MoeOutput got = l.forward(b.input);
+        const MoeOutput got = forward(b.input);
         MoeOutput ref_part = ref;
         std::vector<int64_t> rows(b.probe_rows.begin(), b.probe_rows.begin() + count);
         c.first_difference = first_difference(ref_part, got, rows, H, K);
@@ -147,21 +168,21 @@ InvarianceReport run_invariance(const MoeLayer& layer, const MoeInput& probe, co
             const auto& [where, at] = places[i];
             // Small batches put several places at the same offset; run each distinct offset once.
             if (i > 0 && (at == places[i - 1].second || at == places[0].second)) continue;
-            check(fmt::format("batch {:>5}, probe tokens {}", size, where), first,
+            check(fmt::format("batch {:>5}, probe tokens {}", size, where), runner.forward,
                   make_batch(layer, probe, m, size, at, false, false, false, options.seed), m);
         }
     }
     const int64_t m = std::min(n, largest);
-    check(fmt::format("batch {:>5}, reversed order", largest), first,
+    check(fmt::format("batch {:>5}, reversed order", largest), runner.forward,
           make_batch(layer, probe, m, largest, 0, true, false, false, options.seed), m);
-    check(fmt::format("batch {:>5}, every other filler masked", largest), first,
-          make_batch(layer, probe, m, largest, largest / 3, false, true, false, options.seed), m);
-    check(fmt::format("batch {:>5}, a NaN token beside the probes", largest),
-          first.with_nonfinite(NonFinitePolicy::Propagate),
+    check(fmt::format("batch {:>5}, every other filler masked", largest), runner.forward,
+          make_batch(layer, probe, m, largest, std::min(largest / 3, largest - m), false, true, false, options.seed), m);
+    check(fmt::format("batch {:>5}, a NaN token beside the probes", largest), runner.forward_propagating,
           make_batch(layer, probe, m, largest, 0, false, false, true, options.seed), m);
-    for (int threads : options.thread_counts) {
-        check(fmt::format("batch {:>5}, {} threads", largest, threads), layer.with_threads(threads),
-              make_batch(layer, probe, m, largest, (largest - m) / 2, false, false, false, options.seed + 1), m);
+    for (const InvarianceRunner::Variant& v : runner.variants) {
+        const int64_t size = v.batch > 0 ? v.batch : largest, mv = std::min(n, size);
+        check(fmt::format("batch {:>5}, {}", size, v.name), v.forward,
+              make_batch(layer, probe, mv, size, (size - mv) / 2, false, false, false, options.seed + 1), mv);
     }
     return report;
 }

@@ -32,7 +32,30 @@ struct InvarianceReport {
     int64_t failures() const;
 };
 
+using LayerForward = std::function<MoeOutput(const MoeInput&)>;
+
+// How the battery runs a layer. The reference (each probe token alone) and the batch cases use
+// `forward`; the NaN-neighbour case `forward_propagating` (non-finite inputs propagated, not refused);
+// each variant is checked once, on a batch of `batch` tokens (0: the largest batch size) with the
+// probes in the middle — on the CPU backend, other thread counts; on a GPU, launches without graphs.
+struct InvarianceRunner {
+    struct Variant {
+        std::string name;  // "8 threads"
+        int64_t batch = 0;
+        LayerForward forward;
+    };
+    LayerForward forward;
+    LayerForward forward_propagating;
+    std::vector<Variant> variants;
+};
+
+// The CPU backend: the layer on options.thread_counts.front() threads, variants for every thread count.
+InvarianceRunner cpu_invariance_runner(const MoeLayer& layer, const InvarianceOptions& options);
+
 // Probe tokens are made from the layer's hidden width with `make_probe(n)` -> MoeInput of n tokens.
 InvarianceReport run_invariance(const MoeLayer& layer, const MoeInput& probe, const InvarianceOptions& options);
+// The same battery through another runner (a GPU's, say); `layer` gives the shapes and filler tokens.
+InvarianceReport run_invariance(const MoeLayer& layer, const MoeInput& probe, const InvarianceOptions& options,
+                                const InvarianceRunner& runner);
 
 }  // namespace steadymoe
