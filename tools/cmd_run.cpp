@@ -153,7 +153,7 @@ int run_model(const RunOptions& o) {
         "{:.2f} ms\n",
         o.layer, o.model, T, T, cfg.hidden_size, dtype_name(in.hidden.dtype()), cfg.top_k,
         cfg.n_routed_experts, activation_text(layer.activation_quant()), opts.threads,
-        ep.ranks > 1 ? fmt::format(", experts over {} MPI ranks ({} placement)", ep.ranks, o.ep.placement) : "",
+        ep.ranks > 1 ? fmt::format(", experts over {} ranks ({} placement)", ep.ranks, o.ep.placement) : "",
         seconds * 1e3);
     fmt::print("wrote {}: output F32 [{}, {}], topk_ids I32 [{}, {}], topk_weights F32 [{}, {}]\n", o.output,
                T, cfg.hidden_size, T, cfg.top_k, T, cfg.top_k);
@@ -333,9 +333,9 @@ Command add_run_command(CLI::App& parent) {
                     "NaN/Inf in the input: error or propagate (to that token only)")
         ->capture_default_str();
     app->add_option("--placement", o->ep.placement,
-                    "Under mpirun: where the experts live — contiguous, strided or a file from steadymoe plan")
+                    "Under mpirun or a torchrun-style launch: where the experts live — contiguous, strided or a file from steadymoe plan")
         ->capture_default_str();
-    app->add_option("--ep-timeout", o->ep.timeout_s, "Under mpirun: seconds to wait for another rank")
+    app->add_option("--ep-timeout", o->ep.timeout_s, "Under mpirun or a torchrun-style launch: seconds to wait for another rank")
         ->capture_default_str();
     CLI::Option_group* demo = app->add_option_group("Demo", "Options of the built-in demo (no --model)");
     demo->add_option("--tokens", o->tokens, "Batch sizes to time")->delimiter(',')->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include "steadymoe/core/error.hpp"
 #include "steadymoe/engine/ep_layer.hpp"
+#include "steadymoe/parallel/tcp_transport.hpp"
 
 #include <cstring>
 
@@ -30,13 +31,19 @@ void append(Bytes& b, const Tensor& t) {
 
 }  // namespace
 
+// The launcher's transport: MPI under mpirun / mpiexec / srun, TCP under a torchrun-style launch
+// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), none otherwise.
+std::shared_ptr<Transport> launch_transport(std::chrono::milliseconds timeout) {
+#if STEADYMOE_HAVE_MPI
+    if (MpiTransport::launched_by_mpi()) return std::make_shared<MpiTransport>(timeout);
+#endif
+    if (const std::optional<TcpEndpoint> e = TcpEndpoint::from_environment()) return std::make_shared<TcpTransport>(*e, timeout);
+    return nullptr;
+}
+
 std::optional<std::vector<bool>> begin_expert_parallel(const MoeConfig& config, EpRun& run) {
-#if !STEADYMOE_HAVE_MPI
-    (void)config, (void)run;
-    return std::nullopt;
-#else
-    if (!MpiTransport::launched_by_mpi()) return std::nullopt;
-    auto transport = std::make_shared<MpiTransport>(std::chrono::milliseconds(int64_t(run.timeout_s * 1000)));
+    std::shared_ptr<Transport> transport = launch_transport(std::chrono::milliseconds(int64_t(run.timeout_s * 1000)));
+    if (!transport) return std::nullopt;
     run.ranks = transport->size();
     run.root = transport->rank() == 0;
     if (transport->size() == 1) return std::nullopt;
@@ -44,7 +51,6 @@ std::optional<std::vector<bool>> begin_expert_parallel(const MoeConfig& config, 
     std::vector<bool> held = run.table->experts_of(transport->rank());
     run.transport = std::move(transport);
     return held;
-#endif
 }
 
 std::optional<MoeOutput> run_expert_parallel(const MoeLayer& layer, const MoeInput& in, EpRun& run) {
