@@ -4,6 +4,8 @@
 
 #include "cuda_codec_kernels.hpp"
 
+#include "../src/kernels/cuda/grouped_gemm_stage.cuh"
+
 namespace steadymoe::test {
 
 namespace {
@@ -26,7 +28,35 @@ __global__ void codec_kernel(const uint32_t* in, uint32_t* out, int64_t n, int w
     }
 }
 
+__global__ void widen_kernel(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, bool fp4) {
+    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (fp4) {
+        const uint4 v = cuda::stage::e2m1x8_to_bf16x8(codes[i], scales[i]);
+        out[4 * i] = v.x, out[4 * i + 1] = v.y, out[4 * i + 2] = v.z, out[4 * i + 3] = v.w;
+    } else {
+        const uint2 v = cuda::stage::e4m3x4_to_bf16x4(codes[i]);
+        out[2 * i] = v.x, out[2 * i + 1] = v.y;
+    }
+}
+
 }  // namespace
+
+int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, bool fp4) {
+    const size_t out_words = size_t(n) * (fp4 ? 4 : 2);
+    uint32_t *dcodes = nullptr, *dscales = nullptr, *dout = nullptr;
+    if (cudaMalloc(&dcodes, size_t(n) * 4) != cudaSuccess || cudaMalloc(&dscales, size_t(n) * 4) != cudaSuccess ||
+        cudaMalloc(&dout, out_words * 4) != cudaSuccess)
+        return 1;
+    cudaMemcpy(dcodes, codes, size_t(n) * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dscales, scales, size_t(n) * 4, cudaMemcpyHostToDevice);
+    widen_kernel<<<unsigned((n + 255) / 256), 256>>>(dcodes, dscales, dout, n, fp4);
+    const cudaError_t err = cudaMemcpy(out, dout, out_words * 4, cudaMemcpyDeviceToHost);
+    cudaFree(dcodes);
+    cudaFree(dscales);
+    cudaFree(dout);
+    return err == cudaSuccess ? 0 : 2;
+}
 
 int run_codec_on_device(const uint32_t* in, uint32_t* out, int64_t n, int which) {
     uint32_t *din = nullptr, *dout = nullptr;

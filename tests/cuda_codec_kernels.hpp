@@ -20,4 +20,8 @@ enum CodecOp : int {
 // Applies `which` to every input (float bits or a code) on the GPU; 0 on success.
 int run_codec_on_device(const uint32_t* in, uint32_t* out, int64_t n, int which);
 
+// The tensor-core kernels' weight widening on the GPU: per input word, four e4m3 codes to four bf16
+// (two words out), or eight e2m1 codes with e8m0 exponent scales[i] to eight bf16 (four words out).
+int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, bool fp4);
+
 }  // namespace steadymoe::test

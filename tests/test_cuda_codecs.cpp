@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <string>
 #include <vector>
 
@@ -75,4 +77,55 @@ TEST(CudaCodecs, DeviceAndHostAgreeOnEveryCodeAndEveryEncoderInput) {
     expect_same_on_device(kCeilE8M0, floats, "e8m0 ceil");
     expect_same_on_device(kEncodeBf16, floats, "bf16 encode");
     expect_same_on_device(kEncodeF16, floats, "f16 encode");
+}
+
+// The grouped GEMM's widening of stored FP8 / FP4 weights to bf16 (byte permutes and one exact bf16
+// multiply) gives the bf16 of the decoded value for every code in every position, and for FP4 at
+// scales across the accepted e8m0 range; NaN codes stay NaN.
+TEST(CudaCodecs, WeightWideningIsExactForEveryCode) {
+    SMOE_SKIP_WITHOUT_GPU();
+    auto bf16_of = [](float f) { return f32_to_bf16(f); };
+    {
+        std::vector<uint32_t> codes, scales;
+        for (uint32_t c = 0; c < 256; ++c) {
+            codes.push_back(c | ((c + 1) & 255) << 8 | ((c + 2) & 255) << 16 | ((c + 3) & 255) << 24);
+            scales.push_back(0);
+        }
+        std::vector<uint32_t> got(codes.size() * 2);
+        ASSERT_EQ(run_widen_on_device(codes.data(), scales.data(), got.data(), int64_t(codes.size()), false), 0);
+        int64_t bad = 0;
+        for (size_t i = 0; i < codes.size(); ++i)
+            for (int j = 0; j < 4; ++j) {
+                const uint8_t code = uint8_t(codes[i] >> (8 * j));
+                const uint32_t want = bf16_of(e4m3_to_f32(code));
+                const uint32_t have = (got[2 * i + j / 2] >> (16 * (j % 2))) & 0xFFFFu;
+                const bool both_nan = (want & 0x7FFF) > 0x7F80 && (have & 0x7FFF) > 0x7F80;
+                if (want != have && !both_nan && ++bad <= 3)
+                    ADD_FAILURE() << "e4m3 code 0x" << std::hex << int(code) << ": want 0x" << want << " got 0x" << have;
+            }
+        EXPECT_EQ(bad, 0);
+    }
+    {
+        std::vector<uint32_t> codes, scales;
+        for (uint32_t e : {2u, 3u, 64u, 120u, 126u, 127u, 128u, 129u, 200u, 251u, 252u})
+            for (uint32_t c = 0; c < 16; ++c) {
+                uint32_t word = 0;
+                for (uint32_t j = 0; j < 8; ++j) word |= ((c + j) & 15) << (4 * j);
+                codes.push_back(word);
+                scales.push_back(e);
+            }
+        std::vector<uint32_t> got(codes.size() * 4);
+        ASSERT_EQ(run_widen_on_device(codes.data(), scales.data(), got.data(), int64_t(codes.size()), true), 0);
+        int64_t bad = 0;
+        for (size_t i = 0; i < codes.size(); ++i)
+            for (int j = 0; j < 8; ++j) {
+                const uint8_t code = uint8_t((codes[i] >> (4 * j)) & 15);
+                const uint32_t want = bf16_of(e2m1_to_f32(code) * std::ldexp(1.0f, int(scales[i]) - 127));
+                const uint32_t have = (got[4 * i + j / 2] >> (16 * (j % 2))) & 0xFFFFu;
+                if (want != have && ++bad <= 3)
+                    ADD_FAILURE() << "e2m1 code " << int(code) << " scale " << scales[i] << ": want 0x" << std::hex
+                                  << want << " got 0x" << have;
+            }
+        EXPECT_EQ(bad, 0);
+    }
 }

@@ -2,15 +2,13 @@
 // for Hopper): 64-wide k stages of A rows (bf16) and weight rows (bf16, e4m3 or e2m1 + e8m0 as stored),
 // loaded by cp.async with zero fill, 128-byte rows XOR-swizzled by 16-byte chunk — conflict-free for
 // ldmatrix and exactly the 128-byte swizzle of Hopper's wgmma descriptors — and the widening of FP8 /
-// FP4 weights to bf16, which is exact.
+// FP4 weights to bf16, which is exact (tests/cuda_codec_kernels.cu checks every code).
 #pragma once
 
 #include "grouped_gemm.hpp"
 #include "stage_math.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
+#include <cuda_runtime.h>
 
 #include <atomic>
 #include <cstdint>
@@ -67,28 +65,49 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-// Two floats that are exact in bf16 as a bf16 pair (one conversion instruction).
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&pair);
+// a * b for two bf16 pairs, exactly when the products are representable (subnormals included): an fma
+// with a -0 addend, which leaves every product — signed zeros too — as it is (sm_80 has no bf16x2 mul).
+__device__ __forceinline__ uint32_t bf16x2_mul_exact(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
 }
 
-// Two e4m3 codes (low byte first) as two bf16 values: e4m3 -> f16 is exact, f16 -> f32 -> bf16 too.
-__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t codes) {
-    const __half2 h(__nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3));
-    const float2 f = __half22float2(h);
-    return pack_bf16x2(f.x, f.y);
+// Four e4m3 codes (low byte first) as four bf16 values (two pairs), exactly. The code's sign, exponent
+// and mantissa moved to their bf16 places read as the value times 2^-120 — a bf16 subnormal for the
+// code's subnormals — and one exact multiply by 2^120 restores it. NaN codes (S.1111.111) stay NaN.
+// Integer and half-precision pipes only: the conversion instructions run at a fraction of that rate.
+__device__ __forceinline__ uint2 e4m3x4_to_bf16x4(uint32_t codes) {
+    uint32_t r[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const uint32_t v = __byte_perm(codes, 0, h == 0 ? 0x4140 : 0x4342);  // two codes, one per 16 bits
+        const uint32_t magnitude = v & 0x007F007Fu;
+        const uint32_t moved = (magnitude << 4) | ((v & 0x00800080u) << 8);
+        r[h] = bf16x2_mul_exact(moved, 0x7B807B80u) | (__vcmpeq2(magnitude, 0x007F007Fu) & 0x7FC07FC0u);
+    }
+    return make_uint2(r[0], r[1]);
 }
 
-// An e2m1 code times 2^(e - 127) as bf16 bits, built exactly from the fields (e in [2, 252], checked
-// at upload, keeps every product a normal bf16). Magnitude codes 1..7 are 0.5, 1, 1.5, 2, 3, 4, 6:
-// 2^((c >> 1) - 1) * (1 + (c & 1) / 2), except code 1 whose mantissa bit is not a half.
-__device__ __forceinline__ uint32_t e2m1_to_bf16(uint32_t code, uint32_t e) {
-    const uint32_t magnitude = code & 7, sign = (code & 8) << 12;
-    if (magnitude == 0) return sign;
-    const uint32_t exponent = (magnitude >> 1) + e - 1;
-    const uint32_t mantissa = magnitude > 1 ? (magnitude & 1) << 6 : 0;
-    return sign | (exponent << 7) | mantissa;
+// Eight e2m1 codes (low nibble first) times 2^(e - 127) as eight bf16 values (four pairs), exactly.
+// A byte permute looks up four magnitudes' bf16 bits (at scale 1) at once — high and low bytes from
+// two 8-entry tables — the sign bits come from a third, and one bf16 multiply by 2^(e - 127) scales
+// them (e in [2, 252], checked at upload, keeps every product normal and exact).
+__device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t e) {
+    const uint32_t scale = (e << 7) * 0x00010001u;  // 2^(e - 127) in both halves
+    uint32_t r[4];
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+        const uint32_t c = codes >> (16 * q);                // codes 4q .. 4q + 3 in the low 16 bits
+        const uint32_t magnitude = c & 0x7777u;              // byte selectors: magnitude 0..7 per code
+        const uint32_t sign = (c >> 3) & 0x1111u;            // 0 or 1 per code
+        // Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 are bf16 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0.
+        const uint32_t hi = __byte_perm(0x3F3F3F00u, 0x40404040u, magnitude) | __byte_perm(0x00008000u, 0, sign);
+        const uint32_t lo = __byte_perm(0xC0800000u, 0xC0804000u, magnitude);
+        r[2 * q] = bf16x2_mul_exact(__byte_perm(lo, hi, 0x5140), scale);
+        r[2 * q + 1] = bf16x2_mul_exact(__byte_perm(lo, hi, 0x7362), scale);
+    }
+    return make_uint4(r[0], r[1], r[2], r[3]);
 }
 
 struct Tile {
@@ -216,18 +235,12 @@ __device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int
         uint4 out;
         if constexpr (kCode == WeightCode::Fp8) {
             const uint2 codes = *reinterpret_cast<const uint2*>(b_raw + row * kBK + chunk * 8);
-            out.x = e4m3x2_to_bf16x2(uint16_t(codes.x));
-            out.y = e4m3x2_to_bf16x2(uint16_t(codes.x >> 16));
-            out.z = e4m3x2_to_bf16x2(uint16_t(codes.y));
-            out.w = e4m3x2_to_bf16x2(uint16_t(codes.y >> 16));
+            const uint2 a = e4m3x4_to_bf16x4(codes.x), b = e4m3x4_to_bf16x4(codes.y);
+            out = make_uint4(a.x, a.y, b.x, b.y);
         } else {
             const uint32_t codes = *reinterpret_cast<const uint32_t*>(b_raw + row * (kBK / 2) + chunk * 4);
             const uint32_t e = reinterpret_cast<const uint8_t*>(b_raw + kTileN * kBK / 2)[row * 4 + ((k0 & 127) + chunk * 8) / 32];
-            uint32_t v[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                v[j] = e2m1_to_bf16(codes >> (8 * j), e) | (e2m1_to_bf16(codes >> (8 * j + 4), e) << 16);
-            out = make_uint4(v[0], v[1], v[2], v[3]);
+            out = e2m1x8_to_bf16x8(codes, e);
         }
         *reinterpret_cast<uint4*>(b_bf16 + swizzle(row, chunk)) = out;
     }
