@@ -88,6 +88,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     } else {
 #pragma unroll 1
         for (int e = lane; e < E; e += 32) sel[e] = p.bias ? score[e] + p.bias[e] : score[e];
+        __syncwarp();  // the group scores read other lanes' experts
         if (p.groups > 1) {
             const int per = E / p.groups;
             uint64_t keep = 0;  // the kept groups, chosen by every lane alike
@@ -117,6 +118,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
                     if (!(keep >> g & 1) && (best < 0 || ranks_before(group_score[g], g, group_score[best], best))) best = g;
                 keep |= uint64_t(1) << best;
             }
+            __syncwarp();  // every lane has read the group scores' inputs before any is masked
 #pragma unroll 1
             for (int e = lane; e < E; e += 32)
                 if (!(keep >> (e / per) & 1)) sel[e] = kNegInf;
