@@ -36,13 +36,11 @@ __device__ __forceinline__ void warp_best(float& v, int& id) {
     }
 }
 
-// One warp per token. Per-expert values live in shared memory and every loop is rolled: a decode step
-// runs this kernel on one token with its code evicted from L2 by the expert weights, so the code's size,
-// not its arithmetic, sets its time. Lane l owns experts l, l + 32, ...; its sums and maxima run over
-// them in ascending order, then across lanes by a butterfly.
+// kPerLane experts per lane: the launch picks the smallest that holds the layer's experts, which keeps
+// the code small (a kernel's code is fetched cold every layer in decode).
+template <int kPerLane>
 __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaunch p) {
     __shared__ float scores_of[kRouteWarps][kMaxRoutedExperts];
-    __shared__ float sel_of[kRouteWarps][kMaxRoutedExperts];
     __shared__ int32_t ids_of[kRouteWarps][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t t = int64_t(blockIdx.x) * kRouteWarps + warp;
@@ -55,50 +53,56 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
         return;
     }
     const float* logits = p.logits + t * E;
-    float* score = scores_of[warp];
-    float* sel = sel_of[warp];
-
+    float score[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) score[j] = lane + 32 * j < E ? logits[lane + 32 * j] : 0.0f;
     if (p.score_func == 0) {  // softmax
         float mx = kNegInf;
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) mx = max_skipping_nan(mx, logits[e]);
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j)
+            if (lane + 32 * j < E) mx = max_skipping_nan(mx, score[j]);
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1) mx = max_skipping_nan(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
         float sum = 0.0f;
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) {
-            const float v = expf(logits[e] - mx);
-            score[e] = v;
-            sum += v;
-        }
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j)
+            if (lane + 32 * j < E) score[j] = expf(score[j] - mx), sum += score[j];
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) score[e] = score[e] / sum;
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) score[j] = score[j] / sum;
+    } else if (p.score_func == 1) {
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) score[j] = 1.0f / (1.0f + expf(-score[j]));
     } else {
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) {
-            const float x = logits[e];
-            score[e] = p.score_func == 1 ? 1.0f / (1.0f + expf(-x)) : sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) {
+            const float x = score[j];
+            score[j] = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
         }
     }
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+        if (lane + 32 * j < E) scores_of[warp][lane + 32 * j] = score[j];
 
     if (p.tid2eid) {
         if (lane < K) ids_of[warp][lane] = p.tid2eid[p.token_ids[t] * K + lane];
     } else {
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) sel[e] = p.bias ? score[e] + p.bias[e] : score[e];
-        __syncwarp();  // the group scores read other lanes' experts
+        float sel[kPerLane];
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) sel[j] = p.bias && lane + 32 * j < E ? score[j] + p.bias[lane + 32 * j] : score[j];
         if (p.groups > 1) {
             const int per = E / p.groups;
-            uint64_t keep = 0;  // the kept groups, chosen by every lane alike
+            int group_of[kPerLane];  // worked out once: an integer division per value is slow
+#pragma unroll
+            for (int j = 0; j < kPerLane; ++j) group_of[j] = lane + 32 * j < E ? (lane + 32 * j) / per : -1;
             float group_score[kMaxGroups];
-#pragma unroll 1
             for (int g = 0; g < p.groups; ++g) {
                 float a = kNegInf, b = kNegInf;  // the group's largest and second largest
-#pragma unroll 1
-                for (int e = g * per + lane; e < (g + 1) * per; e += 32) {
-                    const float v = rank_key(sel[e]);
+#pragma unroll
+                for (int j = 0; j < kPerLane; ++j) {
+                    if (group_of[j] != g) continue;
+                    const float v = rank_key(sel[j]);
                     if (v > a) b = a, a = v;
                     else if (v > b) b = v;
                 }
@@ -110,28 +114,37 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
                 }
                 group_score[g] = p.group_score == 0 ? a : a + b;
             }
-#pragma unroll 1
+            uint64_t keep = 0;
             for (int r = 0; r < p.top_groups; ++r) {
                 int best = -1;
-#pragma unroll 1
                 for (int g = 0; g < p.groups; ++g)
                     if (!(keep >> g & 1) && (best < 0 || ranks_before(group_score[g], g, group_score[best], best))) best = g;
                 keep |= uint64_t(1) << best;
             }
-            __syncwarp();  // every lane has read the group scores' inputs before any is masked
-#pragma unroll 1
-            for (int e = lane; e < E; e += 32)
-                if (!(keep >> (e / per) & 1)) sel[e] = kNegInf;
+#pragma unroll
+            for (int j = 0; j < kPerLane; ++j)
+                if (group_of[j] >= 0 && !(keep >> group_of[j] & 1)) sel[j] = kNegInf;
         }
-        __syncwarp();
-        uint32_t taken = 0;  // bit j: expert lane + 32 j is chosen
-#pragma unroll 1
+        uint32_t taken = 0;
         for (int s = 0; s < K; ++s) {
-            float v = 0.0f;
-            int id = -1;
-#pragma unroll 1
-            for (int j = 0, e = lane; e < E; ++j, e += 32)
-                if (!(taken >> j & 1) && (id < 0 || ranks_before(sel[e], e, v, id))) v = sel[e], id = e;
+            // The lane's best untaken value by a tree over its values (depth log2 of a linear scan's):
+            // the order is total, so any bracket gives the same winner.
+            float bv[kPerLane];
+            int bid[kPerLane];
+#pragma unroll
+            for (int j = 0; j < kPerLane; ++j) {
+                const int e = lane + 32 * j;
+                const bool ok = e < E && !(taken >> j & 1);
+                bv[j] = sel[j], bid[j] = ok ? e : -1;
+            }
+#pragma unroll
+            for (int width = kPerLane / 2; width > 0; width /= 2)
+#pragma unroll
+                for (int j = 0; j < width; ++j)
+                    if (bid[j + width] >= 0 && (bid[j] < 0 || ranks_before(bv[j + width], bid[j + width], bv[j], bid[j])))
+                        bv[j] = bv[j + width], bid[j] = bid[j + width];
+            float v = bv[0];
+            int id = bid[0];
             warp_best(v, id);
             if ((id & 31) == lane) taken |= 1u << (id >> 5);
             if (lane == 0) ids_of[warp][s] = id;
@@ -140,14 +153,12 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     __syncwarp();
     if (lane != 0) return;
     // The weights, in slot order as the CPU router forms them.
+    float w[32];
     float sum = 0.0f;
-#pragma unroll 1
-    for (int s = 0; s < K; ++s) sum += score[ids_of[warp][s]];
+    for (int s = 0; s < K; ++s) w[s] = scores_of[warp][ids_of[warp][s]], sum += w[s];
     if (p.normalise_eps) sum += 1e-20f;
-#pragma unroll 1
     for (int s = 0; s < K; ++s) {
-        const float w = score[ids_of[warp][s]];
-        float v = p.normalise ? w / sum : w;
+        float v = p.normalise ? w[s] / sum : w[s];
         if (p.scale != 1.0f) v *= p.scale;
         ids[s] = ids_of[warp][s];
         weights[s] = v;
@@ -241,8 +252,14 @@ __global__ void identity_tiles_kernel(int64_t rows, int32_t tile_m, PermutationO
 
 cudaError_t launch_route(const RouteLaunch& p) {
     if (p.experts > kMaxRoutedExperts || p.top_k > 32 || p.groups > kMaxGroups) return cudaErrorInvalidValue;
-    if (p.tokens > 0)
-        route_kernel<<<unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps), kRouteWarps * 32, 0, p.stream>>>(p);
+    if (p.tokens <= 0) return cudaSuccess;
+    const unsigned blocks = unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps);
+    if (p.experts <= 128)
+        route_kernel<4><<<blocks, kRouteWarps * 32, 0, p.stream>>>(p);
+    else if (p.experts <= 256)
+        route_kernel<8><<<blocks, kRouteWarps * 32, 0, p.stream>>>(p);
+    else
+        route_kernel<kMaxRoutedExperts / 32><<<blocks, kRouteWarps * 32, 0, p.stream>>>(p);
     return cudaGetLastError();
 }
 
