@@ -18,6 +18,7 @@
 #include <exception>
 #include <functional>
 #include <thread>
+#include <tuple>
 
 using namespace steadymoe;
 
@@ -52,7 +53,8 @@ ExpertPlacement replicated(int64_t experts, int ranks, int64_t extra) {
 
 // Splits `in` unevenly over the ranks (one rank may get no tokens), runs the EP layer, and checks
 // every rank's rows against the one-rank layer on the whole batch, bit for bit.
-void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement) {
+void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement,
+                             int64_t chunk_tokens = 0) {
     const int ranks = placement.ranks();
     const int64_t T = in.hidden.dim(0), H = layer.config().hidden_size;
     const MoeOutput want = layer.forward(in);
@@ -63,7 +65,8 @@ void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const Ex
     std::vector<MoeOutput> outs(static_cast<size_t>(ranks));
     std::vector<EpStats> stats(static_cast<size_t>(ranks));
     on_ranks(ranks, [&](int r) {
-        const EpMoeLayer ep(layer, placement, group.transport(r));
+        EpMoeLayer ep(layer, placement, group.transport(r));
+        ep.set_chunk_tokens(chunk_tokens + r % 2);  // ranks may choose different chunk sizes
         outs[size_t(r)] = ep.forward(in.rows(bounds[size_t(r)], bounds[size_t(r) + 1]), &stats[size_t(r)]);
     });
     const size_t row = size_t(H) * dtype_size(in.hidden.dtype());
@@ -233,6 +236,76 @@ TEST(EpFaults, ARankThatDiesMidLayerStopsTheOthersWithItsName) {
         }
     });
     for (int r = 0; r < 2; ++r) EXPECT_NE(errors[size_t(r)].find("rank 2 failed"), std::string::npos) << errors[size_t(r)];
+}
+
+// forward() as a pipeline of chunks (one chunk's rows travelling while the previous one computes and its
+// results travel back) gives the bytes and loads of the whole batch at once, whatever the chunk size
+// and however many chunks each rank has (they agree on the most).
+TEST(EpPipeline, ChunkedForwardIsBitwiseTheWholeBatch) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1), {.threads = 2});
+    const MoeInput in = demo_input(s, 37, DType::BF16);
+    for (int64_t chunk : {1, 4, 16}) {
+        SCOPED_TRACE(chunk);
+        expect_same_as_one_rank(layer, in, ExpertPlacement::contiguous(s.experts, 2), chunk);
+        expect_same_as_one_rank(layer, in, replicated(s.experts, 3, 2), chunk);
+    }
+}
+
+// The phase API with two micro-batches in turn — B's rows travel while A computes, A's results while B
+// computes — gives each batch the bytes of the one-rank layer.
+TEST(EpPipeline, TwoMicroBatchesInTurn) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 0), {.threads = 2});
+    const MoeInput a = demo_input(s, 23, DType::BF16), b = demo_input(s, 30, DType::F32);
+    const MoeOutput want_a = layer.forward(a), want_b = layer.forward(b);
+    const int ranks = 3;
+    LocalGroup group(ranks, std::chrono::seconds(60));
+    std::vector<MoeOutput> got_a(ranks), got_b(ranks);
+    auto part = [&](const MoeInput& in, int r) {
+        const int64_t T = in.hidden.dim(0), per = (T + ranks - 1) / ranks;
+        return in.rows(std::min(T, r * per), std::min(T, (r + 1) * per));
+    };
+    on_ranks(ranks, [&](int r) {
+        const EpMoeLayer ep(layer, replicated(s.experts, ranks, 2), group.transport(r));
+        EpBatch ba = ep.begin_dispatch(part(a, r));
+        EpBatch bb = ep.begin_dispatch(part(b, r));
+        ep.finish_dispatch(ba);
+        ep.begin_combine(ba);
+        ep.finish_dispatch(bb);
+        ep.begin_combine(bb);
+        got_a[size_t(r)] = ep.finish_combine(ba);
+        got_b[size_t(r)] = ep.finish_combine(bb);
+    });
+    for (int r = 0; r < ranks; ++r) {
+        for (const auto& [in, got, want] : {std::tuple{&a, &got_a, &want_a}, std::tuple{&b, &got_b, &want_b}}) {
+            const int64_t T = in->hidden.dim(0), per = (T + ranks - 1) / ranks;
+            const int64_t lo = std::min(T, r * per), hi = std::min(T, (r + 1) * per);
+            const MoeOutput& g = (*got)[size_t(r)];
+            ASSERT_EQ(g.output.dim(0), hi - lo);
+            EXPECT_EQ(test::first_bit_difference(g.output.raw(), want->output.rows(lo, hi).raw(), g.output.nbytes()), -1)
+                << "rank " << r;
+        }
+    }
+}
+
+TEST(EpPipeline, PhasesOutOfOrderAreRefused) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1));
+    LocalGroup group(1);
+    const EpMoeLayer ep(layer, ExpertPlacement::contiguous(s.experts, 1), group.transport(0));
+    EpBatch never;
+    EXPECT_THROW(ep.finish_dispatch(never), Error);
+    EpBatch batch = ep.begin_dispatch(demo_input(s, 5, DType::BF16));
+    try {
+        (void)ep.finish_combine(batch);
+        ADD_FAILURE() << "finish_combine before begin_combine was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("finish_combine"), std::string::npos) << e.what();
+    }
+    ep.finish_dispatch(batch);  // the batch is still usable in order
+    ep.begin_combine(batch);
+    EXPECT_EQ(ep.finish_combine(batch).output.dim(0), 5);
 }
 
 TEST(LoadBalance, BiasMovesAgainstTheLoad) {

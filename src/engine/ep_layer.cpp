@@ -3,9 +3,11 @@
 #include "steadymoe/core/digest.hpp"
 #include "steadymoe/core/numeric.hpp"
 #include "steadymoe/kernels/cpu/experts.hpp"
+#include "steadymoe/parallel/collective_queue.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace steadymoe {
@@ -85,6 +87,7 @@ std::string EpMoeLayer::fingerprint(const MoeLayer& layer, const ExpertPlacement
 EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& transport)
     : layer_(layer), placement_(std::move(placement)), transport_(transport) {
     agree(placement_);
+    queue_ = std::make_unique<CollectiveQueue>(transport_);
 }
 
 void EpMoeLayer::agree(const ExpertPlacement& placement) const {
@@ -115,11 +118,45 @@ void EpMoeLayer::change_placement(ExpertPlacement next) {
     placement_ = std::move(next);
 }
 
-MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
+struct EpBatch::State {
+    BatchPlan plan;
+    std::vector<Outgoing> out;                // what went to each rank
+    std::future<std::vector<Bytes>> dispatch;  // rows from every rank
+    std::vector<Bytes> received;
+    std::future<std::vector<Bytes>> combine;   // results back from every rank
+    std::future<std::vector<Bytes>> loads;     // every rank's expert loads
+    int phase = 0;                            // phases done: 1 begin_dispatch ... 4 finish_combine
+};
+
+EpBatch::EpBatch() = default;
+EpBatch::~EpBatch() = default;
+EpBatch::EpBatch(EpBatch&&) noexcept = default;
+EpBatch& EpBatch::operator=(EpBatch&&) noexcept = default;
+
+EpMoeLayer::~EpMoeLayer() = default;
+
+void EpMoeLayer::set_chunk_tokens(int64_t tokens) {
+    SMOE_CHECK(tokens >= 0, InvalidArgument, "chunk size {} is negative", tokens);
+    chunk_tokens_ = tokens;
+}
+
+namespace {
+// `phase`: the phases a batch has done, -1 for a batch never begun.
+void expect_phase(int phase, int done, const char* call) {
+    SMOE_CHECK(phase == done, InvalidArgument, "EpMoeLayer::{} on a batch {}", call,
+               phase < 0 ? "that was never begun" : fmt::format("at phase {} (it needs phase {} done)", phase, done));
+}
+}  // namespace
+
+EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
-    const int ranks = transport_.size(), me = transport_.rank();
-    BatchPlan plan = layer_.begin_batch(input);
+    const int ranks = transport_.size();
+    EpBatch batch;
+    batch.s_ = std::make_unique<EpBatch::State>();
+    EpBatch::State& st = *batch.s_;
+    st.plan = layer_.begin_batch(input);
+    BatchPlan& plan = st.plan;
     const int64_t T = plan.tokens;
     std::vector<float> logits(static_cast<size_t>(T * E));
     if (T > 0) layer_.router_logits(plan, logits.data());
@@ -128,13 +165,13 @@ MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
     // Dispatch: which tokens go where, from the routing alone.
     const int32_t* ids = plan.out.topk_ids.data<int32_t>();
     const float* weights = plan.out.topk_weights.data<float>();
-    std::vector<Outgoing> out(static_cast<size_t>(ranks));
+    st.out.assign(static_cast<size_t>(ranks), Outgoing{});
     for (int64_t t = 0; t < T; ++t) {
         if (!plan.active[size_t(t)]) continue;
         for (int64_t k = 0; k < K; ++k) {
             const int32_t e = ids[t * K + k];
             const int64_t physical = placement_.replica_for(e, t, k);
-            Outgoing& o = out[size_t(placement_.rank_of(physical))];
+            Outgoing& o = st.out[size_t(placement_.rank_of(physical))];
             if (o.tokens.empty() || o.tokens.back() != t) o.tokens.push_back(t);
             o.pair_row.push_back(int32_t(o.tokens.size() - 1));
             o.pair_slot.push_back(int32_t(physical % placement_.slots_per_rank()));
@@ -146,7 +183,7 @@ MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
     const size_t row_bytes = size_t(H) * (bf16 ? 2 : 4);
     std::vector<Bytes> messages(static_cast<size_t>(ranks));
     for (int d = 0; d < ranks; ++d) {
-        const Outgoing& o = out[size_t(d)];
+        const Outgoing& o = st.out[size_t(d)];
         Writer w;
         w.put(uint8_t(bf16)), w.put(int64_t(o.tokens.size())), w.put(int64_t(o.pair_row.size()));
         for (int64_t t : o.tokens) w.append(static_cast<const uint8_t*>(input.hidden.raw()) + size_t(t) * row_bytes, row_bytes);
@@ -155,13 +192,29 @@ MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
         w.append(o.pair_weight.data(), o.pair_weight.size() * 4);
         messages[size_t(d)] = std::move(w.bytes);
     }
-    const std::vector<Bytes> received = transport_.all_to_all(std::move(messages));
+    st.dispatch = queue_->all_to_all(std::move(messages));
+    st.phase = 1;
+    return batch;
+}
+
+void EpMoeLayer::finish_dispatch(EpBatch& batch) const {
+    expect_phase(batch.s_ ? batch.s_->phase : -1, 1, "finish_dispatch");
+    batch.s_->received = batch.s_->dispatch.get();
+    batch.s_->phase = 2;
+}
+
+void EpMoeLayer::begin_combine(EpBatch& batch) const {
+    expect_phase(batch.s_ ? batch.s_->phase : -1, 2, "begin_combine");
+    EpBatch::State& st = *batch.s_;
+    const MoeConfig& cfg = layer_.config();
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts;
+    const int ranks = transport_.size(), me = transport_.rank();
 
     // The pairs this rank serves, one source at a time (each in its own activation dtype).
     const cpu::PackedLayer& packed = layer_.packed();
     std::vector<Bytes> replies(static_cast<size_t>(ranks));
     for (int s = 0; s < ranks; ++s) {
-        Reader r(received[size_t(s)], s);
+        Reader r(st.received[size_t(s)], s);
         const bool src_bf16 = r.get<uint8_t>() != 0;
         const int64_t tokens = r.get<int64_t>(), pairs = r.get<int64_t>();
         SMOE_CHECK(tokens >= 0 && pairs >= 0, Communication, "rank {} sent a malformed message", s);
@@ -210,18 +263,37 @@ MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
         cpu::run_expert_jobs(sp, jobs);
         replies[size_t(s)] = std::move(result);
     }
-    const std::vector<Bytes> returned = transport_.all_to_all(std::move(replies));
+    st.received.clear();
+    st.combine = queue_->all_to_all(std::move(replies));
+    // Expert loads of every rank travel with the results (always exchanged: collectives must match).
+    Bytes load(size_t(E) * 8);
+    std::memcpy(load.data(), st.plan.out.expert_load.data(), load.size());
+    st.loads = queue_->all_gather(load);
+    st.phase = 3;
+}
+
+MoeOutput EpMoeLayer::finish_combine(EpBatch& batch, EpStats* stats) const {
+    expect_phase(batch.s_ ? batch.s_->phase : -1, 3, "finish_combine");
+    EpBatch::State& st = *batch.s_;
+    BatchPlan& plan = st.plan;
+    const MoeConfig& cfg = layer_.config();
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k, T = plan.tokens;
+    const int ranks = transport_.size();
+    const std::vector<Bytes> returned = st.combine.get();
+    const std::vector<Bytes> loads = st.loads.get();
+    st.phase = 4;
 
     // Combine at home: every slot's row where the one-rank layer puts it, then the shared expert.
     std::vector<float> contributions(static_cast<size_t>((T * K + T) * H));
     for (int d = 0; d < ranks; ++d) {
-        const Outgoing& o = out[size_t(d)];
+        const Outgoing& o = st.out[size_t(d)];
         SMOE_CHECK(returned[size_t(d)].size() == o.pair_home.size() * size_t(H) * 4, Communication,
                    "rank {} returned {} bytes for {} pairs", d, returned[size_t(d)].size(), o.pair_home.size());
         for (size_t p = 0; p < o.pair_home.size(); ++p)
             std::memcpy(contributions.data() + o.pair_home[p] * H, returned[size_t(d)].data() + p * size_t(H) * 4,
                         size_t(H) * 4);
     }
+    const cpu::PackedLayer& packed = layer_.packed();
     std::vector<cpu::ExpertJob> shared;
     for (cpu::ExpertJob& job : plan.jobs)
         if (job.expert == &packed.shared) shared.push_back(std::move(job));
@@ -237,21 +309,95 @@ MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
     }
     layer_.combine(plan, contributions.data());
 
-    // Expert loads of every rank, summed in rank order (always exchanged: collectives must match).
-    Bytes load(size_t(E) * 8);
-    std::memcpy(load.data(), plan.out.expert_load.data(), load.size());
-    const std::vector<Bytes> loads = transport_.all_gather(load);
     if (stats) {
         stats->global_expert_load.assign(size_t(E), 0);
         for (int r = 0; r < ranks; ++r) {
-            SMOE_CHECK(loads[size_t(r)].size() == load.size(), Communication, "rank {} sent a malformed load", r);
+            SMOE_CHECK(loads[size_t(r)].size() == size_t(E) * 8, Communication, "rank {} sent a malformed load", r);
             const auto* l = reinterpret_cast<const int64_t*>(loads[size_t(r)].data());
             for (int64_t e = 0; e < E; ++e) stats->global_expert_load[size_t(e)] += l[e];
         }
         stats->tokens_sent.assign(size_t(ranks), 0);
-        for (int d = 0; d < ranks; ++d) stats->tokens_sent[size_t(d)] = int64_t(out[size_t(d)].tokens.size());
+        for (int d = 0; d < ranks; ++d) stats->tokens_sent[size_t(d)] = int64_t(st.out[size_t(d)].tokens.size());
     }
     return std::move(plan.out);
+}
+
+MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const { return forward_chunked(input, stats); }
+
+namespace {
+
+// Rows [0, n) of every part's tensor `field`, one part after another, as one tensor.
+Tensor stack_rows(const std::vector<MoeOutput>& parts, Tensor MoeOutput::*field) {
+    const Tensor& first = parts.front().*field;
+    int64_t rows = 0;
+    for (const MoeOutput& p : parts) rows += (p.*field).dim(0);
+    Tensor all = Tensor::zeros(first.dtype(), {rows, first.dim(1)});
+    size_t at = 0;
+    for (const MoeOutput& p : parts) {
+        const Tensor& t = p.*field;
+        std::memcpy(static_cast<uint8_t*>(all.mutable_raw()) + at, t.raw(), t.nbytes());
+        at += t.nbytes();
+    }
+    return all;
+}
+
+// The chunks' outputs as the batch's: rows in order; expert loads and statistics summed.
+MoeOutput join_chunks(const std::vector<MoeOutput>& parts, const std::vector<EpStats>& part_stats, EpStats* stats) {
+    MoeOutput out;
+    out.output = stack_rows(parts, &MoeOutput::output);
+    out.topk_ids = stack_rows(parts, &MoeOutput::topk_ids);
+    out.topk_weights = stack_rows(parts, &MoeOutput::topk_weights);
+    out.expert_load.assign(parts.front().expert_load.size(), 0);
+    for (const MoeOutput& p : parts)
+        for (size_t e = 0; e < p.expert_load.size(); ++e) out.expert_load[e] += p.expert_load[e];
+    if (stats) {
+        *stats = part_stats.front();
+        for (size_t c = 1; c < part_stats.size(); ++c) {
+            for (size_t e = 0; e < stats->global_expert_load.size(); ++e)
+                stats->global_expert_load[e] += part_stats[c].global_expert_load[e];
+            for (size_t d = 0; d < stats->tokens_sent.size(); ++d) stats->tokens_sent[d] += part_stats[c].tokens_sent[d];
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+MoeOutput EpMoeLayer::forward_chunked(const MoeInput& input, EpStats* stats) const {
+    // Every rank runs as many chunks as the rank with the most of them, so the collectives pair up
+    // whatever chunk size (none included) each rank chose.
+    const int64_t T = input.hidden.defined() ? input.hidden.dim(0) : 0;
+    const int64_t size = chunk_tokens_ > 0 ? chunk_tokens_ : std::max<int64_t>(T, 1);
+    const int64_t mine = (T + size - 1) / size;
+    int64_t chunks = std::max<int64_t>(1, mine);
+    for (const Bytes& b : queue_->all_gather(Bytes(reinterpret_cast<const uint8_t*>(&mine),
+                                                   reinterpret_cast<const uint8_t*>(&mine) + sizeof mine)).get()) {
+        SMOE_CHECK(b.size() == sizeof(int64_t), Communication, "a rank sent a malformed chunk count");
+        int64_t theirs;
+        std::memcpy(&theirs, b.data(), sizeof theirs);
+        chunks = std::max(chunks, theirs);
+    }
+    auto chunk = [&](int64_t c) {
+        const int64_t begin = std::min(T, c * size), end = std::min(T, begin + size);
+        return input.rows(begin, end);
+    };
+    // Chunk c's rows travel while chunk c - 1 computes; its results travel while chunk c + 1's rows do.
+    std::vector<MoeOutput> parts(static_cast<size_t>(chunks));
+    std::vector<EpStats> part_stats(static_cast<size_t>(chunks));
+    std::vector<EpBatch> batches(static_cast<size_t>(chunks));
+    batches[0] = begin_dispatch(chunk(0));
+    for (int64_t c = 0; c < chunks; ++c) {
+        finish_dispatch(batches[size_t(c)]);
+        if (c + 1 < chunks) batches[size_t(c + 1)] = begin_dispatch(chunk(c + 1));
+        begin_combine(batches[size_t(c)]);
+        if (c > 0) parts[size_t(c - 1)] = finish_combine(batches[size_t(c - 1)], &part_stats[size_t(c - 1)]);
+    }
+    parts[size_t(chunks - 1)] = finish_combine(batches[size_t(chunks - 1)], &part_stats[size_t(chunks - 1)]);
+    if (chunks == 1) {
+        if (stats) *stats = std::move(part_stats[0]);
+        return std::move(parts[0]);
+    }
+    return join_chunks(parts, part_stats, stats);
 }
 
 }  // namespace steadymoe

@@ -51,10 +51,14 @@ MpiTransport::MpiTransport(std::chrono::milliseconds timeout) : timeout_(timeout
     MPI_Initialized(&initialised);
     if (!initialised) {
         int provided = 0;
-        SMOE_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS, Communication,
+        // Serialised calls from any thread let a communication thread overlap exchanges with compute.
+        SMOE_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) == MPI_SUCCESS, Communication,
                    "MPI_Init_thread failed");
         owns_mpi_ = true;
     }
+    int level = 0;
+    MPI_Query_thread(&level);
+    serialized_ = level >= MPI_THREAD_SERIALIZED;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);

@@ -11,6 +11,7 @@
 #include "steadymoe/parallel/transport.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,22 @@ struct EpStats {
     std::vector<int64_t> tokens_sent;         // token rows this rank sent to each rank (itself included)
 };
 
+class CollectiveQueue;
+
+// One batch between the phases of EpMoeLayer (begin_dispatch ... finish_combine). Move-only.
+class EpBatch {
+public:
+    EpBatch();
+    ~EpBatch();
+    EpBatch(EpBatch&&) noexcept;
+    EpBatch& operator=(EpBatch&&) noexcept;
+
+private:
+    friend class EpMoeLayer;
+    struct State;
+    std::unique_ptr<State> s_;
+};
+
 class EpMoeLayer {
 public:
     // Collective. Checks with every rank that they run the same config, shared weights and placement,
@@ -29,9 +46,32 @@ public:
     // MoeLayer::from_checkpoint with `held`). `layer` and `transport` must outlive this object.
     EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& transport);
 
+    ~EpMoeLayer();
+
     // Collective: every rank calls it with its own tokens (any count, zero included). Returns this
-    // rank's output — bitwise what `layer.forward` gives for the same tokens.
+    // rank's output — bitwise what `layer.forward` gives for the same tokens. With a chunk size set,
+    // the batch runs as a pipeline of chunks: the rows of one chunk travel while the experts compute
+    // the one before and its results travel back — the same bytes, whatever the chunk size.
     MoeOutput forward(const MoeInput& input, EpStats* stats = nullptr) const;
+
+    // Tokens per chunk of forward()'s pipeline (0, the default: the whole batch at once). Ranks may
+    // choose differently: each forward starts with a small exchange of chunk counts, and every rank
+    // runs as many chunks as the rank with the most (empty ones after its own).
+    void set_chunk_tokens(int64_t tokens);
+    int64_t chunk_tokens() const { return chunk_tokens_; }
+
+    // The layer in phases, for callers that overlap other work with the exchanges (two micro-batches
+    // in turn, as DeepSeek serves). Every phase call is collective: all ranks make the same calls in
+    // the same order. begin_* start an exchange on the layer's communication thread and return;
+    // finish_* wait for it. forward() is these four calls in a row.
+    //   begin_dispatch:  routes the tokens and starts sending each to the ranks holding its experts;
+    //   finish_dispatch: waits until every rank's rows for this rank have arrived;
+    //   begin_combine:   runs this rank's experts on them and starts sending the results home;
+    //   finish_combine:  waits for them, adds the shared expert, combines: the batch's output.
+    EpBatch begin_dispatch(const MoeInput& input) const;
+    void finish_dispatch(EpBatch& batch) const;
+    void begin_combine(EpBatch& batch) const;
+    MoeOutput finish_combine(EpBatch& batch, EpStats* stats = nullptr) const;
 
     const ExpertPlacement& placement() const { return placement_; }
 
@@ -49,9 +89,14 @@ private:
     // Throws Error(Communication) unless every rank runs this layer with `placement`.
     void agree(const ExpertPlacement& placement) const;
 
+    // forward(): the chunk count agreed, then the chunks pipelined.
+    MoeOutput forward_chunked(const MoeInput& input, EpStats* stats) const;
+
     const MoeLayer& layer_;
     ExpertPlacement placement_;
     Transport& transport_;
+    std::unique_ptr<CollectiveQueue> queue_;
+    int64_t chunk_tokens_ = 0;
 };
 
 }  // namespace steadymoe

@@ -20,6 +20,8 @@ public:
     int rank() const override { return rank_; }
     int size() const override { return size_; }
     std::vector<Bytes> all_to_all(std::vector<Bytes> send) override;
+    // When MPI granted MPI_THREAD_SERIALIZED or more (asked for at initialisation).
+    bool callable_from_any_thread() const override { return serialized_; }
 
     // Whether this process was started by an MPI launcher (mpirun / mpiexec / srun with PMI).
     static bool launched_by_mpi();
@@ -30,6 +32,7 @@ private:
     int size_ = 1;
     int64_t round_ = 0;
     bool owns_mpi_ = false;
+    bool serialized_ = false;
 };
 
 }  // namespace steadymoe

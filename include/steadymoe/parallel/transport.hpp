@@ -23,6 +23,9 @@ public:
     virtual std::vector<Bytes> all_to_all(std::vector<Bytes> send) = 0;
     // Collective: everyone's `mine`, indexed by rank.
     std::vector<Bytes> all_gather(const Bytes& mine);
+    // Whether collectives may be called from a thread other than the one that made the transport, one
+    // thread at a time (CollectiveQueue runs them on its own thread when they may).
+    virtual bool callable_from_any_thread() const { return true; }
 };
 
 // N ranks in one process (one thread each), exchanging through shared memory.
