@@ -9,6 +9,7 @@
 #include "steadymoe/engine/synthetic.hpp"
 #include "steadymoe/model/checkpoint.hpp"
 
+#include "../src/engine/expert_transfer.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -460,4 +461,69 @@ TEST(EpPartialLayers, RanksLoadingOnlyTheirExpertsGiveTheOneRankBits) {
         }
     });
     for (int r = 0; r < 3; ++r) EXPECT_NE(errors[size_t(r)].find("did not load expert"), std::string::npos) << errors[size_t(r)];
+}
+
+// A live placement change that needs experts a rank did not load: their weights move from the lowest
+// rank holding them, every rank switches, and the outputs keep their bits — also after moving back.
+TEST(EpPlacementChange, MissingExpertsMoveOverTheTransport) {
+    const auto dir = test::golden_dir() / "deepseek-v3-tiny";
+    const Checkpoint ckpt = Checkpoint::open(dir);
+    const MoeLayer whole = MoeLayer::from_checkpoint(ckpt, 1, {.threads = 1});
+    MoeInput in;
+    in.hidden = SafetensorsFile::open(dir / "io.safetensors").get("input");
+    const MoeOutput want = whole.forward(in);
+    const ExpertPlacement first = ExpertPlacement::contiguous(16, 2), second = ExpertPlacement::strided(16, 2);
+    std::vector<MoeLayer> shares;
+    for (int r = 0; r < 2; ++r) {
+        const std::vector<bool> held = first.experts_of(r);
+        shares.push_back(MoeLayer::from_checkpoint(ckpt, 1, {.threads = 1}, &held));
+    }
+    const int64_t T = in.hidden.dim(0), half = T / 2, H = whole.config().hidden_size;
+    LocalGroup group(2, std::chrono::seconds(60));
+    std::vector<std::vector<MoeOutput>> outs(2);
+    std::vector<std::vector<size_t>> received(2);
+    on_ranks(2, [&](int r) {
+        EpMoeLayer ep(shares[size_t(r)], first, group.transport(r));
+        const MoeInput mine = in.rows(r * half, r == 0 ? half : T);
+        outs[size_t(r)].push_back(ep.forward(mine));
+        received[size_t(r)].push_back(ep.change_placement(second));  // half of each rank's new experts move
+        outs[size_t(r)].push_back(ep.forward(mine));
+        received[size_t(r)].push_back(ep.change_placement(first));   // back: nothing needs to move
+        outs[size_t(r)].push_back(ep.forward(mine));
+    });
+    for (int r = 0; r < 2; ++r) {
+        EXPECT_EQ(received[size_t(r)], (std::vector<size_t>{4, 0})) << "rank " << r;
+        for (size_t i = 0; i < outs[size_t(r)].size(); ++i) {
+            const MoeOutput& o = outs[size_t(r)][i];
+            const int64_t b = r * half, n = o.output.dim(0);
+            EXPECT_EQ(test::first_bit_difference(o.output.raw(), want.output.rows(b, b + n).raw(), size_t(n * H) * 4), -1)
+                << "rank " << r << ", batch " << i;
+        }
+    }
+}
+
+// Expert weights on the way between ranks: a changed byte is caught by the digest, and so is a cut.
+TEST(EpPlacementChange, DamagedExpertWeightsAreRefused) {
+    const auto dir = test::golden_dir() / "deepseek-v3-tiny";
+    const MoeLayer whole = MoeLayer::from_checkpoint(Checkpoint::open(dir), 1, {.threads = 1});
+    Bytes bytes;
+    pack_expert_bytes(3, whole.weights().experts[3], bytes);
+    size_t at = 0;
+    int64_t id = -1;
+    const ExpertWeights back = unpack_expert_bytes(bytes, at, whole.config(), 1, &id);
+    EXPECT_EQ(id, 3);
+    EXPECT_EQ(at, bytes.size());
+    EXPECT_EQ(back.stored_bytes(), whole.weights().experts[3].stored_bytes());
+    Bytes flipped = bytes;
+    flipped[bytes.size() / 2] ^= 0x10;
+    at = 0;
+    try {
+        (void)unpack_expert_bytes(flipped, at, whole.config(), 1, &id);
+        ADD_FAILURE() << "a damaged expert was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("arrived damaged"), std::string::npos) << e.what();
+    }
+    Bytes cut(bytes.begin(), bytes.begin() + bytes.size() / 3);
+    at = 0;
+    EXPECT_THROW((void)unpack_expert_bytes(cut, at, whole.config(), 1, &id), Error);
 }

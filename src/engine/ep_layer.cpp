@@ -5,6 +5,8 @@
 #include "steadymoe/kernels/cpu/experts.hpp"
 #include "steadymoe/parallel/collective_queue.hpp"
 
+#include "expert_transfer.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -86,19 +88,35 @@ std::string EpMoeLayer::fingerprint(const MoeLayer& layer, const ExpertPlacement
 
 EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& transport)
     : layer_(layer), placement_(std::move(placement)), transport_(transport) {
-    agree(placement_);
+    agree(placement_, true);
     queue_ = std::make_unique<CollectiveQueue>(transport_);
 }
 
-void EpMoeLayer::agree(const ExpertPlacement& placement) const {
+struct EpMoeLayer::MovedExpert {
+    ExpertWeights weights;
+    cpu::PackedExpert packed;
+};
+
+bool EpMoeLayer::holds(int64_t e) const { return layer_.weights().experts[size_t(e)].held() || moved_.count(e) > 0; }
+
+const ExpertWeights& EpMoeLayer::weights_of(int64_t e) const {
+    const ExpertWeights& loaded = layer_.weights().experts[size_t(e)];
+    return loaded.held() ? loaded : moved_.at(e)->weights;
+}
+
+const cpu::PackedExpert& EpMoeLayer::packed_expert(int64_t e) const {
+    return layer_.weights().experts[size_t(e)].held() ? layer_.packed().experts[size_t(e)] : moved_.at(e)->packed;
+}
+
+void EpMoeLayer::agree(const ExpertPlacement& placement, bool require_held) const {
     SMOE_CHECK(placement.ranks() == transport_.size() && placement.logical_experts() == layer_.config().n_routed_experts,
                InvalidArgument, "a placement of {} experts on {} ranks for {} experts on {} ranks",
                placement.logical_experts(), placement.ranks(), layer_.config().n_routed_experts, transport_.size());
     // Each rank also says whether it loaded every expert its slots need, so that all refuse together.
     std::string missing;
     const std::vector<bool> needed = placement.experts_of(transport_.rank());
-    for (size_t e = 0; e < needed.size() && missing.empty(); ++e)
-        if (needed[e] && !layer_.weights().experts[e].held())
+    for (size_t e = 0; e < needed.size() && missing.empty() && require_held; ++e)
+        if (needed[e] && !holds(int64_t(e)))
             missing = fmt::format("rank {} did not load expert {}, which its slots hold", transport_.rank(), e);
     const std::string mine = fingerprint(layer_, placement);
     const std::string said = mine + "\n" + missing;
@@ -113,9 +131,65 @@ void EpMoeLayer::agree(const ExpertPlacement& placement) const {
     }
 }
 
-void EpMoeLayer::change_placement(ExpertPlacement next) {
-    agree(next);
+size_t EpMoeLayer::change_placement(ExpertPlacement next) {
+    agree(next, false);
+    const int64_t E = layer_.config().n_routed_experts;
+    const int ranks = transport_.size(), me = transport_.rank();
+
+    // Who holds what, from every rank: all derive the same transfers from the same sets. Each expert a
+    // rank's new slots need and it lacks comes from the lowest rank that holds it.
+    Bytes have(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) have[size_t(e)] = uint8_t(holds(e));
+    const std::vector<Bytes> haves = transport_.all_gather(have);
+    std::vector<Bytes> send(static_cast<size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) {
+        SMOE_CHECK(haves[size_t(r)].size() == size_t(E), Communication, "rank {} sent a malformed expert list", r);
+        const std::vector<bool> needed = next.experts_of(r);
+        for (int64_t e = 0; e < E; ++e) {
+            if (!needed[size_t(e)] || haves[size_t(r)][size_t(e)]) continue;
+            int sender = 0;
+            while (sender < ranks && !haves[size_t(sender)][size_t(e)]) ++sender;
+            SMOE_CHECK(sender < ranks, InvalidArgument, "placement: expert {} is needed by rank {} and held by no rank", e,
+                       r);
+            if (sender == me) pack_expert_bytes(e, weights_of(e), send[size_t(r)]);
+        }
+    }
+    const std::vector<Bytes> received = transport_.all_to_all(std::move(send));
+
+    // Unpack (digest, sizes and formats checked; values too when the layer checks weights), then every
+    // rank says whether it got all it needs: all switch, or none does.
+    std::map<int64_t, std::shared_ptr<const MovedExpert>> arrived;
+    std::string problem;
+    try {
+        for (int s = 0; s < ranks; ++s) {
+            for (size_t at = 0; at < received[size_t(s)].size();) {
+                int64_t id = -1;
+                ExpertWeights w = unpack_expert_bytes(received[size_t(s)], at, layer_.config(), s, &id);
+                if (layer_.options().check_weights)
+                    for (const WeightMatrix* m : {&w.gate, &w.up, &w.down}) m->check_finite();
+                auto moved = std::make_shared<MovedExpert>();
+                moved->packed = cpu::pack_expert(w);
+                moved->weights = std::move(w);
+                arrived[id] = std::move(moved);
+            }
+        }
+        const std::vector<bool> needed = next.experts_of(me);
+        for (int64_t e = 0; e < E && problem.empty(); ++e)
+            if (needed[size_t(e)] && !holds(e) && !arrived.count(e)) problem = fmt::format("expert {} did not arrive", e);
+    } catch (const Error& e) {
+        problem = e.what();
+    }
+    const std::vector<Bytes> verdicts = transport_.all_gather(Bytes(problem.begin(), problem.end()));
+    for (int r = 0; r < ranks; ++r)
+        SMOE_CHECK(verdicts[size_t(r)].empty(), Communication, "placement change refused: rank {}: {}", r,
+                   std::string(verdicts[size_t(r)].begin(), verdicts[size_t(r)].end()));
+    const size_t count = arrived.size();
+    for (auto& [e, moved] : arrived) moved_[e] = std::move(moved);
     placement_ = std::move(next);
+    // Received experts the new table no longer puts on this rank are let go.
+    const std::vector<bool> mine = placement_.experts_of(me);
+    std::erase_if(moved_, [&](const auto& kv) { return !mine[size_t(kv.first)]; });
+    return count;
 }
 
 struct EpBatch::State {
@@ -211,7 +285,6 @@ void EpMoeLayer::begin_combine(EpBatch& batch) const {
     const int ranks = transport_.size(), me = transport_.rank();
 
     // The pairs this rank serves, one source at a time (each in its own activation dtype).
-    const cpu::PackedLayer& packed = layer_.packed();
     std::vector<Bytes> replies(static_cast<size_t>(ranks));
     for (int s = 0; s < ranks; ++s) {
         Reader r(st.received[size_t(s)], s);
@@ -247,7 +320,7 @@ void EpMoeLayer::begin_combine(EpBatch& batch) const {
         }
         for (int64_t slot = 0; slot < placement_.slots_per_rank(); ++slot) {
             cpu::ExpertJob& job = jobs[size_t(slot)];
-            job.expert = &packed.experts[size_t(placement_.logical_of(me * placement_.slots_per_rank() + slot))];
+            job.expert = &packed_expert(placement_.logical_of(me * placement_.slots_per_rank() + slot));
             job.swiglu_limit = float(cfg.swiglu_limit);
             job.weight_before_down = cfg.weight_placement == WeightPlacement::BeforeDown;
         }

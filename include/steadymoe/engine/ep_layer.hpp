@@ -11,11 +11,16 @@
 #include "steadymoe/parallel/transport.hpp"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace steadymoe {
+
+namespace cpu {
+struct PackedExpert;
+}
 
 struct EpStats {
     std::vector<int64_t> global_expert_load;  // tokens per logical expert on all ranks (summed in rank order)
@@ -75,19 +80,27 @@ public:
 
     const ExpertPlacement& placement() const { return placement_; }
 
-    // Collective, between batches: every rank switches to `next` together, after the same agreement
-    // check as construction (a rank passing another table makes all of them refuse, keeping the old
-    // one). Outputs do not change by a bit. No weights move: each rank must already hold the experts
-    // of its new slots (with every expert loaded, any table works).
-    void change_placement(ExpertPlacement next);
+    // Collective, between batches (none in flight): every rank switches to `next` together, after the
+    // same agreement check as construction (a rank passing another table makes all of them refuse,
+    // keeping the old one). A rank whose new slots hold experts it lacks receives their weights from the
+    // lowest rank that has them (checked against a digest and the layer's sizes on arrival); every rank
+    // then confirms, and all switch — or, if any rank failed, all keep the old table and throw, naming
+    // it. Outputs do not change by a bit. Returns how many experts this rank received.
+    size_t change_placement(ExpertPlacement next);
 
     // What the agreement check compares: config, a digest of the weights every rank holds (router,
     // bias, hash table, shared expert), the placement.
     static std::string fingerprint(const MoeLayer& layer, const ExpertPlacement& placement);
 
 private:
-    // Throws Error(Communication) unless every rank runs this layer with `placement`.
-    void agree(const ExpertPlacement& placement) const;
+    struct MovedExpert;
+    // Throws Error(Communication) unless every rank runs this layer with `placement`; with
+    // `require_held`, also InvalidArgument on every rank when some rank lacks an expert its slots hold.
+    void agree(const ExpertPlacement& placement, bool require_held) const;
+    // Whether this rank has expert e's weights (loaded, or received on a placement change).
+    bool holds(int64_t e) const;
+    const ExpertWeights& weights_of(int64_t e) const;
+    const cpu::PackedExpert& packed_expert(int64_t e) const;
 
     // forward(): the chunk count agreed, then the chunks pipelined.
     MoeOutput forward_chunked(const MoeInput& input, EpStats* stats) const;
@@ -97,6 +110,7 @@ private:
     Transport& transport_;
     std::unique_ptr<CollectiveQueue> queue_;
     int64_t chunk_tokens_ = 0;
+    std::map<int64_t, std::shared_ptr<const MovedExpert>> moved_;  // experts received from other ranks
 };
 
 }  // namespace steadymoe
