@@ -7,15 +7,7 @@ set -euo pipefail
 cli=$1 golden=$2 scratch=$3 ranks=$4 placement=$5
 mkdir -p "$scratch"
 rm -f "$scratch"/*.safetensors "$scratch"/*.log
-model=$golden/deepseek-v3-tiny
-args=(run --model "$model" --layer 1 --input "$model/io.safetensors:input" --input-dtype bf16 --backend cpu -q)
-"$cli" "${args[@]}" --output "$scratch/one.safetensors" >/dev/null
-if [[ $placement == plan ]]; then  # skewed loads: the planner replicates the hot experts
-  printf '[%s]' "$(seq -s, 1 16)" >"$scratch/load.json"
-  "$cli" plan --load "$scratch/load.json" --ranks "$ranks" --physical $(( ((16 + ranks - 1) / ranks + 1) * ranks )) \
-    --out "$scratch/placement.json" -q >/dev/null
-  placement=$scratch/placement.json
-fi
+source "$(dirname "$0")/ep_run_common.sh"
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
@@ -27,7 +19,7 @@ launch() {
   local world=$1 first=$2 last=$3 port=$4 out=$5 timeout=$6 pids=() failed=0
   for r in $(seq "$first" "$last"); do
     RANK=$r WORLD_SIZE=$world LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
-      "$cli" "${args[@]}" --placement "$placement" --ep-timeout "$timeout" --output "$out" >"$scratch/rank$r.log" 2>&1 &
+      "$cli" "${args[@]}" --placement "$spec" --ep-timeout "$timeout" --output "$out" >"$scratch/rank$r.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
@@ -37,7 +29,7 @@ launch() {
 failed=$(launch "$ranks" 0 $((ranks - 1)) "$(free_port)" "$scratch/ep.safetensors" 60)
 if [[ $failed != 0 ]]; then cat "$scratch"/rank*.log; exit 1; fi
 cmp "$scratch/one.safetensors" "$scratch/ep.safetensors"
-echo "identical: $ranks ranks over TCP, placement $placement"
+echo "identical: $ranks ranks over TCP, $placement placement"
 
 # The last rank never starts.
 start=$(date +%s)

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <thread>
 #include <tuple>
@@ -84,6 +85,14 @@ void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const Ex
         EXPECT_EQ(stats[size_t(r)].global_expert_load, want.expert_load) << "rank " << r;
     }
 }
+
+// Layer 1 of the deepseek-v3-tiny golden, whole, with its input.
+struct V3Golden {
+    std::filesystem::path dir = test::golden_dir() / "deepseek-v3-tiny";
+    Checkpoint ckpt = Checkpoint::open(dir);
+    MoeLayer whole = MoeLayer::from_checkpoint(ckpt, 1, {.threads = 1});
+    MoeInput in{SafetensorsFile::open(dir / "io.safetensors").get("input"), Tensor(), Tensor()};
+};
 
 MoeInput demo_input(const DemoModelShape& s, int64_t T, DType dtype) {
     MoeInput in;
@@ -419,11 +428,10 @@ TEST(EpPlacementChange, SwitchingBetweenBatchesKeepsTheBits) {
 }
 
 TEST(EpPartialLayers, RanksLoadingOnlyTheirExpertsGiveTheOneRankBits) {
-    const auto dir = test::golden_dir() / "deepseek-v3-tiny";
-    const Checkpoint ckpt = Checkpoint::open(dir);
-    const MoeLayer whole = MoeLayer::from_checkpoint(ckpt, 1, {.threads = 1});
-    MoeInput in;
-    in.hidden = SafetensorsFile::open(dir / "io.safetensors").get("input");
+    const V3Golden g;
+    const Checkpoint& ckpt = g.ckpt;
+    const MoeLayer& whole = g.whole;
+    const MoeInput& in = g.in;
     const MoeOutput want = whole.forward(in);
     const ExpertPlacement placement = replicated(16, 3, 2);
     std::vector<MoeLayer> shares;
@@ -466,11 +474,10 @@ TEST(EpPartialLayers, RanksLoadingOnlyTheirExpertsGiveTheOneRankBits) {
 // A live placement change that needs experts a rank did not load: their weights move from the lowest
 // rank holding them, every rank switches, and the outputs keep their bits — also after moving back.
 TEST(EpPlacementChange, MissingExpertsMoveOverTheTransport) {
-    const auto dir = test::golden_dir() / "deepseek-v3-tiny";
-    const Checkpoint ckpt = Checkpoint::open(dir);
-    const MoeLayer whole = MoeLayer::from_checkpoint(ckpt, 1, {.threads = 1});
-    MoeInput in;
-    in.hidden = SafetensorsFile::open(dir / "io.safetensors").get("input");
+    const V3Golden g;
+    const Checkpoint& ckpt = g.ckpt;
+    const MoeLayer& whole = g.whole;
+    const MoeInput& in = g.in;
     const MoeOutput want = whole.forward(in);
     const ExpertPlacement first = ExpertPlacement::contiguous(16, 2), second = ExpertPlacement::strided(16, 2);
     std::vector<MoeLayer> shares;
@@ -504,8 +511,8 @@ TEST(EpPlacementChange, MissingExpertsMoveOverTheTransport) {
 
 // Expert weights on the way between ranks: a changed byte is caught by the digest, and so is a cut.
 TEST(EpPlacementChange, DamagedExpertWeightsAreRefused) {
-    const auto dir = test::golden_dir() / "deepseek-v3-tiny";
-    const MoeLayer whole = MoeLayer::from_checkpoint(Checkpoint::open(dir), 1, {.threads = 1});
+    const V3Golden g;
+    const MoeLayer& whole = g.whole;
     Bytes bytes;
     pack_expert_bytes(3, whole.weights().experts[3], bytes);
     size_t at = 0;
