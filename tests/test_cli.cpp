@@ -297,6 +297,22 @@ TEST(CliBench, BackendIsCheckedAndCudaNeedsAGpu) {
     }
 }
 
+// The expert-parallel bench on in-process CPU ranks: every phase timed, every rank's rows bitwise the
+// one-rank layer's; an expert count the ranks cannot share evenly is refused.
+TEST(CliBench, ExpertParallelRanksPhaseByPhase) {
+    const fs::path json_file = scratch("out") / "bench-ep.json";
+    const CliResult r = cli("bench --ep-ranks 2 --workload demo --tokens 1,5 --repeat 1 --json " + json_file.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(test::read_file(json_file));
+    ASSERT_EQ(j.at("points").size(), 2u);
+    for (const auto& p : j.at("points")) {
+        EXPECT_TRUE(p.at("bitwise_equal_to_one_rank").get<bool>());
+        EXPECT_GT(p.at("experts_us").get<double>(), 0.0);
+        EXPECT_GT(p.at("dispatch_us").get<double>(), 0.0);
+    }
+    expect_error(cli("bench --ep-ranks 3 --workload demo --tokens 1 --repeat 1"), 2, {"--ep-ranks 3", "divide evenly"});
+}
+
 TEST(CliPlan, WritesAPlacementEveryRankCanRead) {
     const fs::path dir = scratch("plan");
     test::write_file(dir / "load.json", "[10, 10, 200, 10, 10, 120, 10, 10]");

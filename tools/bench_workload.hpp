@@ -27,6 +27,7 @@ struct BenchOptions {
     std::string activations = "native";
     std::string backend = "cpu";  // cpu or cuda
     int64_t graph_max_tokens = 256;  // cuda: batches up to this size replay CUDA graphs (0: never)
+    int ep_ranks = 0;                 // > 0: the expert-parallel layer on this many in-process CPU ranks
     bool experts_given = false;   // --experts was on the command line
     bool tokens_given = false;    // --tokens was on the command line
     bool json_given = false;      // --json was on the command line
@@ -75,6 +76,9 @@ void compare_with_neighbours(std::vector<Point>& points, int64_t hidden) {
 
 // sqrt(sum (a-b)^2 / sum b^2), b a float32 tensor.
 double relative_error(const Tensor& ours, const Tensor& ref);
+
+// The expert-parallel layer on in-process CPU ranks, phase by phase (tools/bench_ep.cpp).
+int bench_ep(const BenchOptions& o);
 
 // The CUDA backend's bench (tools/bench_cuda.cpp); throws Unsupported in builds without CUDA.
 int bench_cuda(const BenchOptions& o);
