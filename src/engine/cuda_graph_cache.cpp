@@ -16,11 +16,14 @@ void GraphCache::run(uint64_t key, cudaStream_t stream, const std::function<void
         SMOE_CUDA_CHECK(cudaGraphLaunch(found->exec, stream));
         return;
     }
-    if (capacity_ == 0 || seen_.insert(key).second) {
+    if (capacity_ == 0 || eager_only_.count(key) || seen_.insert(key).second) {
         enqueue(false);
         return;
     }
 
+    // A shape whose capture fails runs eagerly from then on: the error of this batch goes to the caller,
+    // later batches of the shape do not retry the capture.
+    eager_only_.insert(key);
     SMOE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     cudaGraph_t graph = nullptr;
     try {
@@ -35,12 +38,18 @@ void GraphCache::run(uint64_t key, cudaStream_t stream, const std::function<void
     cudaGraphExec_t exec = nullptr;
     const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
-    SMOE_CUDA_CHECK(made);
+    if (made != cudaSuccess) {  // the captured work never ran: run it eagerly now
+        cudaGetLastError();
+        enqueue(false);
+        return;
+    }
+    eager_only_.erase(key);
 
     if (entries_.size() >= capacity_) {
         const auto oldest = std::min_element(entries_.begin(), entries_.end(),
                                              [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
         cudaGraphExecDestroy(oldest->exec);
+        seen_.erase(oldest->key);  // seen again, it runs eagerly once before a new capture
         entries_.erase(oldest);
     }
     entries_.push_back({key, exec, clock_});
@@ -51,6 +60,7 @@ void GraphCache::clear() {
     for (const Entry& e : entries_) cudaGraphExecDestroy(e.exec);
     entries_.clear();
     seen_.clear();
+    eager_only_.clear();
 }
 
 }  // namespace steadymoe

@@ -24,7 +24,7 @@ public:
     // Runs `enqueue(capturing)` on `stream` for a batch of shape `key`: eagerly the first time (so that
     // one-time set-up, such as kernel attributes, happens outside any capture), captured into a graph
     // and launched the second time, and as a replay of that graph from then on. The least recently used
-    // graph is dropped beyond `capacity` shapes. The caller must not have a replay in flight when a
+    // graph is dropped beyond `capacity` shapes. A shape whose capture fails runs eagerly from then on. The caller must not have a replay in flight when a
     // graph can be dropped (it synchronises after every batch).
     void run(uint64_t key, cudaStream_t stream, const std::function<void(bool capturing)>& enqueue);
 
@@ -42,6 +42,7 @@ private:
     uint64_t clock_ = 0;
     std::vector<Entry> entries_;
     std::unordered_set<uint64_t> seen_;
+    std::unordered_set<uint64_t> eager_only_;  // shapes whose capture failed
 };
 
 }  // namespace steadymoe

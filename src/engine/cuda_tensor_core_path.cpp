@@ -413,7 +413,12 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
                b.tile_m);
     b.hidden_bytes = input.hidden.nbytes();
     b.out_bytes = plan.out.output.nbytes();
-    if (reserve(b)) ws.graphs.clear();  // captured graphs point at the old buffers
+    try {
+        if (reserve(b)) ws.graphs.clear();  // captured graphs point at the old buffers
+    } catch (...) {
+        ws.graphs.clear();  // some buffers may have moved before the one that did not fit
+        throw;
+    }
 
     // Inputs as they are: hidden states in their own dtype, the mask, token ids for hash layers.
     cudaStream_t main = ws.main;

@@ -10,6 +10,7 @@
 
 #include "../kernels/cuda/expert_group.hpp"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,8 +20,9 @@ namespace steadymoe {
 
 // Decode-sized batches (up to this many tokens) run as CUDA graph replays by default.
 inline constexpr int64_t kDefaultGraphMaxTokens = 256;
-// Graphs kept per layer (one per batch size seen), least recently used dropped first.
-inline constexpr size_t kGraphCapacity = 64;
+// Graphs kept per layer (one per batch size seen), least recently used dropped first: every size up to
+// the default limit fits, so a serving loop cycling through sizes never recaptures.
+inline constexpr size_t kGraphCapacity = 256;
 
 class TensorCorePath {
 public:
@@ -40,7 +42,7 @@ public:
 
     // 0 turns graphs off (every batch launches its kernels one by one).
     void set_graph_max_tokens(int64_t tokens);
-    int64_t graph_max_tokens() const { return graph_max_tokens_; }
+    int64_t graph_max_tokens() const { return graph_max_tokens_.load(); }
 
 private:
     struct Workspace;
@@ -58,7 +60,7 @@ private:
     cuda::DeviceBuffer bias_;     // [E] f32, or empty
     cuda::DeviceBuffer tid2eid_;  // [vocab][K] i32, or empty
     std::unique_ptr<Workspace> ws_;
-    int64_t graph_max_tokens_ = kDefaultGraphMaxTokens;
+    std::atomic<int64_t> graph_max_tokens_{kDefaultGraphMaxTokens};
     mutable std::mutex busy_;  // one batch at a time per layer: the workspace is shared
 };
 
