@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -297,6 +298,36 @@ TEST(EpPipeline, TwoMicroBatchesInTurn) {
                 << "rank " << r;
         }
     }
+}
+
+// A rank whose input cannot run (a NaN, refused by default) still takes part in the exchange, saying so:
+// every rank stops naming it — in a later chunk of a pipeline too — and the next batch runs, bitwise.
+TEST(EpPipeline, ABadInputOnOneRankStopsEveryRankAndTheLayerGoesOn) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1), {.threads = 1});
+    const MoeInput good = demo_input(s, 12, DType::F32);
+    MoeInput bad = demo_input(s, 12, DType::F32);
+    bad.hidden = bad.hidden.to_f32();
+    bad.hidden.mutable_data<float>()[9 * s.hidden + 3] = std::nanf("");  // token 9: the third chunk of 4
+    const MoeOutput want = layer.forward(good);
+    LocalGroup group(2, std::chrono::seconds(30));
+    std::vector<std::string> errors(2);
+    std::vector<MoeOutput> after(2);
+    on_ranks(2, [&](int r) {
+        EpMoeLayer ep(layer, ExpertPlacement::contiguous(s.experts, 2), group.transport(r));
+        ep.set_chunk_tokens(4);
+        try {
+            (void)ep.forward(r == 1 ? bad : good);
+        } catch (const Error& e) {
+            errors[size_t(r)] = e.what();
+        }
+        after[size_t(r)] = ep.forward(good);
+    });
+    EXPECT_NE(errors[0].find("rank 1 could not take part"), std::string::npos) << errors[0];
+    EXPECT_NE(errors[0].find("token 9"), std::string::npos) << errors[0];  // the batch's index, not the chunk's
+    EXPECT_NE(errors[1].find("token 9"), std::string::npos) << errors[1];
+    for (int r = 0; r < 2; ++r)
+        EXPECT_EQ(test::first_bit_difference(after[size_t(r)].output.raw(), want.output.raw(), want.output.nbytes()), -1);
 }
 
 TEST(EpPipeline, PhasesOutOfOrderAreRefused) {

@@ -81,6 +81,40 @@ TEST(TcpTransport, EveryRankGetsWhatEveryRankSentInEveryRound) {
     for (const std::string& e : errors) EXPECT_EQ(e, "");
 }
 
+// Something else connecting to the master port — silent, or saying junk — is dropped; the ranks still meet.
+TEST(TcpTransport, StrayConnectionsDoNotDisturbTheRendezvous) {
+    const int port = free_port(), ranks = 2;
+    auto connect_to_master = [&] {  // a fresh socket per attempt, until rank 0 listens
+        for (int i = 0; i < 500; ++i) {
+            const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            a.sin_port = htons(uint16_t(port));
+            if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+            ::close(fd);
+            std::this_thread::sleep_for(10ms);
+        }
+        return -1;
+    };
+    std::thread stray([&] {
+        const int silent = connect_to_master(), junk = connect_to_master();
+        EXPECT_GE(silent, 0);
+        EXPECT_GE(junk, 0);
+        (void)::send(junk, "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL);
+        std::this_thread::sleep_for(300ms);
+        ::close(silent), ::close(junk);
+    });
+    const auto errors = run_ranks(ranks, [&](int r) {
+        if (r == 1) std::this_thread::sleep_for(500ms);  // the strays come first
+        TcpTransport t({r, ranks, "127.0.0.1", port}, 20s);
+        const std::vector<Bytes> got = t.all_to_all(std::vector<Bytes>(size_t(ranks), Bytes{uint8_t(r)}));
+        for (int s = 0; s < ranks; ++s) EXPECT_EQ(got[size_t(s)], Bytes{uint8_t(s)});
+    });
+    stray.join();
+    for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
 TEST(TcpTransport, ARankThatNeverJoinsIsNamedWhenTheWaitRunsOut) {
     const int port = free_port();
     const auto t0 = std::chrono::steady_clock::now();

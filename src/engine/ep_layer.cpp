@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <cstring>
 
 namespace steadymoe {
@@ -39,9 +41,10 @@ public:
         std::memcpy(&v, take(sizeof(T)), sizeof(T));
         return v;
     }
+    size_t remaining() const { return bytes_.size() - at_; }
     const uint8_t* take(size_t n) {
-        SMOE_CHECK(at_ + n <= bytes_.size(), Communication, "a message from rank {} is truncated ({} of {} bytes)",
-                   from_, bytes_.size(), at_ + n);
+        SMOE_CHECK(n <= remaining(), Communication, "a message from rank {} is truncated ({} of {} bytes)", from_,
+                   bytes_.size(), at_ + n);
         const uint8_t* p = bytes_.data() + at_;
         at_ += n;
         return p;
@@ -92,6 +95,32 @@ EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transpo
     queue_ = std::make_unique<CollectiveQueue>(transport_);
 }
 
+namespace {
+// Sets `flag` when the scope is left by an exception.
+class BreakOnThrow {
+public:
+    explicit BreakOnThrow(std::atomic<bool>& flag) : flag_(flag), exceptions_(std::uncaught_exceptions()) {}
+    ~BreakOnThrow() {
+        if (std::uncaught_exceptions() > exceptions_) flag_ = true;
+    }
+
+private:
+    std::atomic<bool>& flag_;
+    int exceptions_;
+};
+}  // namespace
+
+std::vector<Bytes> EpMoeLayer::gather(const Bytes& mine) const {
+    return queue_ ? queue_->all_gather(mine).get() : transport_.all_gather(mine);
+}
+
+void EpMoeLayer::check_usable() const {
+    SMOE_CHECK(!broken_, Communication,
+               "rank {}: an earlier batch failed after its results began to move, so the ranks may be out of step; "
+               "make a new EpMoeLayer on every rank",
+               transport_.rank());
+}
+
 struct EpMoeLayer::MovedExpert {
     ExpertWeights weights;
     cpu::PackedExpert packed;
@@ -120,7 +149,7 @@ void EpMoeLayer::agree(const ExpertPlacement& placement, bool require_held) cons
             missing = fmt::format("rank {} did not load expert {}, which its slots hold", transport_.rank(), e);
     const std::string mine = fingerprint(layer_, placement);
     const std::string said = mine + "\n" + missing;
-    const std::vector<Bytes> all = transport_.all_gather(Bytes(said.begin(), said.end()));
+    const std::vector<Bytes> all = gather(Bytes(said.begin(), said.end()));
     for (int r = 0; r < transport_.size(); ++r) {
         const std::string theirs(all[size_t(r)].begin(), all[size_t(r)].end());
         const size_t cut = theirs.find('\n');
@@ -132,6 +161,7 @@ void EpMoeLayer::agree(const ExpertPlacement& placement, bool require_held) cons
 }
 
 size_t EpMoeLayer::change_placement(ExpertPlacement next) {
+    check_usable();
     agree(next, false);
     const int64_t E = layer_.config().n_routed_experts;
     const int ranks = transport_.size(), me = transport_.rank();
@@ -140,28 +170,35 @@ size_t EpMoeLayer::change_placement(ExpertPlacement next) {
     // rank's new slots need and it lacks comes from the lowest rank that holds it.
     Bytes have(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) have[size_t(e)] = uint8_t(holds(e));
-    const std::vector<Bytes> haves = transport_.all_gather(have);
+    const std::vector<Bytes> haves = gather(have);
+    // Any failure from here on — packing, a missing holder, the exchange, unpacking — is voted on, so
+    // that every rank refuses together instead of some waiting for a collective the others skipped.
+    std::string problem;
     std::vector<Bytes> send(static_cast<size_t>(ranks));
-    for (int r = 0; r < ranks; ++r) {
-        SMOE_CHECK(haves[size_t(r)].size() == size_t(E), Communication, "rank {} sent a malformed expert list", r);
-        const std::vector<bool> needed = next.experts_of(r);
-        for (int64_t e = 0; e < E; ++e) {
-            if (!needed[size_t(e)] || haves[size_t(r)][size_t(e)]) continue;
-            int sender = 0;
-            while (sender < ranks && !haves[size_t(sender)][size_t(e)]) ++sender;
-            SMOE_CHECK(sender < ranks, InvalidArgument, "placement: expert {} is needed by rank {} and held by no rank", e,
-                       r);
-            if (sender == me) pack_expert_bytes(e, weights_of(e), send[size_t(r)]);
+    try {
+        for (int r = 0; r < ranks; ++r) {
+            SMOE_CHECK(haves[size_t(r)].size() == size_t(E), Communication, "rank {} sent a malformed expert list", r);
+            const std::vector<bool> needed = next.experts_of(r);
+            for (int64_t e = 0; e < E; ++e) {
+                if (!needed[size_t(e)] || haves[size_t(r)][size_t(e)]) continue;
+                int sender = 0;
+                while (sender < ranks && !haves[size_t(sender)][size_t(e)]) ++sender;
+                SMOE_CHECK(sender < ranks, InvalidArgument, "placement: expert {} is needed by rank {} and held by no rank",
+                           e, r);
+                if (sender == me) pack_expert_bytes(e, weights_of(e), send[size_t(r)]);
+            }
         }
+    } catch (const std::exception& e) {
+        problem = e.what();
+        send.assign(static_cast<size_t>(ranks), Bytes{});
     }
-    const std::vector<Bytes> received = transport_.all_to_all(std::move(send));
+    std::vector<Bytes> received = queue_->all_to_all(std::move(send)).get();
 
     // Unpack (digest, sizes and formats checked; values too when the layer checks weights), then every
     // rank says whether it got all it needs: all switch, or none does.
     std::map<int64_t, std::shared_ptr<const MovedExpert>> arrived;
-    std::string problem;
     try {
-        for (int s = 0; s < ranks; ++s) {
+        for (int s = 0; s < ranks && problem.empty(); ++s) {
             for (size_t at = 0; at < received[size_t(s)].size();) {
                 int64_t id = -1;
                 ExpertWeights w = unpack_expert_bytes(received[size_t(s)], at, layer_.config(), s, &id);
@@ -176,16 +213,17 @@ size_t EpMoeLayer::change_placement(ExpertPlacement next) {
         const std::vector<bool> needed = next.experts_of(me);
         for (int64_t e = 0; e < E && problem.empty(); ++e)
             if (needed[size_t(e)] && !holds(e) && !arrived.count(e)) problem = fmt::format("expert {} did not arrive", e);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
         problem = e.what();
     }
-    const std::vector<Bytes> verdicts = transport_.all_gather(Bytes(problem.begin(), problem.end()));
+    const std::vector<Bytes> verdicts = gather(Bytes(problem.begin(), problem.end()));
     for (int r = 0; r < ranks; ++r)
         SMOE_CHECK(verdicts[size_t(r)].empty(), Communication, "placement change refused: rank {}: {}", r,
                    std::string(verdicts[size_t(r)].begin(), verdicts[size_t(r)].end()));
     const size_t count = arrived.size();
     for (auto& [e, moved] : arrived) moved_[e] = std::move(moved);
     placement_ = std::move(next);
+    ++generation_;
     // Received experts the new table no longer puts on this rank are let go.
     const std::vector<bool> mine = placement_.experts_of(me);
     std::erase_if(moved_, [&](const auto& kv) { return !mine[size_t(kv.first)]; });
@@ -200,7 +238,15 @@ struct EpBatch::State {
     std::future<std::vector<Bytes>> combine;   // results back from every rank
     std::future<std::vector<Bytes>> loads;     // every rank's expert loads
     int phase = 0;                            // phases done: 1 begin_dispatch ... 4 finish_combine
+    uint64_t generation = 0;                  // the placement it was dispatched under
+    std::exception_ptr error;                 // this rank could not take part (its input, say)
 };
+
+namespace {
+// Every dispatch message starts with the sender's status and placement generation.
+constexpr uint8_t kDispatchOk = 0, kDispatchFailed = 1;
+constexpr size_t kDispatchHeader = 1 + sizeof(uint64_t);
+}  // namespace
 
 EpBatch::EpBatch() = default;
 EpBatch::~EpBatch() = default;
@@ -223,12 +269,37 @@ void expect_phase(int phase, int done, const char* call) {
 }  // namespace
 
 EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input) const {
-    const MoeConfig& cfg = layer_.config();
-    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    check_usable();
     const int ranks = transport_.size();
     EpBatch batch;
     batch.s_ = std::make_unique<EpBatch::State>();
     EpBatch::State& st = *batch.s_;
+    st.generation = generation_;
+    std::vector<Bytes> messages;
+    try {
+        messages = dispatch_messages(input, st);
+    } catch (const std::exception& e) {
+        // This rank's input cannot run (a NaN, a bad mask, ...). Every rank still gets a message from it —
+        // one that says so — so all make the same exchanges and all stop at finish_dispatch, naming it.
+        st.error = std::current_exception();
+        const std::string why = e.what();
+        messages.assign(static_cast<size_t>(ranks), Bytes{});
+        for (Bytes& m : messages) {
+            Writer w;
+            w.put(kDispatchFailed), w.put(uint64_t(generation_));
+            w.append(why.data(), why.size());
+            m = std::move(w.bytes);
+        }
+    }
+    st.dispatch = queue_->all_to_all(std::move(messages));
+    st.phase = 1;
+    return batch;
+}
+
+std::vector<Bytes> EpMoeLayer::dispatch_messages(const MoeInput& input, EpBatch::State& st) const {
+    const MoeConfig& cfg = layer_.config();
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    const int ranks = transport_.size();
     st.plan = layer_.begin_batch(input);
     BatchPlan& plan = st.plan;
     const int64_t T = plan.tokens;
@@ -259,6 +330,7 @@ EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input) const {
     for (int d = 0; d < ranks; ++d) {
         const Outgoing& o = st.out[size_t(d)];
         Writer w;
+        w.put(kDispatchOk), w.put(uint64_t(generation_));
         w.put(uint8_t(bf16)), w.put(int64_t(o.tokens.size())), w.put(int64_t(o.pair_row.size()));
         for (int64_t t : o.tokens) w.append(static_cast<const uint8_t*>(input.hidden.raw()) + size_t(t) * row_bytes, row_bytes);
         w.append(o.pair_row.data(), o.pair_row.size() * 4);
@@ -266,19 +338,34 @@ EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input) const {
         w.append(o.pair_weight.data(), o.pair_weight.size() * 4);
         messages[size_t(d)] = std::move(w.bytes);
     }
-    st.dispatch = queue_->all_to_all(std::move(messages));
-    st.phase = 1;
-    return batch;
+    return messages;
 }
 
 void EpMoeLayer::finish_dispatch(EpBatch& batch) const {
     expect_phase(batch.s_ ? batch.s_->phase : -1, 1, "finish_dispatch");
-    batch.s_->received = batch.s_->dispatch.get();
-    batch.s_->phase = 2;
+    EpBatch::State& st = *batch.s_;
+    st.received = st.dispatch.get();
+    st.phase = 2;
+    if (st.error) std::rethrow_exception(st.error);
+    for (int s = 0; s < int(st.received.size()); ++s) {
+        Reader r(st.received[size_t(s)], s);
+        const uint8_t status = r.get<uint8_t>();
+        const uint64_t generation = r.get<uint64_t>();
+        if (status == kDispatchFailed) {
+            const uint8_t* why = r.take(r.remaining());
+            SMOE_THROW(Communication, "rank {} could not take part in the batch: {}", s,
+                       std::string(reinterpret_cast<const char*>(why), st.received[size_t(s)].size() - kDispatchHeader));
+        }
+        SMOE_CHECK(status == kDispatchOk && generation == st.generation, Communication,
+                   "rank {} dispatched under placement {} ({}), this rank under {}: ranks out of step", s, generation,
+                   status == kDispatchOk ? "ok" : "malformed", st.generation);
+    }
 }
 
 void EpMoeLayer::begin_combine(EpBatch& batch) const {
     expect_phase(batch.s_ ? batch.s_->phase : -1, 2, "begin_combine");
+    // A failure past this point may leave the ranks' exchanges out of step: the layer refuses further use.
+    BreakOnThrow guard(broken_);
     EpBatch::State& st = *batch.s_;
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts;
@@ -288,9 +375,15 @@ void EpMoeLayer::begin_combine(EpBatch& batch) const {
     std::vector<Bytes> replies(static_cast<size_t>(ranks));
     for (int s = 0; s < ranks; ++s) {
         Reader r(st.received[size_t(s)], s);
+        r.take(kDispatchHeader);  // checked by finish_dispatch
         const bool src_bf16 = r.get<uint8_t>() != 0;
         const int64_t tokens = r.get<int64_t>(), pairs = r.get<int64_t>();
-        SMOE_CHECK(tokens >= 0 && pairs >= 0, Communication, "rank {} sent a malformed message", s);
+        // Sizes from the wire are checked against the bytes that came before anything is allocated.
+        const size_t row_bytes = size_t(H) * (src_bf16 ? 2 : 4);
+        SMOE_CHECK(tokens >= 0 && pairs >= 0 && size_t(tokens) <= r.remaining() / row_bytes &&
+                       size_t(pairs) <= (r.remaining() - size_t(tokens) * row_bytes) / 12,
+                   Communication, "rank {} sent a malformed message ({} tokens, {} pairs in {} bytes)", s, tokens, pairs,
+                   r.remaining());
         std::vector<float> hidden(static_cast<size_t>(tokens * H));
         const uint8_t* rows = r.take(size_t(tokens * H) * (src_bf16 ? 2 : 4));
         for (int64_t i = 0; i < tokens * H; ++i) {
@@ -347,6 +440,7 @@ void EpMoeLayer::begin_combine(EpBatch& batch) const {
 
 MoeOutput EpMoeLayer::finish_combine(EpBatch& batch, EpStats* stats) const {
     expect_phase(batch.s_ ? batch.s_->phase : -1, 3, "finish_combine");
+    BreakOnThrow guard(broken_);
     EpBatch::State& st = *batch.s_;
     BatchPlan& plan = st.plan;
     const MoeConfig& cfg = layer_.config();
@@ -437,18 +531,33 @@ MoeOutput join_chunks(const std::vector<MoeOutput>& parts, const std::vector<EpS
 }  // namespace
 
 MoeOutput EpMoeLayer::forward_chunked(const MoeInput& input, EpStats* stats) const {
+    check_usable();
     // Every rank runs as many chunks as the rank with the most of them, so the collectives pair up
-    // whatever chunk size (none included) each rank chose.
+    // whatever chunk size (none included) each rank chose. The whole input is checked first and a
+    // problem travels with the count, so that every rank stops together, before any rows move.
+    std::exception_ptr own_problem;
+    std::string problem;
+    try {
+        (void)layer_.begin_batch(input, false);
+    } catch (const std::exception& e) {
+        own_problem = std::current_exception();
+        problem = e.what();
+    }
     const int64_t T = input.hidden.defined() ? input.hidden.dim(0) : 0;
-    const int64_t size = chunk_tokens_ > 0 ? chunk_tokens_ : std::max<int64_t>(T, 1);
+    const int64_t size = chunk_tokens_ > 0 ? std::min(chunk_tokens_, std::max<int64_t>(T, 1)) : std::max<int64_t>(T, 1);
     const int64_t mine = (T + size - 1) / size;
+    Writer said;
+    said.put(mine);
+    said.append(problem.data(), problem.size());
+    const std::vector<Bytes> counts = gather(said.bytes);
+    if (own_problem) std::rethrow_exception(own_problem);
     int64_t chunks = std::max<int64_t>(1, mine);
-    for (const Bytes& b : queue_->all_gather(Bytes(reinterpret_cast<const uint8_t*>(&mine),
-                                                   reinterpret_cast<const uint8_t*>(&mine) + sizeof mine)).get()) {
-        SMOE_CHECK(b.size() == sizeof(int64_t), Communication, "a rank sent a malformed chunk count");
-        int64_t theirs;
-        std::memcpy(&theirs, b.data(), sizeof theirs);
-        chunks = std::max(chunks, theirs);
+    for (int r = 0; r < int(counts.size()); ++r) {
+        Reader in(counts[size_t(r)], r);
+        chunks = std::max(chunks, in.get<int64_t>());
+        const size_t rest = in.remaining();
+        SMOE_CHECK(rest == 0, Communication, "rank {} could not take part in the batch: {}", r,
+                   std::string(reinterpret_cast<const char*>(in.take(rest)), rest));
     }
     auto chunk = [&](int64_t c) {
         const int64_t begin = std::min(T, c * size), end = std::min(T, begin + size);

@@ -33,6 +33,7 @@ void put_tensor(Bytes& b, const Tensor& t) {
 class Cursor {
 public:
     Cursor(const Bytes& b, size_t& at, int from) : b_(b), at_(at), from_(from) {}
+    size_t remaining() const { return b_.size() - at_; }
     const uint8_t* take(size_t n) {
         SMOE_CHECK(at_ + n <= b_.size(), Communication, "expert weights from rank {} are truncated", from_);
         const uint8_t* p = b_.data() + at_;
@@ -47,15 +48,27 @@ public:
     }
     Tensor tensor() {
         if (get<uint8_t>() == 0) return Tensor();
-        const auto dtype = DType(get<int32_t>());
+        const int32_t code = get<int32_t>();
         const uint32_t rank = get<uint32_t>();
-        SMOE_CHECK(rank <= 4, Communication, "expert weights from rank {}: a tensor of rank {}", from_, rank);
+        SMOE_CHECK(code >= 0 && code <= int32_t(DType::BOOL) && rank <= 4, Communication,
+                   "expert weights from rank {}: a tensor of dtype code {} and rank {}", from_, code, rank);
+        const auto dtype = DType(code);
         Shape shape(rank);
-        for (int64_t& d : shape) d = get<int64_t>();
+        uint64_t elements = 1;
+        for (int64_t& d : shape) {
+            d = get<int64_t>();
+            SMOE_CHECK(d >= 0 && d <= (int64_t(1) << 40), Communication, "expert weights from rank {}: a dimension of {}",
+                       from_, d);
+            elements *= uint64_t(d);
+            SMOE_CHECK(elements <= (uint64_t(1) << 40), Communication, "expert weights from rank {}: a tensor too large",
+                       from_);
+        }
         const uint64_t bytes = get<uint64_t>();
+        // Only what arrived is allocated: sizes are checked against the bytes before the tensor is made.
+        SMOE_CHECK(bytes == elements * dtype_size(dtype) && bytes <= remaining(), Communication,
+                   "expert weights from rank {}: {} bytes announced for a tensor of {} ({} left in the message)", from_,
+                   bytes, elements * dtype_size(dtype), remaining());
         Tensor t = Tensor::zeros(dtype, shape);
-        SMOE_CHECK(t.nbytes() == bytes, Communication, "expert weights from rank {}: {} bytes for a tensor of {}", from_,
-                   bytes, t.nbytes());
         std::memcpy(t.mutable_raw(), take(bytes), bytes);
         return t;
     }

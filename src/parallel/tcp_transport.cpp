@@ -27,7 +27,8 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kHelloMagic = 0x534d4f45;    // "SMOE"
 constexpr uint32_t kMessageMagic = 0x534d4f4d;  // "SMOM"
 constexpr uint32_t kAbortMagic = 0x534d4f41;    // "SMOA": the sender gives up; its `round` names the culprit
-constexpr uint64_t kMaxMessage = uint64_t(1) << 40;
+constexpr uint64_t kMaxMessage = uint64_t(1) << 36;
+constexpr std::chrono::milliseconds kHelloWait{2000};  // for a new connection to say which rank it is  // 64 GiB: a larger announced size is a damaged header
 
 int remaining_ms(Clock::time_point deadline) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -221,14 +222,22 @@ TcpTransport::TcpTransport(const TcpEndpoint& e, std::chrono::milliseconds timeo
                 sockaddr_in from{};
                 socklen_t len = sizeof from;
                 Socket c(::accept(listener.fd, reinterpret_cast<sockaddr*>(&from), &len));
-                if (c.fd < 0) continue;
+                if (c.fd < 0) {  // a connection that went away, or no descriptors left for a moment
+                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                    continue;
+                }
                 set_nonblocking(c.fd), set_nodelay(c.fd);
+                // A connection that does not introduce itself properly and soon is dropped; the wait for
+                // the real ranks goes on.
                 Hello h;
-                recv_all(c.fd, &h, sizeof h, deadline, "rank 0: a joining rank");
-                SMOE_CHECK(h.magic == kHelloMagic && h.size == size_ && h.rank > 0 && h.rank < size_ &&
-                               peers_[size_t(h.rank)] < 0,
-                           Communication, "rank 0: a process joined as rank {} of {} (expected a new rank of {})", h.rank,
-                           h.size, size_);
+                try {
+                    recv_all(c.fd, &h, sizeof h, std::min(deadline, Clock::now() + kHelloWait), "rank 0: a joining rank");
+                } catch (const Error&) {
+                    continue;
+                }
+                if (h.magic != kHelloMagic || h.size != size_ || h.rank <= 0 || h.rank >= size_ ||
+                    peers_[size_t(h.rank)] >= 0 || h.port <= 0 || h.port > 65535)
+                    continue;
                 address[size_t(h.rank)] = from.sin_addr;
                 port[size_t(h.rank)] = h.port;
                 peers_[size_t(h.rank)] = c.release();
@@ -248,6 +257,9 @@ TcpTransport::TcpTransport(const TcpEndpoint& e, std::chrono::milliseconds timeo
         send_all(peers_[0], &hello, sizeof hello, deadline, fmt::format("{} to rank 0", me));
         recv_all(peers_[0], address.data(), address.size() * sizeof(in_addr), deadline, fmt::format("{} from rank 0", me));
         recv_all(peers_[0], port.data(), port.size() * sizeof(int), deadline, fmt::format("{} from rank 0", me));
+        for (int r = 1; r < size_; ++r)
+            SMOE_CHECK(port[size_t(r)] > 0 && port[size_t(r)] <= 65535, Communication, "{}: rank 0 sent port {} for rank {}",
+                       me, port[size_t(r)], r);
         // The higher rank of each pair dials the lower one.
         for (int r = 1; r < rank_; ++r) {
             peers_[size_t(r)] = dial(address[size_t(r)], port[size_t(r)], deadline, fmt::format("{}: connecting to rank {}", me, r));
@@ -261,13 +273,19 @@ TcpTransport::TcpTransport(const TcpEndpoint& e, std::chrono::milliseconds timeo
                 SMOE_THROW(Communication, "{}: rank(s) {} did not connect within {} ms", me, missing, timeout_.count());
             }
             Socket c(::accept(listener.fd, nullptr, nullptr));
-            if (c.fd < 0) continue;
+            if (c.fd < 0) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                continue;
+            }
             set_nonblocking(c.fd), set_nodelay(c.fd);
             Hello h;
-            recv_all(c.fd, &h, sizeof h, deadline, fmt::format("{}: a connecting rank", me));
-            SMOE_CHECK(h.magic == kHelloMagic && h.size == size_ && h.rank > rank_ && h.rank < size_ &&
-                           peers_[size_t(h.rank)] < 0,
-                       Communication, "{}: a process connected as rank {} of {}", me, h.rank, h.size);
+            try {
+                recv_all(c.fd, &h, sizeof h, std::min(deadline, Clock::now() + kHelloWait), me);
+            } catch (const Error&) {
+                continue;
+            }
+            if (h.magic != kHelloMagic || h.size != size_ || h.rank <= rank_ || h.rank >= size_ || peers_[size_t(h.rank)] >= 0)
+                continue;  // not one of the ranks this one waits for: dropped
             peers_[size_t(h.rank)] = c.release();
             --pending;
         }
@@ -331,8 +349,12 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
         const Header abort{kAbortMagic, 0, uint64_t(culprit), 0};
         for (int q = 0; q < size_; ++q) {
             const size_t sent = flow[size_t(q)].sent;
-            if (q != rank_ && q != culprit && peers_[size_t(q)] >= 0 && (sent == 0 || sent == out_total(q)))
-                (void)::send(peers_[size_t(q)], &abort, sizeof abort, MSG_NOSIGNAL);
+            if (q != rank_ && q != culprit && peers_[size_t(q)] >= 0 && (sent == 0 || sent == out_total(q))) {
+                try {  // whole or not at all, briefly: the peer may be gone too
+                    send_all(peers_[size_t(q)], &abort, sizeof abort, Clock::now() + std::chrono::milliseconds(200), "");
+                } catch (const Error&) {
+                }
+            }
         }
         for (int& fd : peers_) {
             if (fd < 0) continue;
@@ -395,6 +417,7 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
             const int p = who[i];
             Flow& f = flow[size_t(p)];
             const int fd = fds[i].fd;
+            if (fds[i].revents & POLLNVAL) fail(p, "has no open connection here");
             if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && in_done(p)) {
                 // After its message: an abort naming who failed, the next collective's message (left
                 // for then), or its close (harmless unless we still owe it bytes).
@@ -426,10 +449,21 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
                     f.got += size_t(got);
                     if (!f.header_in && f.got == sizeof(Header)) {
                         const Header& h = f.in_header;
+                        if (h.magic == kAbortMagic && h.round < uint64_t(size_) && int(h.round) != rank_) {
+                            const int culprit = int(h.round);  // an abort that arrived in pieces
+                            give_up(culprit);
+                            SMOE_THROW(Communication,
+                                       "rank {}: rank {} stopped or failed in collective {} (reported by rank {})", rank_,
+                                       culprit, round, p);
+                        }
                         if (h.magic != kMessageMagic || h.round != round || h.bytes > kMaxMessage)
                             fail(p, fmt::format("sent a malformed message (round {}, {} bytes)", h.round, h.bytes));
                         f.header_in = true;
-                        recv[size_t(p)].resize(size_t(h.bytes));
+                        try {
+                            recv[size_t(p)].resize(size_t(h.bytes));
+                        } catch (const std::bad_alloc&) {
+                            fail(p, fmt::format("announced {} bytes, more than this process can hold", h.bytes));
+                        }
                     }
                 }
             }

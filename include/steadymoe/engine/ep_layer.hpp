@@ -10,6 +10,7 @@
 #include "steadymoe/parallel/placement.hpp"
 #include "steadymoe/parallel/transport.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -73,6 +74,10 @@ public:
     //   finish_dispatch: waits until every rank's rows for this rank have arrived;
     //   begin_combine:   runs this rank's experts on them and starts sending the results home;
     //   finish_combine:  waits for them, adds the shared expert, combines: the batch's output.
+    // The input must stay alive until finish_combine (the shared expert reads it there). A rank whose
+    // input cannot run (a NaN, a bad mask) still takes part in the dispatch, saying so: every rank's
+    // finish_dispatch then throws, naming it, and the layer stays usable. A failure after that (a rank
+    // that stops, a malformed message) leaves the layer refusing further batches.
     EpBatch begin_dispatch(const MoeInput& input) const;
     void finish_dispatch(EpBatch& batch) const;
     void begin_combine(EpBatch& batch) const;
@@ -97,6 +102,12 @@ private:
     // Throws Error(Communication) unless every rank runs this layer with `placement`; with
     // `require_held`, also InvalidArgument on every rank when some rank lacks an expert its slots hold.
     void agree(const ExpertPlacement& placement, bool require_held) const;
+    // An all-gather through the communication thread (directly before it exists).
+    std::vector<Bytes> gather(const Bytes& mine) const;
+    // Throws once a failure may have left the ranks' exchanges out of step.
+    void check_usable() const;
+    // begin_dispatch's work before the exchange: checks, routing, what goes to each rank.
+    std::vector<Bytes> dispatch_messages(const MoeInput& input, EpBatch::State& state) const;
     // Whether this rank has expert e's weights (loaded, or received on a placement change).
     bool holds(int64_t e) const;
     const ExpertWeights& weights_of(int64_t e) const;
@@ -111,6 +122,8 @@ private:
     std::unique_ptr<CollectiveQueue> queue_;
     int64_t chunk_tokens_ = 0;
     std::map<int64_t, std::shared_ptr<const MovedExpert>> moved_;  // experts received from other ranks
+    uint64_t generation_ = 0;                  // placement changes so far (checked in every dispatch)
+    mutable std::atomic<bool> broken_{false};  // see check_usable
 };
 
 }  // namespace steadymoe
