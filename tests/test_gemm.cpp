@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 using namespace steadymoe;
@@ -123,6 +124,30 @@ TEST_P(GemmFormats, MatchesFloat64AndRowsAreIndependent) {
             const std::vector<float> c1 = run_gemm(one, 1, pw, ldc);
             EXPECT_EQ(test::first_bit_difference(c1.data(), c.data() + i * ldc, size_t(N) * 4), -1) << "row " << i;
         }
+    }
+}
+
+// Unscaled formats: every output element is exactly one fma chain over k in ascending order — the
+// contract every instruction-set path of the kernel (AVX-512, AVX2, scalar) and the portable CUDA GEMM
+// keep, so their bits agree.
+TEST(GemmChains, EveryElementIsOneFmaChainInAscendingK) {
+    for (Fmt f : {Fmt::Bf16, Fmt::F32}) {
+        const int64_t N = 70, K = 640, m = 13;
+        const WeightMatrix w = make_matrix(f, N, K, 99);
+        const cpu::PackedWeight pw = cpu::pack_weight(w);
+        const std::vector<float> a = random_matrix(m, K, 6, 1.0f);
+        const std::vector<float> c = run_gemm(a, m, pw, N);
+        std::vector<float> row(static_cast<size_t>(K));
+        int64_t bad = 0;
+        for (int64_t n = 0; n < N; ++n) {
+            w.dequantize_row(n, row.data());
+            for (int64_t i = 0; i < m; ++i) {
+                float want = 0.0f;
+                for (int64_t k = 0; k < K; ++k) want = std::fma(a[size_t(i * K + k)], row[size_t(k)], want);
+                bad += std::memcmp(&want, &c[size_t(i * N + n)], 4) != 0;
+            }
+        }
+        EXPECT_EQ(bad, 0) << fmt_name(f);
     }
 }
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -203,6 +203,59 @@ void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w,
             float* ci = ctile + i * kPanelWidth;
             _mm512_storeu_ps(ci, _mm512_fmadd_ps(acc[2 * i], _mm512_mul_ps(vsa, sw0), _mm512_loadu_ps(ci)));
             _mm512_storeu_ps(ci + 16, _mm512_fmadd_ps(acc[2 * i + 1], _mm512_mul_ps(vsa, sw1), _mm512_loadu_ps(ci + 16)));
+        }
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// AVX2: the same chains eight features at a time — a quarter of the panel per pass, so a tile's 12 rows
+// of accumulators stay in registers. Each element's fma chain is the one above, bit for bit.
+template <bool kBf16>
+inline void chain_quarter(const float* a, const void* b, int q, int64_t k0, int64_t k1, __m256 acc[kTileRows]) {
+    for (int64_t k = k0; k < k1; ++k) {
+        __m256 bv;
+        if constexpr (kBf16) {
+            const uint16_t* bp = static_cast<const uint16_t*>(b) + k * kPanelWidth + 8 * q;
+            bv = _mm256_castsi256_ps(
+                _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bp))), 16));
+        } else {
+            bv = _mm256_loadu_ps(static_cast<const float*>(b) + k * kPanelWidth + 8 * q);
+        }
+        const float* ak = a + k * kTileRows;
+#pragma GCC unroll 16
+        for (int i = 0; i < int(kTileRows); ++i) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(ak[i]), bv, acc[i]);
+    }
+}
+
+template <bool kBf16>
+void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t k0,
+                int64_t k1, bool scaled, float* ctile) {
+    const int64_t K = w.cols, nkb = w.k_blocks();
+    const float* ap = a.tiles.data() + tile * K * kTileRows;
+    const void* bp = kBf16 ? static_cast<const void*>(w.bf16.data() + panel * K * kPanelWidth)
+                           : static_cast<const void*>(w.f32.data() + panel * K * kPanelWidth);
+    for (int q = 0; q < int(kPanelWidth) / 8; ++q) {
+        __m256 acc[kTileRows];
+        if (!scaled) {
+            for (int i = 0; i < int(kTileRows); ++i) acc[i] = _mm256_loadu_ps(ctile + i * kPanelWidth + 8 * q);
+            chain_quarter<kBf16>(ap, bp, q, k0, k1, acc);
+            for (int i = 0; i < int(kTileRows); ++i) _mm256_storeu_ps(ctile + i * kPanelWidth + 8 * q, acc[i]);
+            continue;
+        }
+        for (int64_t b0 = k0; b0 < k1; b0 += kScaleBlock) {
+            const int64_t kb = b0 / kScaleBlock;
+            for (auto& v : acc) v = _mm256_setzero_ps();
+            chain_quarter<kBf16>(ap, bp, q, b0, std::min(k1, b0 + kScaleBlock), acc);
+            __m256 sw = _mm256_set1_ps(1.0f);
+            if (!w.block_scale.empty()) {
+                alignas(32) float sv[8];
+                for (int j = 0; j < 8; ++j) sv[j] = w.block_scale[size_t((panel * kPanelWidth + 8 * q + j) * nkb + kb)];
+                sw = _mm256_load_ps(sv);
+            }
+            for (int i = 0; i < int(kTileRows); ++i) {
+                const float sa = a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
+                float* ci = ctile + i * kPanelWidth + 8 * q;
+                _mm256_storeu_ps(ci, _mm256_fmadd_ps(acc[i], _mm256_mul_ps(_mm256_set1_ps(sa), sw), _mm256_loadu_ps(ci)));
+            }
         }
     }
 }
