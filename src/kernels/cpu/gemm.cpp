@@ -137,6 +137,22 @@ void pack_activations(const ActivationRows& a, PackedActivations& out) {
 
 namespace {
 
+// The operands of tile `tile` and panel `panel`, and their 128-block scales, as every path reads them.
+inline const float* tile_rows(const PackedActivations& a, int64_t tile) { return a.tiles.data() + tile * a.cols * kTileRows; }
+template <bool kBf16>
+inline const void* panel_values(const PackedWeight& w, int64_t panel) {
+    return kBf16 ? static_cast<const void*>(w.bf16.data() + panel * w.cols * kPanelWidth)
+                 : static_cast<const void*>(w.f32.data() + panel * w.cols * kPanelWidth);
+}
+// Scale of feature j of the panel in k block kb (1 without weight scales).
+inline float weight_scale(const PackedWeight& w, int64_t panel, int64_t j, int64_t kb) {
+    return w.block_scale.empty() ? 1.0f : w.block_scale[size_t((panel * kPanelWidth + j) * w.k_blocks() + kb)];
+}
+// Scale of row i of the tile in k block kb (1 without activation scales).
+inline float activation_scale(const PackedActivations& a, const PackedWeight& w, int64_t tile, int64_t kb, int64_t i) {
+    return a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * w.k_blocks() + kb) * kTileRows + i)];
+}
+
 constexpr int kAccRegs = int(kTileRows) * 2;  // two 16-lane registers per row of a tile
 
 // acc[i][j] (i < kTileRows rows, j < 32 features) += sum over k in [k0, k1) of a[k][i] * b[k][j], one fma
@@ -173,10 +189,8 @@ inline void chain_tile(const float* a, const void* b, int64_t k0, int64_t k1, __
 template <bool kBf16>
 void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t k0,
                 int64_t k1, bool scaled, float* ctile) {
-    const int64_t K = w.cols, nkb = w.k_blocks();
-    const float* ap = a.tiles.data() + tile * K * kTileRows;
-    const void* bp = kBf16 ? static_cast<const void*>(w.bf16.data() + panel * K * kPanelWidth)
-                           : static_cast<const void*>(w.f32.data() + panel * K * kPanelWidth);
+    const float* ap = tile_rows(a, tile);
+    const void* bp = panel_values<kBf16>(w, panel);
     if (!scaled) {
         __m512 c[kAccRegs];
         for (int i = 0; i < kAccRegs; ++i) c[i] = _mm512_loadu_ps(ctile + 16 * i);
@@ -190,16 +204,11 @@ void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w,
         __m512 acc[kAccRegs];
         for (auto& v : acc) v = _mm512_setzero_ps();
         chain_tile<kBf16>(ap, bp, b0, std::min(k1, b0 + kScaleBlock), acc);
-        __m512 sw0 = _mm512_set1_ps(1.0f), sw1 = sw0;
-        if (!w.block_scale.empty()) {
-            alignas(64) float sv[kPanelWidth];
-            for (int j = 0; j < kPanelWidth; ++j) sv[j] = w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
-            sw0 = _mm512_load_ps(sv);
-            sw1 = _mm512_load_ps(sv + 16);
-        }
+        alignas(64) float sv[kPanelWidth];
+        for (int j = 0; j < kPanelWidth; ++j) sv[j] = weight_scale(w, panel, j, kb);
+        const __m512 sw0 = _mm512_load_ps(sv), sw1 = _mm512_load_ps(sv + 16);
         for (int i = 0; i < int(kTileRows); ++i) {
-            const float sa = a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
-            const __m512 vsa = _mm512_set1_ps(sa);
+            const __m512 vsa = _mm512_set1_ps(activation_scale(a, w, tile, kb, i));
             float* ci = ctile + i * kPanelWidth;
             _mm512_storeu_ps(ci, _mm512_fmadd_ps(acc[2 * i], _mm512_mul_ps(vsa, sw0), _mm512_loadu_ps(ci)));
             _mm512_storeu_ps(ci + 16, _mm512_fmadd_ps(acc[2 * i + 1], _mm512_mul_ps(vsa, sw1), _mm512_loadu_ps(ci + 16)));
@@ -229,10 +238,8 @@ inline void chain_quarter(const float* a, const void* b, int q, int64_t k0, int6
 template <bool kBf16>
 void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t k0,
                 int64_t k1, bool scaled, float* ctile) {
-    const int64_t K = w.cols, nkb = w.k_blocks();
-    const float* ap = a.tiles.data() + tile * K * kTileRows;
-    const void* bp = kBf16 ? static_cast<const void*>(w.bf16.data() + panel * K * kPanelWidth)
-                           : static_cast<const void*>(w.f32.data() + panel * K * kPanelWidth);
+    const float* ap = tile_rows(a, tile);
+    const void* bp = panel_values<kBf16>(w, panel);
     for (int q = 0; q < int(kPanelWidth) / 8; ++q) {
         __m256 acc[kTileRows];
         if (!scaled) {
@@ -245,16 +252,13 @@ void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w,
             const int64_t kb = b0 / kScaleBlock;
             for (auto& v : acc) v = _mm256_setzero_ps();
             chain_quarter<kBf16>(ap, bp, q, b0, std::min(k1, b0 + kScaleBlock), acc);
-            __m256 sw = _mm256_set1_ps(1.0f);
-            if (!w.block_scale.empty()) {
-                alignas(32) float sv[8];
-                for (int j = 0; j < 8; ++j) sv[j] = w.block_scale[size_t((panel * kPanelWidth + 8 * q + j) * nkb + kb)];
-                sw = _mm256_load_ps(sv);
-            }
+            alignas(32) float sv[8];
+            for (int j = 0; j < 8; ++j) sv[j] = weight_scale(w, panel, 8 * q + j, kb);
+            const __m256 sw = _mm256_load_ps(sv);
             for (int i = 0; i < int(kTileRows); ++i) {
-                const float sa = a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
+                const __m256 vsa = _mm256_set1_ps(activation_scale(a, w, tile, kb, i));
                 float* ci = ctile + i * kPanelWidth + 8 * q;
-                _mm256_storeu_ps(ci, _mm256_fmadd_ps(acc[i], _mm256_mul_ps(_mm256_set1_ps(sa), sw), _mm256_loadu_ps(ci)));
+                _mm256_storeu_ps(ci, _mm256_fmadd_ps(acc[i], _mm256_mul_ps(vsa, sw), _mm256_loadu_ps(ci)));
             }
         }
     }
@@ -263,8 +267,8 @@ void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w,
 template <bool kBf16>
 void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w, int64_t panel, int64_t k0,
                 int64_t k1, bool scaled, float* ctile) {
-    const int64_t K = w.cols, nkb = w.k_blocks();
-    const float* ap = a.tiles.data() + tile * K * kTileRows;
+    const int64_t K = w.cols;
+    const float* ap = tile_rows(a, tile);
     auto b_at = [&](int64_t k, int j) {
         const size_t bi = size_t((panel * K + k) * kPanelWidth + j);
         return kBf16 ? bf16_to_f32(w.bf16[bi]) : w.f32[bi];
@@ -281,11 +285,7 @@ void tile_chunk(const PackedActivations& a, int64_t tile, const PackedWeight& w,
                 float acc = 0.0f;
                 for (int64_t k = b0; k < std::min(k1, b0 + kScaleBlock); ++k)
                     acc = std::fma(ap[k * kTileRows + i], b_at(k, j), acc);
-                const float sw =
-                    w.block_scale.empty() ? 1.0f : w.block_scale[size_t((panel * kPanelWidth + j) * nkb + kb)];
-                const float sa =
-                    a.block_scale.empty() ? 1.0f : a.block_scale[size_t((tile * nkb + kb) * kTileRows + i)];
-                c = std::fma(acc, sa * sw, c);
+                c = std::fma(acc, activation_scale(a, w, tile, kb, i) * weight_scale(w, panel, j, kb), c);
             }
         }
     }
