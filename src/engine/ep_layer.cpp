@@ -90,9 +90,9 @@ std::string EpMoeLayer::fingerprint(const MoeLayer& layer, const ExpertPlacement
 }
 
 EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& transport)
-    : layer_(layer), placement_(std::move(placement)), transport_(transport) {
+    : layer_(layer), placement_(std::move(placement)), transport_(transport),
+      queue_(std::make_unique<CollectiveQueue>(transport_)) {
     agree(placement_, true);
-    queue_ = std::make_unique<CollectiveQueue>(transport_);
 }
 
 namespace {
@@ -110,9 +110,7 @@ private:
 };
 }  // namespace
 
-std::vector<Bytes> EpMoeLayer::gather(const Bytes& mine) const {
-    return queue_ ? queue_->all_gather(mine).get() : transport_.all_gather(mine);
-}
+std::vector<Bytes> EpMoeLayer::gather(const Bytes& mine) const { return queue_->all_gather(mine).get(); }
 
 void EpMoeLayer::check_usable() const {
     SMOE_CHECK(!broken_, Communication,
@@ -489,8 +487,6 @@ MoeOutput EpMoeLayer::finish_combine(EpBatch& batch, EpStats* stats) const {
     return std::move(plan.out);
 }
 
-MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const { return forward_chunked(input, stats); }
-
 namespace {
 
 // Rows [0, n) of every part's tensor `field`, one part after another, as one tensor.
@@ -530,7 +526,7 @@ MoeOutput join_chunks(const std::vector<MoeOutput>& parts, const std::vector<EpS
 
 }  // namespace
 
-MoeOutput EpMoeLayer::forward_chunked(const MoeInput& input, EpStats* stats) const {
+MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
     check_usable();
     // Every rank runs as many chunks as the rank with the most of them, so the collectives pair up
     // whatever chunk size (none included) each rank chose. The whole input is checked first and a

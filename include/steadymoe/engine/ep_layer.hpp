@@ -102,7 +102,7 @@ private:
     // Throws Error(Communication) unless every rank runs this layer with `placement`; with
     // `require_held`, also InvalidArgument on every rank when some rank lacks an expert its slots hold.
     void agree(const ExpertPlacement& placement, bool require_held) const;
-    // An all-gather through the communication thread (directly before it exists).
+    // An all-gather through the communication thread.
     std::vector<Bytes> gather(const Bytes& mine) const;
     // Throws once a failure may have left the ranks' exchanges out of step.
     void check_usable() const;
@@ -112,9 +112,6 @@ private:
     bool holds(int64_t e) const;
     const ExpertWeights& weights_of(int64_t e) const;
     const cpu::PackedExpert& packed_expert(int64_t e) const;
-
-    // forward(): the chunk count agreed, then the chunks pipelined.
-    MoeOutput forward_chunked(const MoeInput& input, EpStats* stats) const;
 
     const MoeLayer& layer_;
     ExpertPlacement placement_;
