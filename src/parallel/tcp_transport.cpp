@@ -212,13 +212,9 @@ TcpTransport::TcpTransport(const TcpEndpoint& e, std::chrono::milliseconds timeo
             Socket listener = listen_on(master, e.master_port, me);
             int joined = 0;
             while (joined < size_ - 1) {
-                if (!wait_ready(listener.fd, POLLIN, deadline)) {
-                    std::string missing;
-                    for (int r = 1; r < size_; ++r)
-                        if (peers_[size_t(r)] < 0) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
-                    SMOE_THROW(Communication, "rank 0: rank(s) {} did not join at {}:{} within {} ms", missing,
-                               e.master_addr, e.master_port, timeout_.count());
-                }
+                SMOE_CHECK(wait_ready(listener.fd, POLLIN, deadline), Communication,
+                           "rank 0: rank(s) {} did not join at {}:{} within {} ms", unconnected_from(1), e.master_addr,
+                           e.master_port, timeout_.count());
                 sockaddr_in from{};
                 socklen_t len = sizeof from;
                 Socket c(::accept(listener.fd, reinterpret_cast<sockaddr*>(&from), &len));
@@ -266,12 +262,8 @@ TcpTransport::TcpTransport(const TcpEndpoint& e, std::chrono::milliseconds timeo
             send_all(peers_[size_t(r)], &hello, sizeof hello, deadline, fmt::format("{} to rank {}", me, r));
         }
         for (int pending = size_ - 1 - rank_; pending > 0;) {
-            if (!wait_ready(listener.fd, POLLIN, deadline)) {
-                std::string missing;
-                for (int r = rank_ + 1; r < size_; ++r)
-                    if (peers_[size_t(r)] < 0) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
-                SMOE_THROW(Communication, "{}: rank(s) {} did not connect within {} ms", me, missing, timeout_.count());
-            }
+            SMOE_CHECK(wait_ready(listener.fd, POLLIN, deadline), Communication, "{}: rank(s) {} did not connect within {} ms",
+                       me, unconnected_from(rank_ + 1), timeout_.count());
             Socket c(::accept(listener.fd, nullptr, nullptr));
             if (c.fd < 0) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -293,6 +285,13 @@ TcpTransport::TcpTransport(const TcpEndpoint& e, std::chrono::milliseconds timeo
         for (int& fd : peers_) close_fd(fd);
         throw;
     }
+}
+
+std::string TcpTransport::unconnected_from(int first) const {
+    std::vector<int> ranks;
+    for (int r = first; r < size_; ++r)
+        if (peers_[size_t(r)] < 0) ranks.push_back(r);
+    return fmt::format("{}", fmt::join(ranks, ", "));
 }
 
 TcpTransport::~TcpTransport() {
@@ -402,16 +401,12 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
         const int n = ::poll(fds.data(), nfds_t(fds.size()), remaining_ms(deadline));
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            std::string missing;
-            int first = -1;
+            std::vector<int> missing;
             for (int p = 0; p < size_; ++p)
-                if (p != rank_ && (flow[size_t(p)].sent < out_total(p) || !in_done(p))) {
-                    missing += fmt::format("{}{}", missing.empty() ? "" : ", ", p);
-                    if (first < 0) first = p;
-                }
-            give_up(first);
-            SMOE_THROW(Communication, "rank {}: rank(s) {} did not complete collective {} within {} ms", rank_, missing,
-                       round, timeout_.count());
+                if (p != rank_ && (flow[size_t(p)].sent < out_total(p) || !in_done(p))) missing.push_back(p);
+            give_up(missing.front());
+            SMOE_THROW(Communication, "rank {}: rank(s) {} did not complete collective {} within {} ms", rank_,
+                       fmt::join(missing, ", "), round, timeout_.count());
         }
         for (size_t i = 0; i < fds.size(); ++i) {
             const int p = who[i];

@@ -41,6 +41,9 @@ public:
     std::vector<Bytes> all_to_all(std::vector<Bytes> send) override;
 
 private:
+    // "2, 5": the ranks from `first` on that have no connection yet.
+    std::string unconnected_from(int first) const;
+
     int rank_ = 0;
     int size_ = 1;
     std::chrono::milliseconds timeout_;
