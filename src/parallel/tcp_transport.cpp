@@ -364,16 +364,18 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
             close_fd(fd);
         }
     };
+    // Rank `by` says rank `culprit` failed: pass it on and stop.
+    auto reported = [&](int culprit, int by) {
+        give_up(culprit);
+        SMOE_THROW(Communication, "rank {}: rank {} stopped or failed in collective {} (reported by rank {})", rank_,
+                   culprit, round, by);
+    };
     // Peer p failed us (`why`) — unless another rank already told us who really failed.
     auto fail = [&](int p, const std::string& why) {
         for (int q = 0; q < size_; ++q) {
             if (q == rank_ || peers_[size_t(q)] < 0 || !(in_done(q) || flow[size_t(q)].got == 0)) continue;
             const int culprit = peek_abort(peers_[size_t(q)], size_);
-            if (culprit >= 0 && culprit != rank_) {
-                give_up(culprit);
-                SMOE_THROW(Communication, "rank {}: rank {} stopped or failed in collective {} (reported by rank {})",
-                           rank_, culprit, round, q);
-            }
+            if (culprit >= 0 && culprit != rank_) reported(culprit, q);
         }
         give_up(p);
         SMOE_THROW(Communication, "rank {}: rank {} {} in collective {}", rank_, p, why, round);
@@ -417,20 +419,11 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
                 // After its message: an abort naming who failed, the next collective's message (left
                 // for then), or its close (harmless unless we still owe it bytes).
                 const int culprit = peek_abort(fd, size_);
-                if (culprit >= 0 && culprit != rank_) fail(culprit, "stopped or failed");
+                if (culprit >= 0 && culprit != rank_) reported(culprit, p);
                 f.quiet = true;
             } else if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
                 // Read what is there: the header first, then the bytes it announces.
                 while (!in_done(p)) {
-                    if (!f.header_in && f.got == 0) {
-                        const int culprit = peek_abort(fd, size_);
-                        if (culprit >= 0 && culprit != rank_) {
-                            give_up(culprit);
-                            SMOE_THROW(Communication,
-                                       "rank {}: rank {} stopped or failed in collective {} (reported by rank {})", rank_,
-                                       culprit, round, p);
-                        }
-                    }
                     uint8_t* dst = f.header_in ? recv[size_t(p)].data() + (f.got - sizeof(Header))
                                                : reinterpret_cast<uint8_t*>(&f.in_header) + f.got;
                     const size_t want = f.header_in ? in_total(p) - f.got : sizeof(Header) - f.got;
@@ -444,13 +437,8 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
                     f.got += size_t(got);
                     if (!f.header_in && f.got == sizeof(Header)) {
                         const Header& h = f.in_header;
-                        if (h.magic == kAbortMagic && h.round < uint64_t(size_) && int(h.round) != rank_) {
-                            const int culprit = int(h.round);  // an abort that arrived in pieces
-                            give_up(culprit);
-                            SMOE_THROW(Communication,
-                                       "rank {}: rank {} stopped or failed in collective {} (reported by rank {})", rank_,
-                                       culprit, round, p);
-                        }
+                        if (h.magic == kAbortMagic && h.round < uint64_t(size_) && int(h.round) != rank_)
+                            reported(int(h.round), p);  // in place of its message: who failed
                         if (h.magic != kMessageMagic || h.round != round || h.bytes > kMaxMessage)
                             fail(p, fmt::format("sent a malformed message (round {}, {} bytes)", h.round, h.bytes));
                         f.header_in = true;
