@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build, run the GPU tests, then the GPU benchmarks beside their floors and peers.
-# usage: bench/run_gpu.sh OUT_DIR [tests|bench|sanitize|profile|all] [workload:format ...]
+# usage: bench/run_gpu.sh OUT_DIR [tests|bench|sanitize|profile|ep|all] [workload:format ...]
+# ep: the layer over every GPU of the machine (--ep-ranks) beside one GPU, and NCCL's all-to-all.
 # BENCH_ARGS adds options to every bench command (e.g. "--tokens 1,256,16384").
 set -uo pipefail
 out=${1:?output directory}; what=${2:-all}; shift 2 || true
@@ -54,6 +55,16 @@ if [[ $what == bench || $what == all ]]; then
     [[ -f $json ]] && records+=("$json")
   done
   [[ ${#records[@]} -gt 0 ]] && python3 bench/gpu_peers.py "$out/peers.json" "${records[@]}" 2>&1 | tee "$out/peers.md"
+fi
+if [[ $what == ep ]]; then
+  gpus=$(nvidia-smi --list-gpus | wc -l)
+  for spec in "$@"; do
+    wl=${spec%%:*}; fmt=${spec#*:}
+    ./build-gpu/steadymoe bench --backend cuda --ep-ranks "$gpus" --workload "$wl" --format "$fmt" ${BENCH_ARGS:-} \
+      --json "$out/ep-$wl-$fmt.json" 2>&1 | grep -v "^bench:" | tee -a "$out/ep.md"
+  done
+  python3 bench/gpu_ep_peers.py "$out/ep-nccl.json" 2>&1 | tee -a "$out/ep.md"
+  ( cd "$out" && tar czf ep-json.tgz --remove-files ./ep-*.json 2>/dev/null ) || true
 fi
 # Few files come back from a remote call: pack the logs, keep the tables and JSONs beside them.
 ( cd "$out" && tar czf logs.tgz --remove-files ./*.log 2>/dev/null ) || true

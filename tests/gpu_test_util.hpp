@@ -3,7 +3,20 @@
 
 #include "steadymoe/engine/cuda_moe_layer.hpp"
 
+#include <string>
+
 namespace steadymoe::test {
+
+// The small layers of the GPU tests: H, I, experts, top-k, the shared expert's width.
+constexpr int64_t kH = 256, kI = 256, kE = 8, kK = 2, kShared = 128;
+
+// A DeepSeek-V3-style layer (sigmoid + bias, 2 groups of 4 / top-1, norm, x2.5) with one shared
+// expert, weights from the benchmark streams stored in `format` ("bf16", "fp8", "fp4").
+MoeConfig tensor_core_config(const std::string& format);
+// Its weights; `routing` (when set) replaces the config, its expert count included.
+MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing = nullptr);
+// Routing variants of the bf16 config: "softmax", "group-max", "sqrt-softplus", "group-top2".
+MoeConfig routing_variant(const std::string& name);
 
 // The two outputs route every token identically (ids, weights and expert loads, bit for bit).
 void expect_same_routing_bits(const MoeOutput& a, const MoeOutput& b);

@@ -18,74 +18,13 @@ using namespace steadymoe;
 
 namespace {
 
-constexpr int64_t kH = 256, kI = 256, kE = 8, kK = 2, kShared = 128;
-
-// A DeepSeek-V3-style layer (sigmoid + bias, 2 groups of 4 / top-1, norm, x2.5) with one shared
-// expert, weights drawn from the benchmark streams and stored in `format`.
-MoeConfig tensor_core_config(const std::string& format) {
-    MoeConfig c;
-    c.family = ModelFamily::DeepseekV3;
-    c.model_type = "deepseek_v3";
-    c.num_hidden_layers = 1;
-    c.hidden_size = kH, c.moe_intermediate_size = kI, c.n_routed_experts = kE, c.top_k = kK;
-    c.n_shared_experts = 1, c.shared_intermediate_size = kShared;
-    c.score_func = ScoreFunc::Sigmoid, c.selection_bias = true, c.norm_topk_prob = true;
-    c.n_group = 2, c.topk_group = 1, c.group_score = GroupScore::Top2Sum, c.routed_scaling_factor = 2.5;
-    if (format != "bf16") {
-        c.expert_format = format == "fp8" ? ExpertFormat::Fp8 : ExpertFormat::Fp4;
-        c.quantization.quant_method = "fp8";
-        c.quantization.fmt = "e4m3";
-        c.quantization.activation_scheme = "dynamic";
-    }
-    return c;
-}
-
-WeightMatrix matrix(int64_t rows, int64_t cols, uint32_t stream, uint64_t offset, const std::string& format,
-                    const std::string& name) {
-    const Tensor bf16 = synthetic::tensor(DType::BF16, {rows, cols}, 3, stream, 0.02f, offset);
-    if (format == "bf16") return {ExpertFormat::Dense, rows, cols, bf16, {}, 1.0f, name};
-    const Tensor f = bf16.to_f32();
-    if (format == "fp8") return quantize_fp8(f.data<float>(), rows, cols, false, name);
-    return quantize_mxfp4(f.data<float>(), rows, cols, E8M0Rounding::Up, name);
-}
-
-ExpertWeights expert(int64_t index, int64_t inter, uint32_t gate_up, uint32_t down, const std::string& format,
-                     const std::string& name) {
-    const uint64_t gu = uint64_t(index * 2 * inter * kH), dn = uint64_t(index * kH * inter);
-    return {matrix(inter, kH, gate_up, gu, format, name + ".gate"),
-            matrix(inter, kH, gate_up, gu + uint64_t(inter * kH), format, name + ".up"),
-            matrix(kH, inter, down, dn, format, name + ".down")};
-}
-
-MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing = nullptr) {
-    MoeLayerWeights w;
-    w.router = synthetic::tensor(DType::BF16, {kE, kH}, 3, synthetic::kRouter, 0.02f);
-    w.selection_bias = synthetic::tensor(DType::F32, {kE}, 3, synthetic::kBias, 0.01f);
-    for (int64_t e = 0; e < kE; ++e)
-        w.experts.push_back(expert(e, kI, synthetic::kGateUp, synthetic::kDown, format, "experts." + std::to_string(e)));
-    w.has_shared = true;
-    w.shared = expert(0, kShared, synthetic::kSharedGateUp, synthetic::kSharedDown, format, "shared");
-    MoeConfig c = routing ? *routing : tensor_core_config(format);
-    if (!c.selection_bias) w.selection_bias = Tensor();
-    return MoeLayer(c, std::move(w));
-}
-
-// Routing variants for the GPU router, each a bf16 layer of the same experts.
-MoeConfig routing_variant(const std::string& name) {
-    MoeConfig c = tensor_core_config("bf16");
-    if (name == "softmax") {  // Qwen3-MoE
-        c.family = ModelFamily::Qwen3Moe, c.model_type = "qwen3_moe";
-        c.score_func = ScoreFunc::Softmax, c.selection_bias = false, c.n_group = 1, c.topk_group = 1;
-        c.routed_scaling_factor = 1.0;
-    } else if (name == "group-max") {
-        c.n_group = 4, c.topk_group = 2, c.group_score = GroupScore::Max;
-    } else if (name == "sqrt-softplus") {  // DeepSeek-V4
-        c.family = ModelFamily::DeepseekV4, c.model_type = "deepseek_v4";
-        c.score_func = ScoreFunc::SqrtSoftplus, c.n_group = 1, c.topk_group = 1, c.routed_scaling_factor = 1.5;
-        c.swiglu_limit = 10.0, c.weight_placement = WeightPlacement::BeforeDown;
-    }  // "group-top2": the V3 default of tensor_core_config
-    return c;
-}
+using test::kE;
+using test::kH;
+using test::kI;
+using test::kK;
+using test::routing_variant;
+using test::tensor_core_config;
+using test::tensor_core_layer;
 
 MoeInput hidden(int64_t tokens, DType dtype = DType::BF16, uint32_t seed = 3) {
     return {synthetic::tensor(dtype, {tokens, kH}, seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};

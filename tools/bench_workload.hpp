@@ -82,5 +82,7 @@ int bench_ep(const BenchOptions& o);
 
 // The CUDA backend's bench (tools/bench_cuda.cpp); throws Unsupported in builds without CUDA.
 int bench_cuda(const BenchOptions& o);
+// The expert-parallel layer on --ep-ranks GPUs of this machine beside one GPU (tools/bench_cuda_ep.cpp).
+int bench_cuda_ep(const BenchOptions& o);
 
 }  // namespace steadymoe::cli

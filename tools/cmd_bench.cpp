@@ -38,8 +38,8 @@ struct Point {
 
 int bench(const BenchOptions& o) {
     if (o.ep_ranks > 0) {
-        SMOE_CHECK(o.backend == "cpu", Unsupported, "--ep-ranks runs CPU ranks; --backend {} is not supported with it",
-                   o.backend);
+        if (o.backend == "cuda") return bench_cuda_ep(o);
+        SMOE_CHECK(o.backend == "cpu", InvalidArgument, "--backend: '{}' is not one of cpu, cuda", o.backend);
         return bench_ep(o);
     }
     if (o.backend == "cuda") return bench_cuda(o);
@@ -179,8 +179,8 @@ Command add_bench_command(CLI::App& parent) {
         ->capture_default_str();
     app->add_option("--threads", o->threads, "Threads for both sides (0 = all)")->capture_default_str();
     app->add_option("--ep-ranks", o->ep_ranks,
-                    "Expert parallelism on this many in-process CPU ranks: dispatch, experts and combine timed "
-                    "separately, --tokens per rank");
+                    "Expert parallelism on this many in-process ranks (CPU ranks, or GPUs with --backend cuda): "
+                    "dispatch, experts and combine timed separately, --tokens per rank");
     app->add_option("--graph-max-tokens", o->graph_max_tokens,
                     "cuda: batches up to this many tokens run as CUDA graph replays (0 = launch kernels one by one)")
         ->capture_default_str();

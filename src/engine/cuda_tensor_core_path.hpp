@@ -9,12 +9,14 @@
 #include "steadymoe/kernels/cuda/gemm.hpp"
 
 #include "../kernels/cuda/expert_group.hpp"
+#include "cuda_layer_stages.hpp"
 
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace steadymoe {
 
@@ -26,8 +28,13 @@ inline constexpr size_t kGraphCapacity = 256;
 
 class TensorCorePath {
 public:
-    // Why `layer` cannot run on this path ("" when it can).
-    static std::string blocker(const MoeLayer& layer);
+    // Why `layer` cannot run on this path ("" when it can): with `routed`, only those routed experts are
+    // checked (the ones a rank of an expert-parallel group holds).
+    static std::string blocker(const MoeLayer& layer, const std::vector<const ExpertWeights*>* routed = nullptr);
+    // Whether a batch of bf16 (or else f32) hidden states has an exact bf16 form for every GEMM of
+    // these expert groups.
+    static bool accepts(const MoeLayer& layer, bool bf16_hidden, const cuda::DeviceExpertGroup& routed,
+                        const cuda::DeviceExpertGroup* shared);
 
     explicit TensorCorePath(const MoeLayer& layer);
     ~TensorCorePath();
@@ -53,12 +60,9 @@ private:
     void enqueue(const Shape& batch, bool timed, bool capturing) const;
 
     const MoeLayer& layer_;
-    std::optional<cuda::DeviceMatrixSet> router_;  // bf16 router (tensor cores), when stored in bf16
-    cuda::DevicePackedWeight router_exact_;        // f32 router arithmetic for f32 inputs
+    tc::RouterStage router_;
     cuda::DeviceExpertGroup routed_;
     std::optional<cuda::DeviceExpertGroup> shared_;
-    cuda::DeviceBuffer bias_;     // [E] f32, or empty
-    cuda::DeviceBuffer tid2eid_;  // [vocab][K] i32, or empty
     std::unique_ptr<Workspace> ws_;
     std::atomic<int64_t> graph_max_tokens_{kDefaultGraphMaxTokens};
     mutable std::mutex busy_;  // one batch at a time per layer: the workspace is shared

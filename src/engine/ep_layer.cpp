@@ -5,6 +5,7 @@
 #include "steadymoe/kernels/cpu/experts.hpp"
 #include "steadymoe/parallel/collective_queue.hpp"
 
+#include "break_on_throw.hpp"
 #include "expert_transfer.hpp"
 
 #include <fmt/format.h>
@@ -94,21 +95,6 @@ EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transpo
       queue_(std::make_unique<CollectiveQueue>(transport_)) {
     agree(placement_, true);
 }
-
-namespace {
-// Sets `flag` when the scope is left by an exception.
-class BreakOnThrow {
-public:
-    explicit BreakOnThrow(std::atomic<bool>& flag) : flag_(flag), exceptions_(std::uncaught_exceptions()) {}
-    ~BreakOnThrow() {
-        if (std::uncaught_exceptions() > exceptions_) flag_ = true;
-    }
-
-private:
-    std::atomic<bool>& flag_;
-    int exceptions_;
-};
-}  // namespace
 
 std::vector<Bytes> EpMoeLayer::gather(const Bytes& mine) const { return queue_->all_gather(mine).get(); }
 

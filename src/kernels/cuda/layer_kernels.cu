@@ -56,15 +56,16 @@ __global__ void scatter_kernel(const float* down, int64_t m, int64_t h, const in
     contributions[dest[r] * h + n] = round_act(before ? v : weights[r] * v, bf16);
 }
 
-__global__ void combine_kernel(const float* contributions, int64_t t, int64_t k, int64_t h, const uint8_t* active,
-                               bool has_shared, bool bf16, void* out) {
+// The slots in ascending order, then the shared expert: the CPU layer's combine, operation for operation.
+__global__ void combine_kernel(const float* routed, const int64_t* index, const float* shared, int64_t t, int64_t k,
+                               int64_t h, const uint8_t* active, bool bf16, void* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= t * h) return;
     const int64_t tok = i / h, n = i % h;
     float acc = 0.0f;
     if (active[tok]) {
-        for (int64_t s = 0; s < k; ++s) acc += contributions[(tok * k + s) * h + n];
-        if (has_shared) acc += contributions[(t * k + tok) * h + n];
+        for (int64_t s = 0; s < k; ++s) acc += routed[(index ? index[tok * k + s] : tok * k + s) * h + n];
+        if (shared) acc += shared[tok * h + n];
     }
     if (bf16) static_cast<uint16_t*>(out)[i] = active[tok] ? f32_to_bf16(acc) : uint16_t(0);
     else static_cast<float*>(out)[i] = acc;
@@ -97,8 +98,14 @@ cudaError_t launch_scatter(const float* down, int64_t m, int64_t h, const int64_
 
 cudaError_t launch_combine(const float* contributions, int64_t t, int64_t k, int64_t h, const uint8_t* active,
                            bool has_shared, bool bf16, void* out, cudaStream_t stream) {
+    return launch_combine_indexed(contributions, nullptr, has_shared ? contributions + t * k * h : nullptr, t, k, h,
+                                  active, bf16, out, stream);
+}
+
+cudaError_t launch_combine_indexed(const float* routed, const int64_t* index, const float* shared, int64_t t, int64_t k,
+                                   int64_t h, const uint8_t* active, bool bf16, void* out, cudaStream_t stream) {
     if (t * h > 0)
-        combine_kernel<<<blocks_for(t * h), kThreads, 0, stream>>>(contributions, t, k, h, active, has_shared, bf16, out);
+        combine_kernel<<<blocks_for(t * h), kThreads, 0, stream>>>(routed, index, shared, t, k, h, active, bf16, out);
     return cudaGetLastError();
 }
 

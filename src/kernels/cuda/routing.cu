@@ -201,8 +201,8 @@ __device__ void write_tiles(int expert, int first_row, int rows, int first_tile,
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) place_kernel(const int32_t* ids, const float* topk_weights,
-                                                                int64_t pairs, int32_t top_k, int32_t tile_m,
-                                                                PermutationOut out) {
+                                                                const int32_t* row_of_pair, int64_t pairs,
+                                                                int32_t top_k, int32_t tile_m, PermutationOut out) {
     __shared__ typename BlockScan::TempStorage temp;
     const int e = blockIdx.x;
     int base = out.offsets[e];
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kPermuteThreads) place_kernel(const int32_t* i
         int rank = 0, count = 0;
         BlockScan(temp).ExclusiveSum(flag, rank, count);
         if (flag) {
-            out.rows[base + rank] = int32_t(i / top_k);
+            out.rows[base + rank] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
             out.dest[base + rank] = i;
             out.weight[base + rank] = topk_weights[i];
         }
@@ -264,11 +264,12 @@ cudaError_t launch_route(const RouteLaunch& p) {
 }
 
 cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs, int32_t top_k,
-                                  int32_t experts, int32_t tile_m, const PermutationOut& out, cudaStream_t stream) {
+                                  int32_t experts, int32_t tile_m, const PermutationOut& out, cudaStream_t stream,
+                                  const int32_t* row_of_pair) {
     if (experts > kMaxRoutedExperts) return cudaErrorInvalidValue;
     count_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, pairs, out.load);
     offsets_kernel<<<1, kScanThreads, 0, stream>>>(experts, tile_m, out);
-    place_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, pairs, top_k, tile_m, out);
+    place_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, row_of_pair, pairs, top_k, tile_m, out);
     return cudaGetLastError();
 }
 

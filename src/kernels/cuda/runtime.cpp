@@ -19,6 +19,22 @@ bool device_available(std::string* why) {
     return true;
 }
 
+int device_count() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
+void set_device(int device) {
+    const int count = device_count();
+    SMOE_CHECK(device >= 0 && device < count, InvalidArgument, "CUDA device {} does not exist ({} visible)", device,
+               count);
+    SMOE_CUDA_CHECK(cudaSetDevice(device));
+}
+
 DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what) : bytes_(bytes) {
     if (bytes == 0) return;
     const cudaError_t err = cudaMalloc(&ptr_, bytes);

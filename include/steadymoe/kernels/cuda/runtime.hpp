@@ -41,6 +41,11 @@ private:
     size_t bytes_ = 0;
 };
 
+// Visible CUDA devices (0 when none), and choosing the calling thread's current device: one rank of an
+// expert-parallel group per device.
+int device_count();
+void set_device(int device);
+
 // The current device's name ("NVIDIA H200"), or "" when none is visible.
 std::string device_name();
 

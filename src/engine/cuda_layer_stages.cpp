@@ -1,0 +1,224 @@
+#include "cuda_layer_stages.hpp"
+
+#include "steadymoe/kernels/cpu/experts.hpp"
+#include "steadymoe/kernels/cpu/router.hpp"
+
+#include "../kernels/cuda/check.hpp"
+#include "../kernels/cuda/layer_kernels.hpp"
+#include "../kernels/cuda/quant_mode.hpp"
+
+#include <algorithm>
+
+namespace steadymoe::tc {
+
+void grow(DeviceBuffer& b, size_t bytes, const char* what, bool& moved) {
+    if (b.bytes() < bytes) {
+        b = DeviceBuffer();  // free first: the old and new buffers need not fit together
+        b = DeviceBuffer(bytes, what);
+        moved = true;
+    }
+}
+
+void PermBuffers::reserve(int64_t max_rows, int64_t tiles_bound, int64_t experts, bool& moved) {
+    grow(rows, size_t(max_rows) * 4, "permuted rows", moved);
+    grow(dest, size_t(max_rows) * 8, "row destinations", moved);
+    grow(weight, size_t(max_rows) * 4, "row weights", moved);
+    grow(tiles, size_t(3 * tiles_bound + 1) * 4, "tile list", moved);
+    grow(load, size_t(experts) * 4, "expert loads", moved);
+    grow(offsets, size_t(2 * (experts + 1)) * 4, "expert offsets", moved);
+}
+
+cuda::PermutationOut PermBuffers::view(int64_t tiles_bound, int64_t experts) {
+    int32_t* t = tiles.as<int32_t>();
+    int32_t* o = offsets.as<int32_t>();
+    return {rows.as<int32_t>(), dest.as<int64_t>(), weight.as<float>(), t, t + tiles_bound, t + 2 * tiles_bound,
+            t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1};
+}
+
+void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved) {
+    grow(a1, size_t(rows * H) * 2, "expert inputs", moved);
+    grow(a1_scale, size_t(rows * (H / 128)) * 4, "expert input scales", moved);
+    grow(mid, size_t(rows * I) * 4, "SwiGLU outputs", moved);
+    grow(a2, size_t(rows * I) * 2, "down inputs", moved);
+    grow(a2_scale, size_t(rows * (I / 128)) * 4, "down input scales", moved);
+}
+
+cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::PermutationOut& perm, int64_t tiles,
+                                    const uint16_t* a, const float* a_scale, cudaStream_t s) {
+    cuda::GroupedGemmLaunch g;
+    g.tile_expert = perm.tile_expert;
+    g.tile_row0 = perm.tile_row0;
+    g.tile_rows = perm.tile_rows;
+    g.tile_count = perm.tile_count;
+    g.max_tiles = int32_t(tiles);
+    g.a = a;
+    g.a_scale = a_scale;
+    g.code = w.code;
+    g.w = w.data.get();
+    g.w_expert_bytes = w.expert_bytes;
+    g.w_scale = w.scale.get();
+    g.scale_expert_bytes = w.scale_expert_bytes;
+    g.fp8_half_blocks = w.fp8_half_blocks;
+    g.n = w.n;
+    g.k = w.k;
+    g.scaled = w.code == cuda::WeightCode::Fp8 || a_scale != nullptr;
+    g.stream = s;
+    return g;
+}
+
+EventTimer::EventTimer() {
+    SMOE_CUDA_CHECK(cudaEventCreate(&begin_));
+    SMOE_CUDA_CHECK(cudaEventCreate(&end_));
+}
+
+EventTimer::~EventTimer() {
+    cudaEventDestroy(begin_);
+    cudaEventDestroy(end_);
+}
+
+double EventTimer::ms() const {
+    float v = 0;
+    SMOE_CUDA_CHECK(cudaEventElapsedTime(&v, begin_, end_));
+    return v;
+}
+
+void EventTimer::record(cudaEvent_t e, cudaStream_t s, bool capturing) {
+    SMOE_CUDA_CHECK(cudaEventRecordWithFlags(e, s, capturing ? cudaEventRecordExternal : cudaEventRecordDefault));
+}
+
+void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq, float* contributions,
+               cudaStream_t s, bool capturing) {
+    StageBuffers& b = *r.buffers;
+    const int64_t R = r.max_rows, I = r.group->intermediate;
+    const int mode1 = cuda::activation_quant_mode(aq, r.group->gate_up.quantized);
+    SMOE_CUDA_CHECK(cuda::launch_gather_bf16(hidden, bf16, H, r.perm->rows, R, r.live_rows, H, mode1,
+                                             b.a1.as<uint16_t>(), b.a1_scale.as<float>(), s));
+    cuda::GroupedGemmLaunch g1 = gemm_launch(r.group->gate_up, *r.perm, r.max_tiles, b.a1.as<const uint16_t>(),
+                                             mode1 == 1 ? b.a1_scale.as<const float>() : nullptr, s);
+    g1.epilogue = cuda::GemmEpilogue::SwiGlu;
+    g1.out = b.mid.as<float>();
+    g1.ldo = I;
+    g1.row_weight = r.perm->weight;
+    g1.swiglu_limit = r.swiglu_limit;
+    g1.weight_before_down = r.weight_before_down;
+    g1.round_bf16 = bf16;
+    if (r.gate_up_time) r.gate_up_time->begin(s, capturing);
+    SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g1));
+    if (r.gate_up_time) r.gate_up_time->end(s, capturing);
+
+    const int mode2 = cuda::activation_quant_mode(aq, r.group->down.quantized);
+    SMOE_CUDA_CHECK(cuda::launch_gather_bf16(b.mid.get(), false, I, nullptr, R, r.live_rows, I, mode2,
+                                             b.a2.as<uint16_t>(), b.a2_scale.as<float>(), s));
+    cuda::GroupedGemmLaunch g2 = gemm_launch(r.group->down, *r.perm, r.max_tiles, b.a2.as<const uint16_t>(),
+                                             mode2 == 1 ? b.a2_scale.as<const float>() : nullptr, s);
+    g2.epilogue = cuda::GemmEpilogue::Scatter;
+    g2.out = contributions;
+    g2.ldo = H;
+    g2.row_weight = r.perm->weight;
+    g2.row_dest = r.perm->dest;
+    g2.weight_before_down = r.weight_before_down;
+    g2.round_bf16 = bf16;
+    if (r.down_time) r.down_time->begin(s, capturing);
+    SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g2));
+    if (r.down_time) r.down_time->end(s, capturing);
+}
+
+TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts) {
+    TileCounts c;
+    c.tile_m = cuda::grouped_gemm_tile_rows();
+    c.token_tiles = (tokens + c.tile_m - 1) / c.tile_m;
+    c.pair_tiles = std::min(pairs, (pairs + c.tile_m - 1) / c.tile_m + experts);
+    SMOE_CHECK(c.pair_tiles <= 65535 && c.token_tiles <= 65535, InvalidArgument,
+               "a batch of {} tokens needs more row tiles than one launch holds (65535 of {} rows); split it", tokens,
+               c.tile_m);
+    return c;
+}
+
+namespace {
+
+// The router GEMM's k split: blocks of at most 512 k (a multiple of 128 that divides H), at least two
+// when H allows, so that a decode step's router streams its weights from many SMs rather than one or
+// two. It depends on H alone, so every batch size gets the same logits.
+int32_t router_k_splits(int64_t H) {
+    if (H < 256) return 1;
+    int64_t chunk = std::min<int64_t>(512, H / 2) / 128 * 128;
+    while (H % chunk != 0) chunk -= 128;
+    return int32_t(H / chunk);
+}
+
+int score_func_code(ScoreFunc f) { return f == ScoreFunc::Softmax ? 0 : f == ScoreFunc::Sigmoid ? 1 : 2; }
+
+}  // namespace
+
+RouterStage::RouterStage(const MoeLayer& layer) : layer_(layer) {
+    const MoeLayerWeights& w = layer.weights();
+    if (w.router.dtype() == DType::BF16) router_ = cuda::upload_bf16_matrix(w.router, "router");
+    router_exact_ = cuda::upload_weight(layer.packed().router, "router");
+    if (w.selection_bias.defined()) {
+        bias_ = DeviceBuffer(w.selection_bias.nbytes(), "selection bias");
+        bias_.upload(w.selection_bias.raw(), w.selection_bias.nbytes());
+    }
+    if (w.tid2eid.defined()) {
+        tid2eid_ = DeviceBuffer(w.tid2eid.nbytes(), "tid2eid");
+        tid2eid_.upload(w.tid2eid.raw(), w.tid2eid.nbytes());
+    }
+}
+
+void RouterStage::reserve(Buffers& b, int64_t T, const TileCounts& tiles, bool bf16, bool& moved) const {
+    const MoeConfig& cfg = layer_.config();
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    grow(b.logits, size_t(T * E) * 4, "router logits", moved);
+    if (router_ && bf16) {
+        b.tiles.reserve(0, tiles.token_tiles, 1, moved);
+        const int32_t splits = router_k_splits(H);
+        if (splits > 1) grow(b.logit_parts, size_t(splits * T * E) * 4, "router partial logits", moved);
+    }
+    grow(b.topk_ids, size_t(T * K) * 4, "top-k ids", moved);
+    grow(b.topk_weights, size_t(T * K) * 4, "top-k weights", moved);
+}
+
+void RouterStage::enqueue(Buffers& b, const void* hidden, const uint8_t* active, const int64_t* token_ids, int64_t T,
+                          const TileCounts& tiles, bool bf16, cudaStream_t s) const {
+    const MoeConfig& cfg = layer_.config();
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    if (router_ && bf16) {
+        const cuda::PermutationOut view = b.tiles.view(tiles.token_tiles, 1);
+        SMOE_CUDA_CHECK(cuda::launch_identity_tiles(T, tiles.tile_m, view, s));
+        cuda::GroupedGemmLaunch g =
+            gemm_launch(*router_, view, tiles.token_tiles, static_cast<const uint16_t*>(hidden), nullptr, s);
+        g.k_splits = router_k_splits(H);
+        g.out = g.k_splits > 1 ? b.logit_parts.as<float>() : b.logits.as<float>();
+        g.split_stride = T * E;
+        g.ldo = E;
+        SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g));
+        if (g.k_splits > 1)
+            SMOE_CUDA_CHECK(cuda::launch_sum_splits(b.logit_parts.as<const float>(), T * E, g.k_splits, T * E,
+                                                    b.logits.as<float>(), s));
+    } else {
+        SMOE_CHECK(!bf16, Internal, "bf16 inputs without a bf16 router");
+        cuda::gemm({static_cast<const float*>(hidden), nullptr, T, H}, router_exact_, b.logits.as<float>(), E, s);
+    }
+    cuda::RouteLaunch route;
+    route.logits = b.logits.as<const float>();
+    route.tokens = T;
+    route.experts = int32_t(E);
+    route.top_k = int32_t(K);
+    route.score_func = score_func_code(cfg.score_func);
+    route.bias = bias_.get() ? bias_.as<const float>() : nullptr;
+    route.groups = int32_t(cfg.n_group);
+    route.top_groups = int32_t(cfg.topk_group);
+    route.group_score = cfg.group_score == GroupScore::Max ? 0 : 1;
+    route.tid2eid = token_ids ? tid2eid_.as<const int32_t>() : nullptr;
+    route.token_ids = token_ids;
+    route.active = active;
+    const cpu::WeightRule rule = cpu::weight_rule(cfg);
+    route.normalise = rule.normalise;
+    route.normalise_eps = rule.eps;
+    route.scale = rule.scale;
+    route.topk_ids = b.topk_ids.as<int32_t>();
+    route.topk_weights = b.topk_weights.as<float>();
+    route.stream = s;
+    SMOE_CUDA_CHECK(cuda::launch_route(route));
+}
+
+}  // namespace steadymoe::tc

@@ -1,0 +1,110 @@
+// The pieces of the CUDA tensor-core layer that the one-GPU path (cuda_tensor_core_path.hpp) and the
+// expert-parallel path (cuda_ep_layer.hpp) share: workspace buffers grown to the largest batch, the
+// grouped-GEMM launch of a weight set, the expert stages of one group (gather, gate/up with SwiGLU, down
+// with the scatter), timing events, and the router (GEMM and routing). Launches only: callers reserve
+// the buffers first and synchronise when they need results.
+#pragma once
+
+#include "steadymoe/engine/moe_layer.hpp"
+#include "steadymoe/kernels/cuda/gemm.hpp"
+
+#include "../kernels/cuda/expert_group.hpp"
+#include "../kernels/cuda/routing.hpp"
+
+#include <cuda_runtime.h>
+
+#include <optional>
+
+namespace steadymoe::tc {
+
+using cuda::DeviceBuffer;
+
+// Grows `b` to at least `bytes`; `moved` becomes true when it was reallocated.
+void grow(DeviceBuffer& b, size_t bytes, const char* what, bool& moved);
+
+// A permutation's device buffers, grown to the largest batch so far.
+struct PermBuffers {
+    DeviceBuffer rows, dest, weight, tiles, load, offsets;
+
+    void reserve(int64_t max_rows, int64_t tiles_bound, int64_t experts, bool& moved);
+    cuda::PermutationOut view(int64_t tiles_bound, int64_t experts);
+};
+
+// One group's stage buffers.
+struct StageBuffers {
+    DeviceBuffer a1, a1_scale, mid, a2, a2_scale;
+
+    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved);
+};
+
+// The grouped GEMM over weight set `w` for the tiles of `perm`.
+cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::PermutationOut& perm, int64_t tiles,
+                                    const uint16_t* a, const float* a_scale, cudaStream_t s);
+
+// A pair of timing events around part of a forward. Inside a graph capture the records become the
+// graph's own event nodes (external records), so a replay is timed the same way as eager launches.
+class EventTimer {
+public:
+    EventTimer();
+    ~EventTimer();
+    EventTimer(const EventTimer&) = delete;
+    EventTimer& operator=(const EventTimer&) = delete;
+    void begin(cudaStream_t s, bool capturing = false) { record(begin_, s, capturing); }
+    void end(cudaStream_t s, bool capturing = false) { record(end_, s, capturing); }
+    double ms() const;
+
+private:
+    static void record(cudaEvent_t e, cudaStream_t s, bool capturing);
+    cudaEvent_t begin_ = nullptr, end_ = nullptr;
+};
+
+struct GroupRun {
+    const cuda::DeviceExpertGroup* group;
+    const cuda::PermutationOut* perm;
+    int64_t max_rows;
+    int64_t max_tiles;
+    const int32_t* live_rows;  // device: rows of this batch
+    StageBuffers* buffers;
+    float swiglu_limit;
+    bool weight_before_down;
+    EventTimer* gate_up_time = nullptr;  // around the gate/up GEMM, when timing
+    EventTimer* down_time = nullptr;
+};
+
+// The expert stages of one group on stream `s`: gather (and quantise) its rows of `hidden`, gate/up with
+// SwiGLU, quantise, down with the routing weight and scatter into `contributions` (row perm->dest).
+void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq, float* contributions,
+               cudaStream_t s, bool capturing);
+
+// Rows per tile of the grouped GEMMs, and the tile bounds of a batch.
+struct TileCounts {
+    int32_t tile_m = 0;
+    int64_t token_tiles = 0;  // tiles over every token (router GEMM, shared expert)
+    int64_t pair_tiles = 0;   // a bound on the routed experts' tiles over `pairs` rows of `experts` experts
+};
+TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts);
+
+// The router on the GPU: logits (bf16 tensor cores for bf16 hidden states and a bf16 router, the exact
+// fp32 GEMM otherwise), then the routing kernel — scores, bias, group limits, hash routing, top-k.
+class RouterStage {
+public:
+    struct Buffers {
+        DeviceBuffer logits, logit_parts, topk_ids, topk_weights;
+        PermBuffers tiles;
+    };
+
+    explicit RouterStage(const MoeLayer& layer);
+    void reserve(Buffers& b, int64_t tokens, const TileCounts& tiles, bool bf16, bool& moved) const;
+    // Fills b.topk_ids / b.topk_weights for `tokens` rows of `hidden` (`token_ids` for hash layers).
+    void enqueue(Buffers& b, const void* hidden, const uint8_t* active, const int64_t* token_ids, int64_t tokens,
+                 const TileCounts& tiles, bool bf16, cudaStream_t s) const;
+
+private:
+    const MoeLayer& layer_;
+    std::optional<cuda::DeviceMatrixSet> router_;  // bf16 router (tensor cores), when stored in bf16
+    cuda::DevicePackedWeight router_exact_;        // f32 router arithmetic for f32 inputs
+    DeviceBuffer bias_;                            // [E] f32, or empty
+    DeviceBuffer tid2eid_;                         // [vocab][K] i32, or empty
+};
+
+}  // namespace steadymoe::tc
