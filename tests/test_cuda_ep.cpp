@@ -2,19 +2,18 @@
 // output is bitwise what one GPU gives for the same tokens — in bf16, FP8 and FP4, under contiguous,
 // strided and replicated placements, for uneven and empty batches. A rank whose input is refused stops
 // every rank, naming it, and the layer stays usable. Skips, saying so, with fewer than two GPUs.
-#include "steadymoe/engine/cuda_ep_layer.hpp"
-#include "steadymoe/engine/cuda_moe_layer.hpp"
-#include "steadymoe/engine/synthetic.hpp"
-#include "steadymoe/kernels/cuda/runtime.hpp"
-
-#include "gpu_test_util.hpp"
-#include "test_util.hpp"
-
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 #include <thread>
+
+#include "gpu_test_util.hpp"
+#include "steadymoe/engine/cuda_ep_layer.hpp"
+#include "steadymoe/engine/cuda_moe_layer.hpp"
+#include "steadymoe/engine/synthetic.hpp"
+#include "steadymoe/kernels/cuda/runtime.hpp"
+#include "test_util.hpp"
 
 using namespace steadymoe;
 
@@ -23,11 +22,12 @@ namespace {
 constexpr int kRanks = 2;
 constexpr int64_t kExperts = 16, kTopK = 4;
 
-#define SKIP_WITHOUT_TWO_GPUS()                                                                              \
-    do {                                                                                                     \
-        SMOE_SKIP_WITHOUT_GPU();                                                                             \
-        if (cuda::device_count() < kRanks)                                                                   \
-            GTEST_SKIP() << "GPU expert parallelism needs " << kRanks << " CUDA devices, found " << cuda::device_count(); \
+#define SKIP_WITHOUT_TWO_GPUS()                                                                  \
+    do {                                                                                         \
+        SMOE_SKIP_WITHOUT_GPU();                                                                 \
+        if (cuda::device_count() < kRanks)                                                       \
+            GTEST_SKIP() << "GPU expert parallelism needs " << kRanks << " CUDA devices, found " \
+                         << cuda::device_count();                                                \
     } while (0)
 
 // 16 experts, top-4 from 2 of 4 groups: a token's experts usually sit on both ranks.
@@ -41,7 +41,7 @@ ExpertPlacement placement(const std::string& name) {
     if (name == "contiguous") return ExpertPlacement::contiguous(kExperts, kRanks);
     if (name == "strided") return ExpertPlacement::strided(kExperts, kRanks);
     // Each rank holds its contiguous half and replicas of two of the other half's experts.
-    return ExpertPlacement::from_table(kExperts, kRanks, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9,  //
+    return ExpertPlacement::from_table(kExperts, kRanks, {0, 1, 2,  3,  4,  5,  6,  7,  8, 9,  //
                                                           8, 9, 10, 11, 12, 13, 14, 15, 0, 1});
 }
 
@@ -76,11 +76,19 @@ void expect_same_bytes(const MoeOutput& want, const MoeOutput& got) {
 
 }  // namespace
 
-class CudaEp : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+CudaEpOptions options(GpuExchange exchange, int64_t max_tokens = 1024) {
+    CudaEpOptions o;
+    o.exchange = exchange;
+    o.timeout = std::chrono::seconds(20);
+    o.max_tokens_per_rank = max_tokens;
+    return o;
+}
+
+class CudaEp : public ::testing::TestWithParam<std::tuple<std::string, std::string, GpuExchange>> {};
 
 TEST_P(CudaEp, EveryRankGetsTheOneGpuBytes) {
     SKIP_WITHOUT_TWO_GPUS();
-    const auto& [format, where] = GetParam();
+    const auto& [format, where, exchange] = GetParam();
     const MoeLayer layer = ep_layer(format);
     // Batches per rank, uneven and empty ones included; the tokens differ between ranks.
     const std::vector<std::array<int64_t, kRanks>> batches = {{37, 300}, {0, 5}, {1, 1}, {513, 0}};
@@ -89,10 +97,11 @@ TEST_P(CudaEp, EveryRankGetsTheOneGpuBytes) {
     {
         const CudaMoeLayer one(layer, CudaPath::TensorCore);
         for (size_t b = 0; b < batches.size(); ++b)
-            for (int r = 0; r < kRanks; ++r) want[b][size_t(r)] = one.forward(tokens(1000 * r, batches[b][size_t(r)]));
+            for (int r = 0; r < kRanks; ++r)
+                want[b][size_t(r)] = one.forward(tokens(1000 * r, batches[b][size_t(r)]));
     }
     on_ranks([&](int rank, Transport& t) {
-        const CudaEpMoeLayer ep(layer, placement(where), t, std::chrono::seconds(20));
+        const CudaEpMoeLayer ep(layer, placement(where), t, options(exchange));
         for (size_t b = 0; b < batches.size(); ++b) {
             SCOPED_TRACE(::testing::Message() << "rank " << rank << " batch " << b);
             CudaEpStats times;
@@ -105,12 +114,16 @@ TEST_P(CudaEp, EveryRankGetsTheOneGpuBytes) {
 
 INSTANTIATE_TEST_SUITE_P(FormatsAndPlacements, CudaEp,
                          ::testing::Combine(::testing::Values("bf16", "fp8", "fp4"),
-                                            ::testing::Values("contiguous", "strided", "replicated")),
+                                            ::testing::Values("contiguous", "strided", "replicated"),
+                                            ::testing::Values(GpuExchange::Peer, GpuExchange::Nccl)),
                          [](const auto& info) {
-                             return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                             return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
+                                    gpu_exchange_name(std::get<2>(info.param));
                          });
 
-TEST(CudaEpFaults, ARefusedInputStopsEveryRankNamingItAndTheLayerStaysUsable) {
+class CudaEpFaults : public ::testing::TestWithParam<GpuExchange> {};
+
+TEST_P(CudaEpFaults, ARefusedInputStopsEveryRankNamingItAndTheLayerStaysUsable) {
     SKIP_WITHOUT_TWO_GPUS();
     const MoeLayer layer = ep_layer("bf16");
     cuda::set_device(0);
@@ -121,7 +134,7 @@ TEST(CudaEpFaults, ARefusedInputStopsEveryRankNamingItAndTheLayerStaysUsable) {
     }
     std::array<std::string, kRanks> said;
     on_ranks([&](int rank, Transport& t) {
-        const CudaEpMoeLayer ep(layer, placement("contiguous"), t, std::chrono::seconds(20));
+        const CudaEpMoeLayer ep(layer, placement("contiguous"), t, options(GetParam(), 100));
         MoeInput in = tokens(0, 64);
         if (rank == 1) in.hidden.mutable_data<uint16_t>()[9 * test::kH + 3] = 0x7FC0;  // a NaN in token 9
         try {
@@ -136,7 +149,27 @@ TEST(CudaEpFaults, ARefusedInputStopsEveryRankNamingItAndTheLayerStaysUsable) {
     EXPECT_NE(said[1].find("token 9"), std::string::npos) << said[1];
 }
 
-TEST(CudaEpFaults, RanksWithDifferentPlacementsRefuseToStart) {
+TEST_P(CudaEpFaults, ABatchOverTheCapacityIsRefusedOnEveryRank) {
+    SKIP_WITHOUT_TWO_GPUS();
+    if (GetParam() != GpuExchange::Peer) GTEST_SKIP() << "only the peer exchange has a capacity";
+    const MoeLayer layer = ep_layer("bf16");
+    std::array<std::string, kRanks> said;
+    on_ranks([&](int rank, Transport& t) {
+        const CudaEpMoeLayer ep(layer, placement("strided"), t, options(GetParam(), 100));
+        try {
+            ep.forward(tokens(0, rank == 0 ? 101 : 5));
+        } catch (const Error& e) {
+            said[size_t(rank)] = e.what();
+        }
+    });
+    EXPECT_NE(said[0].find("max_tokens_per_rank"), std::string::npos) << said[0];
+    EXPECT_NE(said[1].find("rank 0"), std::string::npos) << said[1];
+}
+
+INSTANTIATE_TEST_SUITE_P(Exchanges, CudaEpFaults, ::testing::Values(GpuExchange::Peer, GpuExchange::Nccl),
+                         [](const auto& info) { return std::string(gpu_exchange_name(info.param)); });
+
+TEST(CudaEpStart, RanksWithDifferentPlacementsRefuseToStart) {
     SKIP_WITHOUT_TWO_GPUS();
     const MoeLayer layer = ep_layer("bf16");
     std::array<std::string, kRanks> said;
@@ -150,7 +183,7 @@ TEST(CudaEpFaults, RanksWithDifferentPlacementsRefuseToStart) {
     for (const std::string& s : said) EXPECT_NE(s.find("placement"), std::string::npos) << s;
 }
 
-TEST(CudaEpFaults, RefusesMoreRanksThanOneNodeHasGpus) {
+TEST(CudaEpStart, RefusesMoreRanksThanOneNodeHasGpus) {
     // Runs everywhere: the reasons a rank cannot take part are named before any GPU work.
     const MoeLayer layer = ep_layer("bf16");
     const std::string why = CudaEpMoeLayer::blocker(layer, ExpertPlacement::contiguous(kExperts, 16), 0);

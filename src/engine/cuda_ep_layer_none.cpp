@@ -6,8 +6,9 @@ namespace steadymoe {
 
 struct CudaEpMoeLayer::Impl {};
 
-CudaEpMoeLayer::CudaEpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& bootstrap,
-                               std::chrono::milliseconds) {
+const char* gpu_exchange_name(GpuExchange e) { return e == GpuExchange::Peer ? "peer" : "nccl"; }
+
+CudaEpMoeLayer::CudaEpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& bootstrap, CudaEpOptions) {
     SMOE_THROW(Unsupported, "{}", blocker(layer, placement, bootstrap.rank()));
 }
 
@@ -18,6 +19,10 @@ MoeOutput CudaEpMoeLayer::forward(const MoeInput&, CudaEpStats*) const {
 }
 
 const ExpertPlacement& CudaEpMoeLayer::placement() const {
+    SMOE_THROW(Unsupported, "this build has no GPU expert parallelism");
+}
+
+const CudaEpOptions& CudaEpMoeLayer::options() const {
     SMOE_THROW(Unsupported, "this build has no GPU expert parallelism");
 }
 

@@ -1,13 +1,12 @@
 #include "cuda_layer_stages.hpp"
 
-#include "steadymoe/kernels/cpu/experts.hpp"
-#include "steadymoe/kernels/cpu/router.hpp"
+#include <algorithm>
 
 #include "../kernels/cuda/check.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "../kernels/cuda/quant_mode.hpp"
-
-#include <algorithm>
+#include "steadymoe/kernels/cpu/experts.hpp"
+#include "steadymoe/kernels/cpu/router.hpp"
 
 namespace steadymoe::tc {
 
@@ -31,8 +30,8 @@ void PermBuffers::reserve(int64_t max_rows, int64_t tiles_bound, int64_t experts
 cuda::PermutationOut PermBuffers::view(int64_t tiles_bound, int64_t experts) {
     int32_t* t = tiles.as<int32_t>();
     int32_t* o = offsets.as<int32_t>();
-    return {rows.as<int32_t>(), dest.as<int64_t>(), weight.as<float>(), t, t + tiles_bound, t + 2 * tiles_bound,
-            t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1};
+    return {rows.as<int32_t>(),  dest.as<int64_t>(),  weight.as<float>(), t, t + tiles_bound,
+            t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1};
 }
 
 void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved) {
@@ -43,8 +42,8 @@ void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved) {
     grow(a2_scale, size_t(rows * (I / 128)) * 4, "down input scales", moved);
 }
 
-cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::PermutationOut& perm, int64_t tiles,
-                                    const uint16_t* a, const float* a_scale, cudaStream_t s) {
+cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::PermutationOut& perm,
+                                    int64_t tiles, const uint16_t* a, const float* a_scale, cudaStream_t s) {
     cuda::GroupedGemmLaunch g;
     g.tile_expert = perm.tile_expert;
     g.tile_row0 = perm.tile_row0;
@@ -83,18 +82,20 @@ double EventTimer::ms() const {
 }
 
 void EventTimer::record(cudaEvent_t e, cudaStream_t s, bool capturing) {
-    SMOE_CUDA_CHECK(cudaEventRecordWithFlags(e, s, capturing ? cudaEventRecordExternal : cudaEventRecordDefault));
+    SMOE_CUDA_CHECK(
+        cudaEventRecordWithFlags(e, s, capturing ? cudaEventRecordExternal : cudaEventRecordDefault));
 }
 
-void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq, float* contributions,
-               cudaStream_t s, bool capturing) {
+void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
+               float* contributions, cudaStream_t s, bool capturing) {
     StageBuffers& b = *r.buffers;
     const int64_t R = r.max_rows, I = r.group->intermediate;
     const int mode1 = cuda::activation_quant_mode(aq, r.group->gate_up.quantized);
     SMOE_CUDA_CHECK(cuda::launch_gather_bf16(hidden, bf16, H, r.perm->rows, R, r.live_rows, H, mode1,
                                              b.a1.as<uint16_t>(), b.a1_scale.as<float>(), s));
-    cuda::GroupedGemmLaunch g1 = gemm_launch(r.group->gate_up, *r.perm, r.max_tiles, b.a1.as<const uint16_t>(),
-                                             mode1 == 1 ? b.a1_scale.as<const float>() : nullptr, s);
+    cuda::GroupedGemmLaunch g1 =
+        gemm_launch(r.group->gate_up, *r.perm, r.max_tiles, b.a1.as<const uint16_t>(),
+                    mode1 == 1 ? b.a1_scale.as<const float>() : nullptr, s);
     g1.epilogue = cuda::GemmEpilogue::SwiGlu;
     g1.out = b.mid.as<float>();
     g1.ldo = I;
@@ -129,8 +130,8 @@ TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts) {
     c.token_tiles = (tokens + c.tile_m - 1) / c.tile_m;
     c.pair_tiles = std::min(pairs, (pairs + c.tile_m - 1) / c.tile_m + experts);
     SMOE_CHECK(c.pair_tiles <= 65535 && c.token_tiles <= 65535, InvalidArgument,
-               "a batch of {} tokens needs more row tiles than one launch holds (65535 of {} rows); split it", tokens,
-               c.tile_m);
+               "a batch of {} tokens needs more row tiles than one launch holds (65535 of {} rows); split it",
+               tokens, c.tile_m);
     return c;
 }
 
@@ -177,8 +178,8 @@ void RouterStage::reserve(Buffers& b, int64_t T, const TileCounts& tiles, bool b
     grow(b.topk_weights, size_t(T * K) * 4, "top-k weights", moved);
 }
 
-void RouterStage::enqueue(Buffers& b, const void* hidden, const uint8_t* active, const int64_t* token_ids, int64_t T,
-                          const TileCounts& tiles, bool bf16, cudaStream_t s) const {
+void RouterStage::enqueue(Buffers& b, const void* hidden, const uint8_t* active, const int64_t* token_ids,
+                          int64_t T, const TileCounts& tiles, bool bf16, cudaStream_t s) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
     if (router_ && bf16) {
@@ -196,7 +197,8 @@ void RouterStage::enqueue(Buffers& b, const void* hidden, const uint8_t* active,
                                                     b.logits.as<float>(), s));
     } else {
         SMOE_CHECK(!bf16, Internal, "bf16 inputs without a bf16 router");
-        cuda::gemm({static_cast<const float*>(hidden), nullptr, T, H}, router_exact_, b.logits.as<float>(), E, s);
+        cuda::gemm({static_cast<const float*>(hidden), nullptr, T, H}, router_exact_, b.logits.as<float>(), E,
+                   s);
     }
     cuda::RouteLaunch route;
     route.logits = b.logits.as<const float>();

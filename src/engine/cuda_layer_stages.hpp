@@ -5,15 +5,14 @@
 // the buffers first and synchronise when they need results.
 #pragma once
 
-#include "steadymoe/engine/moe_layer.hpp"
-#include "steadymoe/kernels/cuda/gemm.hpp"
-
-#include "../kernels/cuda/expert_group.hpp"
-#include "../kernels/cuda/routing.hpp"
-
 #include <cuda_runtime.h>
 
 #include <optional>
+
+#include "../kernels/cuda/expert_group.hpp"
+#include "../kernels/cuda/routing.hpp"
+#include "steadymoe/engine/moe_layer.hpp"
+#include "steadymoe/kernels/cuda/gemm.hpp"
 
 namespace steadymoe::tc {
 
@@ -38,13 +37,13 @@ struct StageBuffers {
 };
 
 // The grouped GEMM over weight set `w` for the tiles of `perm`.
-cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::PermutationOut& perm, int64_t tiles,
-                                    const uint16_t* a, const float* a_scale, cudaStream_t s);
+cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::PermutationOut& perm,
+                                    int64_t tiles, const uint16_t* a, const float* a_scale, cudaStream_t s);
 
 // A pair of timing events around part of a forward. Inside a graph capture the records become the
 // graph's own event nodes (external records), so a replay is timed the same way as eager launches.
 class EventTimer {
-public:
+  public:
     EventTimer();
     ~EventTimer();
     EventTimer(const EventTimer&) = delete;
@@ -53,7 +52,7 @@ public:
     void end(cudaStream_t s, bool capturing = false) { record(end_, s, capturing); }
     double ms() const;
 
-private:
+  private:
     static void record(cudaEvent_t e, cudaStream_t s, bool capturing);
     cudaEvent_t begin_ = nullptr, end_ = nullptr;
 };
@@ -73,8 +72,8 @@ struct GroupRun {
 
 // The expert stages of one group on stream `s`: gather (and quantise) its rows of `hidden`, gate/up with
 // SwiGLU, quantise, down with the routing weight and scatter into `contributions` (row perm->dest).
-void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq, float* contributions,
-               cudaStream_t s, bool capturing);
+void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
+               float* contributions, cudaStream_t s, bool capturing);
 
 // Rows per tile of the grouped GEMMs, and the tile bounds of a batch.
 struct TileCounts {
@@ -87,7 +86,7 @@ TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts);
 // The router on the GPU: logits (bf16 tensor cores for bf16 hidden states and a bf16 router, the exact
 // fp32 GEMM otherwise), then the routing kernel — scores, bias, group limits, hash routing, top-k.
 class RouterStage {
-public:
+  public:
     struct Buffers {
         DeviceBuffer logits, logit_parts, topk_ids, topk_weights;
         PermBuffers tiles;
@@ -96,10 +95,10 @@ public:
     explicit RouterStage(const MoeLayer& layer);
     void reserve(Buffers& b, int64_t tokens, const TileCounts& tiles, bool bf16, bool& moved) const;
     // Fills b.topk_ids / b.topk_weights for `tokens` rows of `hidden` (`token_ids` for hash layers).
-    void enqueue(Buffers& b, const void* hidden, const uint8_t* active, const int64_t* token_ids, int64_t tokens,
-                 const TileCounts& tiles, bool bf16, cudaStream_t s) const;
+    void enqueue(Buffers& b, const void* hidden, const uint8_t* active, const int64_t* token_ids,
+                 int64_t tokens, const TileCounts& tiles, bool bf16, cudaStream_t s) const;
 
-private:
+  private:
     const MoeLayer& layer_;
     std::optional<cuda::DeviceMatrixSet> router_;  // bf16 router (tensor cores), when stored in bf16
     cuda::DevicePackedWeight router_exact_;        // f32 router arithmetic for f32 inputs

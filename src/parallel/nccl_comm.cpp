@@ -1,13 +1,12 @@
 #include "nccl_comm.hpp"
 
-#include "steadymoe/core/error.hpp"
-
-#include "../kernels/cuda/check.hpp"
-
 #include <nccl.h>
 
 #include <cstring>
 #include <thread>
+
+#include "../kernels/cuda/check.hpp"
+#include "steadymoe/core/error.hpp"
 
 namespace steadymoe {
 
@@ -32,9 +31,10 @@ NcclComm::NcclComm(Transport& bootstrap, std::chrono::milliseconds timeout)
     ncclUniqueId id;
     std::memset(&id, 0, sizeof id);
     if (rank_ == 0)
-        SMOE_CHECK(ncclGetUniqueId(&id) == ncclSuccess, Communication, "rank 0: NCCL could not make a unique id");
-    const std::vector<Bytes> ids = bootstrap.all_gather(Bytes(reinterpret_cast<const uint8_t*>(&id),
-                                                              reinterpret_cast<const uint8_t*>(&id) + sizeof id));
+        SMOE_CHECK(ncclGetUniqueId(&id) == ncclSuccess, Communication,
+                   "rank 0: NCCL could not make a unique id");
+    const std::vector<Bytes> ids = bootstrap.all_gather(
+        Bytes(reinterpret_cast<const uint8_t*>(&id), reinterpret_cast<const uint8_t*>(&id) + sizeof id));
     SMOE_CHECK(ids[0].size() == sizeof id, Communication, "rank {}: rank 0 sent a malformed NCCL id", rank_);
     std::memcpy(&id, ids[0].data(), sizeof id);
 
@@ -56,8 +56,10 @@ NcclComm::~NcclComm() {
     // Finish outstanding work within the timeout; a communicator that cannot is aborted instead.
     ncclResult_t r = ncclCommFinalize(comm_);
     if (r == ncclInProgress || r == ncclSuccess) r = settle(comm_, Clock::now() + timeout_);
-    if (r == ncclSuccess) ncclCommDestroy(comm_);
-    else ncclCommAbort(comm_);
+    if (r == ncclSuccess)
+        ncclCommDestroy(comm_);
+    else
+        ncclCommAbort(comm_);
 }
 
 void NcclComm::fail(const std::string& why) {
@@ -69,12 +71,13 @@ void NcclComm::fail(const std::string& why) {
 }
 
 void NcclComm::exchange(const std::vector<Transfer>& transfers, cudaStream_t stream) {
-    SMOE_CHECK(!aborted_, Communication, "rank {}: the NCCL communicator was aborted by an earlier failure", rank_);
+    SMOE_CHECK(!aborted_, Communication, "rank {}: the NCCL communicator was aborted by an earlier failure",
+               rank_);
     for (const Transfer& x : transfers) {
         SMOE_CHECK(x.peer >= 0 && x.peer < size_, Internal, "a transfer with rank {} of {}", x.peer, size_);
         if (x.peer != rank_) continue;
-        SMOE_CHECK(x.send_bytes == x.recv_bytes, Internal, "rank {} sends itself {} bytes and expects {}", rank_,
-                   x.send_bytes, x.recv_bytes);
+        SMOE_CHECK(x.send_bytes == x.recv_bytes, Internal, "rank {} sends itself {} bytes and expects {}",
+                   rank_, x.send_bytes, x.recv_bytes);
         if (x.send_bytes > 0)
             SMOE_CUDA_CHECK(cudaMemcpyAsync(x.recv, x.send, x.send_bytes, cudaMemcpyDeviceToDevice, stream));
     }
@@ -82,7 +85,8 @@ void NcclComm::exchange(const std::vector<Transfer>& transfers, cudaStream_t str
     for (const Transfer& x : transfers) {
         if (x.peer == rank_ || r != ncclSuccess) continue;
         if (x.send_bytes > 0) r = ncclSend(x.send, x.send_bytes, ncclUint8, x.peer, comm_, stream);
-        if (r == ncclSuccess && x.recv_bytes > 0) r = ncclRecv(x.recv, x.recv_bytes, ncclUint8, x.peer, comm_, stream);
+        if (r == ncclSuccess && x.recv_bytes > 0)
+            r = ncclRecv(x.recv, x.recv_bytes, ncclUint8, x.peer, comm_, stream);
     }
     const ncclResult_t end = ncclGroupEnd();
     if (r == ncclSuccess) r = end;
@@ -106,7 +110,8 @@ void NcclComm::wait(cudaStream_t stream, const char* what) {
         if (state != ncclSuccess && state != ncclInProgress)
             fail(std::string("NCCL failed during ") + what + ": " + ncclGetErrorString(state));
         if (Clock::now() > deadline)
-            fail(fmt::format("{} did not finish within {} ms: a peer rank stopped or stalled", what, timeout_.count()));
+            fail(fmt::format("{} did not finish within {} ms: a peer rank stopped or stalled", what,
+                             timeout_.count()));
         std::this_thread::yield();
     }
 }

@@ -5,20 +5,20 @@
 // and the wait throws Error(Communication) — never a hang.
 #pragma once
 
-#include "steadymoe/parallel/transport.hpp"
-
 #include <cuda_runtime.h>
 
 #include <chrono>
 #include <cstddef>
 #include <vector>
 
+#include "steadymoe/parallel/transport.hpp"
+
 struct ncclComm;
 
 namespace steadymoe {
 
 class NcclComm {
-public:
+  public:
     // Collective over `bootstrap`; one rank per CUDA device, the calling thread's current device.
     NcclComm(Transport& bootstrap, std::chrono::milliseconds timeout);
     ~NcclComm();
@@ -43,7 +43,7 @@ public:
     // communicator when a peer failed or did not take part in time.
     void wait(cudaStream_t stream, const char* what);
 
-private:
+  private:
     [[noreturn]] void fail(const std::string& why);
     ncclComm* comm_ = nullptr;
     int rank_ = 0;

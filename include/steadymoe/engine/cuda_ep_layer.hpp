@@ -29,26 +29,46 @@ struct CudaEpStats {
     int64_t bytes_received = 0;
 };
 
+// How the GPUs exchange rows and results.
+enum class GpuExchange {
+    // Direct writes into the other GPUs' memory over NVLink (peer access, or CUDA IPC between processes),
+    // signalled by flags in that memory: no host in the loop, one GPU of a node per rank.
+    Peer,
+    // NCCL point-to-point: the receive sizes travel first, and the host waits for them.
+    Nccl,
+};
+
+struct CudaEpOptions {
+    GpuExchange exchange = GpuExchange::Peer;
+    // Every wait (on the host, and on the GPU for the peer exchange) gives up after this, naming the rank.
+    std::chrono::milliseconds timeout = std::chrono::seconds(60);
+    // Peer exchange: the most tokens one rank may pass to forward(); each rank's exchange window holds
+    // this many rows from every rank (and f32 results for this many tokens x top-k).
+    int64_t max_tokens_per_rank = 4096;
+};
+
+const char* gpu_exchange_name(GpuExchange e);
+
 class CudaEpMoeLayer {
 public:
-    // Collective over `bootstrap` (MPI, TCP or an in-process group: it carries the start-up agreement
-    // and NCCL's id). Runs on the calling thread's current CUDA device (forward() switches to it), which
-    // must differ between ranks.
-    // Checks like EpMoeLayer that every rank runs the same config, shared weights and placement. `layer`
-    // may hold only this rank's experts. Every NCCL wait is bounded by `timeout`.
-    CudaEpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& bootstrap,
-                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
+    // Collective over `bootstrap` (MPI, TCP or an in-process group: it carries the start-up agreement,
+    // NCCL's id or the peer windows' handles). Runs on the calling thread's current CUDA device
+    // (forward() switches to it), which must differ between ranks. Checks like EpMoeLayer that every
+    // rank runs the same config, shared weights, placement and options. `layer` may hold only this
+    // rank's experts.
+    CudaEpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& bootstrap, CudaEpOptions options = {});
     ~CudaEpMoeLayer();
 
     // Collective: every rank calls it with its own tokens (any count, zero included), bf16 hidden states
     // (or f32 where the experts quantise their inputs to FP8). Returns this rank's output: bitwise what
     // CudaMoeLayer gives for the same tokens on one GPU. A rank whose input cannot run (a NaN, a bad
-    // mask) still takes part in the first exchange, saying so: every rank then throws naming it, and the
-    // layer stays usable. A failure after that (a rank that stops, a malformed message) aborts the
+    // mask, more tokens than max_tokens_per_rank) still takes part in the exchanges, saying so: every
+    // rank then throws naming it, and the layer stays usable. A failure after that (a rank that stops, a malformed message) aborts the
     // communicator and leaves the layer refusing further batches.
     MoeOutput forward(const MoeInput& input, CudaEpStats* stats = nullptr) const;
 
     const ExpertPlacement& placement() const;
+    const CudaEpOptions& options() const;
     // Why `layer` cannot run expert-parallel on GPUs with `placement` on rank `rank` ("" when it can).
     static std::string blocker(const MoeLayer& layer, const ExpertPlacement& placement, int rank);
 

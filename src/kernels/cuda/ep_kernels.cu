@@ -1,6 +1,6 @@
-#include "ep_kernels.hpp"
-
 #include <cub/block/block_scan.cuh>
+
+#include "ep_kernels.hpp"
 
 namespace steadymoe::cuda {
 
@@ -17,7 +17,8 @@ struct Counts {
 struct AddCounts {
     __device__ Counts operator()(const Counts& a, const Counts& b) const {
         Counts c;
-        for (int d = 0; d < kMaxEpRanks; ++d) c.rows[d] = a.rows[d] + b.rows[d], c.pairs[d] = a.pairs[d] + b.pairs[d];
+        for (int d = 0; d < kMaxEpRanks; ++d)
+            c.rows[d] = a.rows[d] + b.rows[d], c.pairs[d] = a.pairs[d] + b.pairs[d];
         return c;
     }
 };
@@ -58,7 +59,8 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(EpPlanLaunch p) {
             row_base[d] = rows, pair_base[d] = pairs;
             rows += total.rows[d], pairs += total.pairs[d];
             int32_t* h = p.headers + d * kEpHeaderInts;
-            h[0] = 0, h[1] = total.rows[d], h[2] = total.pairs[d], h[3] = p.header_tag;
+            h[0] = p.header_status, h[1] = total.rows[d], h[2] = total.pairs[d], h[3] = p.header_tag;
+            h[4] = pair_base[d], h[5] = h[6] = h[7] = 0;
         }
     }
     __syncthreads();
@@ -97,8 +99,8 @@ __global__ void pack_rows_kernel(const uint4* src, int64_t row_vectors, const in
     }
 }
 
-__global__ void unpack_pairs_kernel(const EpPair* pairs, EpSources s, int32_t slots, int32_t* slot, float* weight,
-                                    int32_t* row, int32_t* error) {
+__global__ void unpack_pairs_kernel(const EpPair* pairs, EpSources s, int32_t slots, int32_t* slot,
+                                    float* weight, int32_t* row, int32_t* error) {
     const int32_t i = int32_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= s.pair_base[s.ranks]) return;
     int src = 0;
@@ -120,23 +122,25 @@ cudaError_t launch_ep_plan(const EpPlanLaunch& p) {
     return cudaGetLastError();
 }
 
-cudaError_t launch_ep_pack_rows(const void* src, int64_t row_bytes, const int32_t* send_token, const int32_t* headers,
-                                int32_t ranks, int64_t bound, void* rows, cudaStream_t stream) {
+cudaError_t launch_ep_pack_rows(const void* src, int64_t row_bytes, const int32_t* send_token,
+                                const int32_t* headers, int32_t ranks, int64_t bound, void* rows,
+                                cudaStream_t stream) {
     if (row_bytes % 16 != 0) return cudaErrorInvalidValue;
     if (bound <= 0) return cudaSuccess;
     const int64_t vectors = bound * (row_bytes / 16);
     const unsigned blocks = unsigned(std::min<int64_t>((vectors + 255) / 256, 1024));
-    pack_rows_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(src), row_bytes / 16, send_token, headers,
-                                                 ranks, bound, static_cast<uint4*>(rows));
+    pack_rows_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(src), row_bytes / 16, send_token,
+                                                 headers, ranks, bound, static_cast<uint4*>(rows));
     return cudaGetLastError();
 }
 
-cudaError_t launch_ep_unpack_pairs(const EpPair* pairs, EpSources sources, int32_t slots_per_rank, int32_t* slot,
-                                   float* weight, int32_t* row, int32_t* error, cudaStream_t stream) {
+cudaError_t launch_ep_unpack_pairs(const EpPair* pairs, EpSources sources, int32_t slots_per_rank,
+                                   int32_t* slot, float* weight, int32_t* row, int32_t* error,
+                                   cudaStream_t stream) {
     const int32_t n = sources.pair_base[sources.ranks];
     if (n > 0)
-        unpack_pairs_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(pairs, sources, slots_per_rank, slot, weight,
-                                                                          row, error);
+        unpack_pairs_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(pairs, sources, slots_per_rank,
+                                                                           slot, weight, row, error);
     return cudaGetLastError();
 }
 

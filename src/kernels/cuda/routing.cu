@@ -168,10 +168,12 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
 constexpr int kPermuteThreads = 256;
 using BlockScan = cub::BlockScan<int, kPermuteThreads>;
 
-__global__ void __launch_bounds__(kPermuteThreads) count_kernel(const int32_t* ids, int64_t pairs, int32_t* load) {
+__global__ void __launch_bounds__(kPermuteThreads) count_kernel(const int32_t* ids, int64_t pairs, const int32_t* live,
+                                                                int32_t* load) {
     using Reduce = cub::BlockReduce<int, kPermuteThreads>;
     __shared__ typename Reduce::TempStorage temp;
     const int e = blockIdx.x;
+    if (live) pairs = min(pairs, int64_t(*live));
     int n = 0;
     for (int64_t i = threadIdx.x; i < pairs; i += kPermuteThreads) n += ids[i] == e;
     const int total = Reduce(temp).Sum(n);
@@ -202,9 +204,11 @@ __device__ void write_tiles(int expert, int first_row, int rows, int first_tile,
 
 __global__ void __launch_bounds__(kPermuteThreads) place_kernel(const int32_t* ids, const float* topk_weights,
                                                                 const int32_t* row_of_pair, int64_t pairs,
-                                                                int32_t top_k, int32_t tile_m, PermutationOut out) {
+                                                                const int32_t* live, int32_t top_k, int32_t tile_m,
+                                                                PermutationOut out) {
     __shared__ typename BlockScan::TempStorage temp;
     const int e = blockIdx.x;
+    if (live) pairs = min(pairs, int64_t(*live));
     int base = out.offsets[e];
     for (int64_t c0 = 0; c0 < pairs; c0 += kPermuteThreads) {
         const int64_t i = c0 + threadIdx.x;
@@ -265,11 +269,12 @@ cudaError_t launch_route(const RouteLaunch& p) {
 
 cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs, int32_t top_k,
                                   int32_t experts, int32_t tile_m, const PermutationOut& out, cudaStream_t stream,
-                                  const int32_t* row_of_pair) {
+                                  const int32_t* row_of_pair, const int32_t* live_pairs) {
     if (experts > kMaxRoutedExperts) return cudaErrorInvalidValue;
-    count_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, pairs, out.load);
+    count_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, pairs, live_pairs, out.load);
     offsets_kernel<<<1, kScanThreads, 0, stream>>>(experts, tile_m, out);
-    place_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, row_of_pair, pairs, top_k, tile_m, out);
+    place_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, row_of_pair, pairs, live_pairs, top_k,
+                                                          tile_m, out);
     return cudaGetLastError();
 }
 

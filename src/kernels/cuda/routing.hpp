@@ -57,10 +57,12 @@ struct PermutationOut {
 
 // Tiles hold tile_m rows (grouped_gemm_tile_rows()).
 // Routed experts: pair i = t*K + k with id e >= 0 becomes a row of expert e with dest i, reading input
-// row t (or row_of_pair[i] when given: pairs that arrived from other GPUs, K = 1).
+// row t (or row_of_pair[i] when given: pairs that arrived from other GPUs, K = 1). With live_pairs,
+// only the first *live_pairs of the `pairs` (a bound) are read.
 cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs,
                                   int32_t top_k, int32_t experts, int32_t tile_m, const PermutationOut& out,
-                                  cudaStream_t stream, const int32_t* row_of_pair = nullptr);
+                                  cudaStream_t stream, const int32_t* row_of_pair = nullptr,
+                                  const int32_t* live_pairs = nullptr);
 
 // The shared expert: every real token t (ascending), dest base + t, weight 1.
 cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, int32_t tile_m,
