@@ -131,14 +131,15 @@ EpBatchState CudaEpMoeLayer::Impl::prepare(const MoeInput& input) {
         grow(out, b.plan.out.output.nbytes(), "output", moved);
     }
 
-    total_time.begin(main);
-    dispatch_time.begin(main);
     SMOE_CUDA_CHECK(cudaMemsetAsync(error.get(), 0, 8, main));
     if (T > 0) {
         hidden.upload(input.hidden.raw(), input.hidden.nbytes(), main);
         active.upload(b.plan.active.data(), size_t(T), main);
         if (hash) token_ids.upload(b.plan.token_ids.data(), size_t(T) * 8, main);
     }
+    // Timed from the router on, as CudaMoeLayer times itself: the host's copies in and out are not counted.
+    total_time.begin(main);
+    dispatch_time.begin(main);
     // The shared expert on the side stream, beside the whole exchange.
     SMOE_CUDA_CHECK(cudaEventRecord(fork, main));
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(side, fork));

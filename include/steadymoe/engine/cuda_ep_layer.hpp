@@ -20,7 +20,7 @@ namespace steadymoe {
 // One rank's forward: GPU times in milliseconds (CUDA events on its main stream) and the bytes it
 // exchanged with other ranks.
 struct CudaEpStats {
-    double dispatch_ms = 0;  // upload through the rows arriving: router, plan, headers, rows
+    double dispatch_ms = 0;  // router, plan, headers, rows arriving (the host's copies in and out not counted)
     double experts_ms = 0;   // this rank's experts on the pairs it received
     double combine_ms = 0;   // results home, combine
     double total_ms = 0;

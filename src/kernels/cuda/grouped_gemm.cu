@@ -1,8 +1,10 @@
 // The tensor-core grouped expert GEMM for any sm_80+ GPU: mma.sync m16n8k16 bf16 -> f32 over the
 // shared stages of grouped_gemm_stage.cuh (cp.async pipeline, ldmatrix). Hopper takes
 // grouped_gemm_sm90.cu instead; which one runs depends only on the GPU.
-#include "grouped_gemm_stage.cuh"
+#include <algorithm>
+
 #include "grouped_gemm_sm90.hpp"
+#include "grouped_gemm_stage.cuh"
 
 namespace steadymoe::cuda {
 
@@ -10,9 +12,9 @@ namespace {
 
 using namespace stage;
 
-constexpr int kRows = 64;      // rows of A per tile
+constexpr int kRows = 64;  // rows of A per tile
 constexpr int kStages = 4;
-constexpr int kWarpsM = 2;     // 4 warps: 2 along M (32 rows each) x 2 along N (64 features each)
+constexpr int kWarpsM = 2;  // 4 warps: 2 along M (32 rows each) x 2 along N (64 features each)
 constexpr int kWarpsN = 2;
 constexpr int kThreads = kWarpsM * kWarpsN * 32;
 
@@ -78,11 +80,14 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
             uint32_t af[2][4], bf[8][2];
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi)
-                if (live[mi]) ldmatrix_x4(af[mi], stage + swizzle(wm * 32 + mi * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+                if (live[mi])
+                    ldmatrix_x4(af[mi],
+                                stage + swizzle(wm * 32 + mi * 16 + (lane & 15), ks * 2 + (lane >> 4)));
 #pragma unroll
             for (int nj = 0; nj < 4; ++nj) {
                 uint32_t r[4];
-                ldmatrix_x4(r, b_tile + swizzle(wn * 64 + nj * 16 + (lane & 7) + ((lane >> 4) << 3), ks * 2 + ((lane >> 3) & 1)));
+                ldmatrix_x4(r, b_tile + swizzle(wn * 64 + nj * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                ks * 2 + ((lane >> 3) & 1)));
                 bf[2 * nj][0] = r[0];
                 bf[2 * nj][1] = r[1];
                 bf[2 * nj + 1][0] = r[2];
@@ -109,7 +114,8 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
                         const float sw = kCode == WeightCode::Fp8 ? fragment_scale[wn * 8 + ni] : 1.0f;
 #pragma unroll
                         for (int r = 0; r < 4; ++r) {
-                            total[mi][ni][r] = __fmaf_rn(acc[mi][ni][r], __fmul_rn(sa[r >> 1], sw), total[mi][ni][r]);
+                            total[mi][ni][r] =
+                                __fmaf_rn(acc[mi][ni][r], __fmul_rn(sa[r >> 1], sw), total[mi][ni][r]);
                             acc[mi][ni][r] = 0.0f;
                         }
                     }
@@ -133,8 +139,9 @@ __global__ void __launch_bounds__(kThreads, 2) grouped_gemm_kernel(const Grouped
                 if (g.epilogue == GemmEpilogue::SwiGlu && (ni & 1)) continue;
                 const float* v = kScaled ? total[mi][ni] : acc[mi][ni];
                 const float* up = kScaled ? total[mi][(ni + 1) & 7] : acc[mi][(ni + 1) & 7];
-                epilogue_pair(g, t, wm * 32 + mi * 16 + (lane >> 2) + h * 8, wn * 64 + ni * 8 + (lane & 3) * 2,
-                              make_float2(v[2 * h], v[2 * h + 1]), make_float2(up[2 * h], up[2 * h + 1]));
+                epilogue_pair(g, t, wm * 32 + mi * 16 + (lane >> 2) + h * 8,
+                              wn * 64 + ni * 8 + (lane & 3) * 2, make_float2(v[2 * h], v[2 * h + 1]),
+                              make_float2(up[2 * h], up[2 * h + 1]));
             }
 #endif
 }
@@ -151,19 +158,18 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 
 // One warp per (row, 128-value group): the CPU's quantize_row_fp8, with the group maximum taken by
 // a warp reduction (max is exact in any order; NaN never becomes the maximum, as on the CPU).
-__global__ void gather_bf16_kernel(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                                   const int32_t* live_rows, int64_t k, int mode, uint16_t* out, float* scales) {
+// One warp per (row, 128-value group): 4 values per lane, the group's amax by a warp reduction.
+__device__ void gather_group(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
+                             int64_t item, int64_t k, int mode, uint16_t* out, float* scales) {
     const int64_t groups = k / 128;
-    const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
-    if (item >= m * groups) return;
     const int64_t r = item / groups, group = item % groups, c0 = group * 128 + lane * 4;
-    if (live_rows && r >= *live_rows) return;
     const int64_t row = (rows ? int64_t(rows[r]) : r) * stride + c0;
     float v[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-        v[j] = src_bf16 ? bf16_to_f32(static_cast<const uint16_t*>(src)[row + j]) : static_cast<const float*>(src)[row + j];
+        v[j] = src_bf16 ? bf16_to_f32(static_cast<const uint16_t*>(src)[row + j])
+                        : static_cast<const float*>(src)[row + j];
     uint16_t* dst = out + r * k + c0;
     if (mode == 0) {
 #pragma unroll
@@ -193,6 +199,17 @@ __global__ void gather_bf16_kernel(const void* src, bool src_bf16, int64_t strid
     if (scales && lane == 0) scales[r * groups + group] = keep ? s : 1.0f;
 }
 
+// Warps stride over the live rows' groups: the grid is sized by the bound `m`, capped, so a launch for a
+// large bound with few live rows (an expert-parallel rank's receive capacity) costs little.
+__global__ void gather_bf16_kernel(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
+                                   int64_t m, const int32_t* live_rows, int64_t k, int mode, uint16_t* out,
+                                   float* scales) {
+    const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
+    const int64_t items = live * (k / 128), warps = int64_t(gridDim.x) * blockDim.x / 32;
+    for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < items; item += warps)
+        gather_group(src, src_bf16, stride, rows, item, k, mode, out, scales);
+}
+
 }  // namespace
 
 int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows : kRows; }
@@ -204,15 +221,21 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (!split_ok) return cudaErrorInvalidValue;
     if (hopper_gemm_available()) return launch_grouped_gemm_sm90(g);
     switch (g.code) {
-    case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);
-    case WeightCode::Fp8: return launch_typed<WeightCode::Fp8, true>(g);
-    case WeightCode::Fp4: return g.scaled ? launch_typed<WeightCode::Fp4, true>(g) : launch_typed<WeightCode::Fp4, false>(g);
+        case WeightCode::Bf16:
+            return g.scaled ? launch_typed<WeightCode::Bf16, true>(g)
+                            : launch_typed<WeightCode::Bf16, false>(g);
+        case WeightCode::Fp8:
+            return launch_typed<WeightCode::Fp8, true>(g);
+        case WeightCode::Fp4:
+            return g.scaled ? launch_typed<WeightCode::Fp4, true>(g)
+                            : launch_typed<WeightCode::Fp4, false>(g);
     }
     return cudaErrorInvalidValue;
 }
 
 namespace {
-__global__ void sum_splits_kernel(const float* parts, int64_t stride, int32_t splits, int64_t count, float* out) {
+__global__ void sum_splits_kernel(const float* parts, int64_t stride, int32_t splits, int64_t count,
+                                  float* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= count) return;
     float sum = parts[i];
@@ -223,17 +246,20 @@ __global__ void sum_splits_kernel(const float* parts, int64_t stride, int32_t sp
 
 cudaError_t launch_sum_splits(const float* parts, int64_t stride, int32_t splits, int64_t count, float* out,
                               cudaStream_t stream) {
-    if (count > 0) sum_splits_kernel<<<unsigned((count + 255) / 256), 256, 0, stream>>>(parts, stride, splits, count, out);
+    if (count > 0)
+        sum_splits_kernel<<<unsigned((count + 255) / 256), 256, 0, stream>>>(parts, stride, splits, count,
+                                                                             out);
     return cudaGetLastError();
 }
 
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                               const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out, float* scales,
-                               cudaStream_t stream) {
+                               const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out,
+                               float* scales, cudaStream_t stream) {
+    constexpr int64_t kMaxBlocks = 4096;  // 8 warps each: enough to keep every SM's memory pipes busy
     const int64_t threads = m * (k / 128) * 32;
     if (threads > 0)
-        gather_bf16_kernel<<<unsigned((threads + 255) / 256), 256, 0, stream>>>(src, src_bf16, stride, rows, m, live_rows,
-                                                                              k, quant_mode, out, scales);
+        gather_bf16_kernel<<<unsigned(std::min<int64_t>((threads + 255) / 256, kMaxBlocks)), 256, 0,
+                             stream>>>(src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales);
     return cudaGetLastError();
 }
 
