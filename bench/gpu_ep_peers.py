@@ -21,22 +21,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from gpu_peers import cuda_time_us  # this directory is on the path when run as a script
+
 BF16 = 2  # bytes per element
-
-
-def cuda_time_us(fn, repeat=20):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(begin.elapsed_time(end) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
 
 
 def collective_time_us(fn, rank, repeat=20, warmup=3):
@@ -44,19 +31,7 @@ def collective_time_us(fn, rank, repeat=20, warmup=3):
     dist.barrier(device_ids=[rank])
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        dist.barrier(device_ids=[rank])
-        torch.cuda.synchronize()
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(begin.elapsed_time(end) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
+    return cuda_time_us(fn, repeat, before=lambda: (dist.barrier(device_ids=[rank]), torch.cuda.synchronize()))
 
 
 def record(what, hidden, tokens, nbytes, us):

@@ -18,11 +18,14 @@ import torch
 import torch.nn.functional as F
 
 
-def cuda_time_us(fn, repeat=20):
+def cuda_time_us(fn, repeat=20, before=None):
+    """Median µs of `fn` between CUDA events, after one warm-up; `before` runs ahead of each timed call."""
     fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(repeat):
+        if before:
+            before()
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         begin.record()
         fn()
