@@ -91,6 +91,11 @@ void expect_same_routing_bits(const MoeOutput& a, const MoeOutput& b) {
     EXPECT_EQ(a.expert_load, b.expert_load);
 }
 
+void expect_same_bytes(const MoeOutput& a, const MoeOutput& b) {
+    EXPECT_EQ(first_bit_difference(a.output.raw(), b.output.raw(), a.output.nbytes()), -1);
+    expect_same_routing_bits(a, b);
+}
+
 // Probe tokens alone vs first, middle and last of a batch of `size` filler tokens: identical bytes.
 void expect_batch_invariant_on_gpu(const CudaMoeLayer& gpu, const MoeInput& probe, int64_t size) {
     const int64_t n = probe.hidden.dim(0), H = gpu.layer().config().hidden_size;

@@ -69,11 +69,6 @@ void on_ranks(const std::function<void(int, Transport&)>& body) {
         if (e) std::rethrow_exception(e);
 }
 
-void expect_same_bytes(const MoeOutput& want, const MoeOutput& got) {
-    EXPECT_EQ(test::first_bit_difference(want.output.raw(), got.output.raw(), want.output.nbytes()), -1);
-    test::expect_same_routing_bits(want, got);
-}
-
 }  // namespace
 
 CudaEpOptions options(GpuExchange exchange, int64_t max_tokens = 1024) {
@@ -106,7 +101,7 @@ TEST_P(CudaEp, EveryRankGetsTheOneGpuBytes) {
             SCOPED_TRACE(::testing::Message() << "rank " << rank << " batch " << b);
             CudaEpStats times;
             const MoeOutput got = ep.forward(tokens(1000 * rank, batches[b][size_t(rank)]), &times);
-            expect_same_bytes(want[b][size_t(rank)], got);
+            test::expect_same_bytes(want[b][size_t(rank)], got);
             EXPECT_GT(times.total_ms, 0.0);
         }
     });
@@ -143,7 +138,7 @@ TEST_P(CudaEpFaults, ARefusedInputStopsEveryRankNamingItAndTheLayerStaysUsable) 
             said[size_t(rank)] = e.what();
         }
         // The next batch runs, bitwise right.
-        expect_same_bytes(want, ep.forward(tokens(0, 64)));
+        test::expect_same_bytes(want, ep.forward(tokens(0, 64)));
     });
     EXPECT_NE(said[0].find("rank 1"), std::string::npos) << said[0];
     EXPECT_NE(said[1].find("token 9"), std::string::npos) << said[1];

@@ -21,6 +21,7 @@ namespace {
 using test::kE;
 using test::kH;
 using test::kI;
+using test::expect_same_bytes;
 using test::kK;
 using test::routing_variant;
 using test::tensor_core_config;
@@ -28,13 +29,6 @@ using test::tensor_core_layer;
 
 MoeInput hidden(int64_t tokens, DType dtype = DType::BF16, uint32_t seed = 3) {
     return {synthetic::tensor(dtype, {tokens, kH}, seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
-}
-
-void expect_same_bytes(const MoeOutput& a, const MoeOutput& b) {
-    EXPECT_EQ(test::first_bit_difference(a.output.raw(), b.output.raw(), a.output.nbytes()), -1);
-    EXPECT_EQ(test::first_bit_difference(a.topk_ids.raw(), b.topk_ids.raw(), a.topk_ids.nbytes()), -1);
-    EXPECT_EQ(test::first_bit_difference(a.topk_weights.raw(), b.topk_weights.raw(), a.topk_weights.nbytes()), -1);
-    EXPECT_EQ(a.expert_load, b.expert_load);
 }
 
 }  // namespace

@@ -43,11 +43,6 @@ struct GpuPoint {
     bool graph = false;  // ran as a CUDA graph replay
 };
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 }  // namespace
 
 int bench_cuda(const BenchOptions& given) {
@@ -107,10 +102,10 @@ int bench_cuda(const BenchOptions& given) {
             combine.push_back(st.combine_ms), gpu_total.push_back(st.total_ms);
             gate_up.push_back(st.gate_up_ms), down.push_back(st.down_ms);
         }
-        p.layer_us = median(wall) * 1e6;
-        p.router_us = median(router) * 1e3, p.routed_us = median(routed) * 1e3, p.shared_us = median(shared) * 1e3;
-        p.combine_us = median(combine) * 1e3, p.gpu_us = median(gpu_total) * 1e3;
-        p.gate_up_us = median(gate_up) * 1e3, p.down_us = median(down) * 1e3;
+        p.layer_us = median_of(wall) * 1e6;
+        p.router_us = median_of(router) * 1e3, p.routed_us = median_of(routed) * 1e3, p.shared_us = median_of(shared) * 1e3;
+        p.combine_us = median_of(combine) * 1e3, p.gpu_us = median_of(gpu_total) * 1e3;
+        p.gate_up_us = median_of(gate_up) * 1e3, p.down_us = median_of(down) * 1e3;
         p.load = out.expert_load;
         for (size_t e = 0; e < p.load.size(); ++e)
             if (p.load[e] > 0) p.routed_bytes += double(weights.experts[e].stored_bytes());

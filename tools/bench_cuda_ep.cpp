@@ -36,11 +36,6 @@ namespace {
 
 using json = nlohmann::json;
 
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 // One rank's runs at one batch size.
 struct RankRuns {
     std::vector<CudaEpStats> stats;
@@ -109,36 +104,23 @@ int bench_cuda_ep(const BenchOptions& given) {
         CudaEpOptions ep_options;
         ep_options.exchange = exchange;
         ep_options.max_tokens_per_rank = most;
-        LocalGroup group(ranks, std::chrono::seconds(120));
         std::vector<std::vector<RankRuns> > runs(static_cast<size_t>(ranks),
                                                  std::vector<RankRuns>(o.tokens.size()));
-        std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-        std::vector<std::thread> threads;
-        for (int r = 0; r < ranks; ++r)
-            threads.emplace_back([&, r] {
-                try {
-                    cuda::set_device(r);
-                    const CudaEpMoeLayer ep(layer, placement, group.transport(r), ep_options);
-                    for (size_t i = 0; i < o.tokens.size(); ++i) {
-                        RankRuns& mine = runs[size_t(r)][i];
-                        const MoeInput in = slice(o.tokens[i], r);
-                        for (int run = 0; run <= o.repeat; ++run) {
-                            CudaEpStats s;
-                            (void)group.transport(r).all_gather({});  // start together
-                            const double t0 = now_seconds();
-                            mine.out = ep.forward(in, &s);
-                            if (run > 0)
-                                mine.stats.push_back(s), mine.wall_us.push_back((now_seconds() - t0) * 1e6);
-                        }
-                    }
-                } catch (...) {
-                    errors[size_t(r)] = std::current_exception();
-                    group.fail(r);
+        on_local_ranks(ranks, [&](int r, Transport& transport) {
+            cuda::set_device(r);
+            const CudaEpMoeLayer ep(layer, placement, transport, ep_options);
+            for (size_t i = 0; i < o.tokens.size(); ++i) {
+                RankRuns& mine = runs[size_t(r)][i];
+                const MoeInput in = slice(o.tokens[i], r);
+                for (int run = 0; run <= o.repeat; ++run) {
+                    CudaEpStats s;
+                    (void)transport.all_gather({});  // start together
+                    const double t0 = now_seconds();
+                    mine.out = ep.forward(in, &s);
+                    if (run > 0) mine.stats.push_back(s), mine.wall_us.push_back((now_seconds() - t0) * 1e6);
                 }
-            });
-        for (std::thread& t : threads) t.join();
-        for (const std::exception_ptr& e : errors)
-            if (e) std::rethrow_exception(e);
+            }
+        });
 
         for (size_t i = 0; i < o.tokens.size(); ++i) {
             // Per run the slowest rank sets each figure; medians over runs.

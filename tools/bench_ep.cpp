@@ -26,11 +26,6 @@ struct PhaseTimes {
     double dispatch = 0, experts = 0, combine = 0, total = 0;
 };
 
-double median_of(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 }  // namespace
 
 int bench_ep(const BenchOptions& options) {
@@ -66,38 +61,26 @@ int bench_ep(const BenchOptions& options) {
         const double one_s = median_seconds(o.repeat, [&] { (void)one_rank.forward(in); });
         const MoeOutput want = one_rank.forward(in);
 
-        LocalGroup group(ranks, std::chrono::seconds(120));
         std::vector<std::vector<PhaseTimes>> times(static_cast<size_t>(ranks));
         std::vector<MoeOutput> outs(static_cast<size_t>(ranks));
-        std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
-        std::vector<std::thread> threads_of_ranks;
         const int runs = o.repeat + 1;  // the first is a warm-up
-        for (int r = 0; r < ranks; ++r)
-            threads_of_ranks.emplace_back([&, r] {
-                try {
-                    const EpMoeLayer ep(layer, placement, group.transport(r));
-                    const MoeInput mine = in.rows(r * per_rank, (r + 1) * per_rank);
-                    for (int run = 0; run < runs; ++run) {
-                        PhaseTimes t;
-                        const double t0 = now_seconds();
-                        EpBatch batch = ep.begin_dispatch(mine);
-                        ep.finish_dispatch(batch);
-                        const double t1 = now_seconds();
-                        ep.begin_combine(batch);
-                        const double t2 = now_seconds();
-                        outs[size_t(r)] = ep.finish_combine(batch);
-                        const double t3 = now_seconds();
-                        t = {t1 - t0, t2 - t1, t3 - t2, t3 - t0};
-                        if (run > 0) times[size_t(r)].push_back(t);
-                    }
-                } catch (...) {
-                    errors[size_t(r)] = std::current_exception();
-                    group.fail(r);
-                }
-            });
-        for (std::thread& t : threads_of_ranks) t.join();
-        for (const std::exception_ptr& e : errors)
-            if (e) std::rethrow_exception(e);
+        on_local_ranks(ranks, [&](int r, Transport& transport) {
+            const EpMoeLayer ep(layer, placement, transport);
+            const MoeInput mine = in.rows(r * per_rank, (r + 1) * per_rank);
+            for (int run = 0; run < runs; ++run) {
+                PhaseTimes t;
+                const double t0 = now_seconds();
+                EpBatch batch = ep.begin_dispatch(mine);
+                ep.finish_dispatch(batch);
+                const double t1 = now_seconds();
+                ep.begin_combine(batch);
+                const double t2 = now_seconds();
+                outs[size_t(r)] = ep.finish_combine(batch);
+                const double t3 = now_seconds();
+                t = {t1 - t0, t2 - t1, t3 - t2, t3 - t0};
+                if (run > 0) times[size_t(r)].push_back(t);
+            }
+        });
 
         // Per run the slowest rank sets each phase's time; medians over runs.
         std::vector<double> dispatch, experts, combine, total;

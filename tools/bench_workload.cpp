@@ -11,6 +11,7 @@
 #include <cmath>
 #include <exception>
 #include <mutex>
+#include <thread>
 
 namespace steadymoe::cli {
 
@@ -159,5 +160,23 @@ double relative_error(const Tensor& ours, const Tensor& ref) {
     return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
+
+void on_local_ranks(int ranks, const std::function<void(int rank, Transport& transport)>& body) {
+    LocalGroup group(ranks, std::chrono::seconds(120));
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r)
+        threads.emplace_back([&, r] {
+            try {
+                body(r, group.transport(r));
+            } catch (...) {
+                errors[size_t(r)] = std::current_exception();
+                group.fail(r);
+            }
+        });
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+}
 
 }  // namespace steadymoe::cli

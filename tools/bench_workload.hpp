@@ -6,10 +6,12 @@
 #include "steadymoe/core/tensor.hpp"
 #include "steadymoe/model/config.hpp"
 #include "steadymoe/model/weights.hpp"
+#include "steadymoe/parallel/transport.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,17 @@ struct Workload {
 // The named workload (or the demo's scored layer), its weights generated from the synthetic streams.
 Workload build_workload(const BenchOptions& o, Progress& progress);
 
+// The median of `values` (the upper one of an even count; 0 for none).
+inline double median_of(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values.empty() ? 0.0 : values[values.size() / 2];
+}
+
+// Runs body(rank, transport) on one thread per rank of an in-process group (LocalGroup): a rank that
+// throws is marked failed, so the others' next exchange names it instead of waiting, and the first
+// failure is rethrown once every thread has finished.
+void on_local_ranks(int ranks, const std::function<void(int rank, Transport& transport)>& body);
+
 // Median seconds of `fn` over at least `repeat` runs (and at least 0.2 s, for tiny batches), after a warm-up.
 template <typename Fn>
 double median_seconds(int repeat, Fn&& fn) {
@@ -55,8 +68,7 @@ double median_seconds(int repeat, Fn&& fn) {
         times.push_back(now_seconds() - t0);
         total += times.back();
     }
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+    return median_of(std::move(times));
 }
 
 // Hidden states are prefixes of one stream, so the first min(T, T') tokens of two points are the same

@@ -30,12 +30,6 @@ std::vector<const ExpertWeights*> slot_experts(const MoeLayer& layer, const Expe
     return out;
 }
 
-int current_device() {
-    int d = 0;
-    SMOE_CUDA_CHECK(cudaGetDevice(&d));
-    return d;
-}
-
 }  // namespace
 
 PinnedInts::PinnedInts(size_t n) : n_(n) { SMOE_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(int32_t))); }
@@ -49,7 +43,7 @@ CudaEpMoeLayer::Impl::Impl(const MoeLayer& l, ExpertPlacement p, Transport& boot
       options(o),
       rank(bootstrap.rank()),
       ranks(bootstrap.size()),
-      device(current_device()),
+      device(cuda::current_device()),
       router(l),
       host_headers(size_t(2 * bootstrap.size() * kH)) {
     std::vector<int32_t> offsets{0}, table;

@@ -2,7 +2,8 @@
 // windows, batches told apart by sequence-numbered flags, no host wait until the output is done.
 #include <fmt/format.h>
 
-#include <thread>
+
+#include "steadymoe/kernels/cuda/runtime.hpp"
 
 #include "../kernels/cuda/check.hpp"
 #include "cuda_ep_impl.hpp"
@@ -13,20 +14,12 @@ namespace {
 
 // Waits for `stream` at most `limit`; throws Error(Communication) naming `rank` past it.
 void wait_for(cudaStream_t stream, std::chrono::milliseconds limit, int rank) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (true) {
-        const cudaError_t q = cudaStreamQuery(stream);
-        if (q == cudaSuccess) return;
-        if (q != cudaErrorNotReady) {
-            cudaGetLastError();
-            SMOE_THROW(Communication, "rank {}: the GPU failed during the expert-parallel exchange: {}", rank,
-                       cudaGetErrorString(q));
-        }
-        SMOE_CHECK(std::chrono::steady_clock::now() < deadline, Communication,
-                   "rank {}: the GPU did not finish the expert-parallel exchange within {} ms", rank,
-                   limit.count());
-        std::this_thread::yield();
-    }
+    std::string why;
+    const cuda::StreamWait state = cuda::wait_until(stream, std::chrono::steady_clock::now() + limit, {}, &why);
+    SMOE_CHECK(state != cuda::StreamWait::Failed, Communication,
+               "rank {}: the GPU failed during the expert-parallel exchange: {}", rank, why);
+    SMOE_CHECK(state == cuda::StreamWait::Done, Communication,
+               "rank {}: the GPU did not finish the expert-parallel exchange within {} ms", rank, limit.count());
 }
 
 }  // namespace

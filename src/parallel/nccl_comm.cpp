@@ -5,6 +5,8 @@
 #include <cstring>
 #include <thread>
 
+#include "steadymoe/kernels/cuda/runtime.hpp"
+
 #include "../kernels/cuda/check.hpp"
 #include "steadymoe/core/error.hpp"
 
@@ -97,23 +99,19 @@ void NcclComm::exchange(const std::vector<Transfer>& transfers, cudaStream_t str
 }
 
 void NcclComm::wait(cudaStream_t stream, const char* what) {
-    const Clock::time_point deadline = Clock::now() + timeout_;
-    while (true) {
-        const cudaError_t q = cudaStreamQuery(stream);
-        if (q == cudaSuccess) return;
-        if (q != cudaErrorNotReady) {
-            cudaGetLastError();
-            fail(std::string("the GPU failed during ") + what + ": " + cudaGetErrorString(q));
-        }
-        ncclResult_t state = ncclSuccess;
-        ncclCommGetAsyncError(comm_, &state);
-        if (state != ncclSuccess && state != ncclInProgress)
-            fail(std::string("NCCL failed during ") + what + ": " + ncclGetErrorString(state));
-        if (Clock::now() > deadline)
-            fail(fmt::format("{} did not finish within {} ms: a peer rank stopped or stalled", what,
-                             timeout_.count()));
-        std::this_thread::yield();
-    }
+    std::string why;
+    const cuda::StreamWait state = cuda::wait_until(
+        stream, Clock::now() + timeout_,
+        [&] {
+            ncclResult_t async = ncclSuccess;
+            ncclCommGetAsyncError(comm_, &async);
+            if (async != ncclSuccess && async != ncclInProgress)
+                fail(std::string("NCCL failed during ") + what + ": " + ncclGetErrorString(async));
+        },
+        &why);
+    if (state == cuda::StreamWait::Failed) fail(std::string("the GPU failed during ") + what + ": " + why);
+    if (state == cuda::StreamWait::TimedOut)
+        fail(fmt::format("{} did not finish within {} ms: a peer rank stopped or stalled", what, timeout_.count()));
 }
 
 }  // namespace steadymoe

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "steadymoe/kernels/cuda/runtime.hpp"
+
 #include "../kernels/cuda/check.hpp"
 #include "steadymoe/core/error.hpp"
 
@@ -28,7 +30,7 @@ PeerWindow::PeerWindow(Transport& bootstrap, size_t bytes) : rank_(bootstrap.ran
     const int ranks = bootstrap.size();
     WindowCard mine{};
     mine.pid = int32_t(getpid());
-    SMOE_CUDA_CHECK(cudaGetDevice(&mine.device));
+    mine.device = int32_t(cuda::current_device());
     char* local = nullptr;
     const cudaError_t alloc = cudaMalloc(&local, bytes);
     if (alloc != cudaSuccess) {

@@ -3,6 +3,7 @@
 #include "check.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,28 @@ void set_device(int device) {
     SMOE_CHECK(device >= 0 && device < count, InvalidArgument, "CUDA device {} does not exist ({} visible)", device,
                count);
     SMOE_CUDA_CHECK(cudaSetDevice(device));
+}
+
+int current_device() {
+    int d = 0;
+    SMOE_CUDA_CHECK(cudaGetDevice(&d));
+    return d;
+}
+
+StreamWait wait_until(Stream stream, std::chrono::steady_clock::time_point deadline,
+                      const std::function<void()>& between, std::string* why) {
+    while (true) {
+        const cudaError_t q = cudaStreamQuery(stream);
+        if (q == cudaSuccess) return StreamWait::Done;
+        if (q != cudaErrorNotReady) {
+            cudaGetLastError();
+            if (why) *why = cudaGetErrorString(q);
+            return StreamWait::Failed;
+        }
+        if (between) between();
+        if (std::chrono::steady_clock::now() > deadline) return StreamWait::TimedOut;
+        std::this_thread::yield();
+    }
 }
 
 DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what) : bytes_(bytes) {

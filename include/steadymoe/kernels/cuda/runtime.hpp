@@ -3,7 +3,9 @@
 // header leaks out of here, so host-only code can include it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <string>
 
 struct CUstream_st;
@@ -45,6 +47,7 @@ private:
 // expert-parallel group per device.
 int device_count();
 void set_device(int device);
+int current_device();
 
 // The current device's name ("NVIDIA H200"), or "" when none is visible.
 std::string device_name();
@@ -55,5 +58,11 @@ double copy_bandwidth(size_t bytes, int repeats);
 
 // Waits for all work on `stream`, and turns any asynchronous kernel error into an Error.
 void synchronize(Stream stream = nullptr);
+
+// A bounded wait for `stream`: polls it until its work is done or `deadline` passes, calling `between`
+// (which may throw) after each unfinished poll. Failed leaves the GPU's error in *why.
+enum class StreamWait { Done, Failed, TimedOut };
+StreamWait wait_until(Stream stream, std::chrono::steady_clock::time_point deadline,
+                      const std::function<void()>& between, std::string* why);
 
 }  // namespace steadymoe::cuda
