@@ -172,17 +172,14 @@ int bench_cuda_ep(const BenchOptions& given) {
                o.workload, H, c.moe_intermediate_size, c.top_k, c.n_routed_experts, w.format, ranks,
                cuda::device_name());
     fmt::print("{}", table.str());
-    fmt::print(
-        "GPU event times on each rank, the slowest rank's, median of {} runs. dispatch = upload, router, "
-        "plan, "
-        "rows and pairs to their ranks (nccl: headers first, then a host wait for them); experts = this "
-        "rank's "
-        "experts on the pairs it received; combine = results home, combine (the shared expert overlaps on a "
-        "second stream); exchange = the transfers and waits within them; sent MB = rows, pairs and results "
-        "one "
-        "rank sent to others. peer = direct writes into the other GPU's memory, nccl = NCCL point-to-point. "
-        "1 GPU = the whole layer on GPU 0 with one rank's tokens.\n",
-        o.repeat);
+    fmt::print("GPU event times on each rank, the slowest rank's, median of {} runs. dispatch = router, plan, rows "
+               "and pairs to their ranks (nccl: headers first, then a host wait for them); experts = this rank's "
+               "experts on the pairs it received; combine = results home, combine (the shared expert overlaps on a "
+               "second stream); exchange = the transfers and waits within them; sent MB = rows, pairs and results "
+               "one rank sent to others. peer = direct writes into the other GPU's memory, nccl = NCCL "
+               "point-to-point. 1 GPU = the whole layer on GPU 0 with one rank's tokens. Host copies in and out "
+               "are not in the GPU times.\n",
+               o.repeat);
     const json record = {{"tool", "steadymoe bench --backend cuda --ep-ranks"},
                          {"command", command_line()},
                          {"date", utc_timestamp()},
