@@ -86,16 +86,35 @@ void EventTimer::record(cudaEvent_t e, cudaStream_t s, bool capturing) {
         cudaEventRecordWithFlags(e, s, capturing ? cudaEventRecordExternal : cudaEventRecordDefault));
 }
 
+namespace {
+
+// Gathers (and quantises) one GEMM's input rows into `a` / `a_scale` and points a launch over `w` at
+// them: e4m3 codes where the GEMM takes FP8 activations, their exact bf16 values otherwise.
+cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, const void* src,
+                                        bool src_bf16, int64_t width, const int32_t* rows, ActivationQuant aq,
+                                        DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
+    const int mode = cuda::activation_quant_mode(aq, w.quantized);
+    const bool fp8 = mode != 0 && cuda::grouped_gemm_takes_fp8_activations(w.code);
+    if (fp8)
+        SMOE_CUDA_CHECK(cuda::launch_gather_fp8(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, mode == 2,
+                                                a.as<uint8_t>(), a_scale.as<float>(), s));
+    else
+        SMOE_CUDA_CHECK(cuda::launch_gather_bf16(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, mode,
+                                                 a.as<uint16_t>(), a_scale.as<float>(), s));
+    cuda::GroupedGemmLaunch g = gemm_launch(w, *r.perm, r.max_tiles, a.as<const uint16_t>(),
+                                            mode == 1 || fp8 ? a_scale.as<const float>() : nullptr, s);
+    if (fp8) g.a_fp8 = a.as<const uint8_t>();
+    return g;
+}
+
+}  // namespace
+
 void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
                float* contributions, cudaStream_t s, bool capturing) {
     StageBuffers& b = *r.buffers;
-    const int64_t R = r.max_rows, I = r.group->intermediate;
-    const int mode1 = cuda::activation_quant_mode(aq, r.group->gate_up.quantized);
-    SMOE_CUDA_CHECK(cuda::launch_gather_bf16(hidden, bf16, H, r.perm->rows, R, r.live_rows, H, mode1,
-                                             b.a1.as<uint16_t>(), b.a1_scale.as<float>(), s));
-    cuda::GroupedGemmLaunch g1 =
-        gemm_launch(r.group->gate_up, *r.perm, r.max_tiles, b.a1.as<const uint16_t>(),
-                    mode1 == 1 ? b.a1_scale.as<const float>() : nullptr, s);
+    const int64_t I = r.group->intermediate;
+    cuda::GroupedGemmLaunch g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, aq, b.a1,
+                                                 b.a1_scale, s);
     g1.epilogue = cuda::GemmEpilogue::SwiGlu;
     g1.out = b.mid.as<float>();
     g1.ldo = I;
@@ -107,11 +126,8 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g1));
     if (r.gate_up_time) r.gate_up_time->end(s, capturing);
 
-    const int mode2 = cuda::activation_quant_mode(aq, r.group->down.quantized);
-    SMOE_CUDA_CHECK(cuda::launch_gather_bf16(b.mid.get(), false, I, nullptr, R, r.live_rows, I, mode2,
-                                             b.a2.as<uint16_t>(), b.a2_scale.as<float>(), s));
-    cuda::GroupedGemmLaunch g2 = gemm_launch(r.group->down, *r.perm, r.max_tiles, b.a2.as<const uint16_t>(),
-                                             mode2 == 1 ? b.a2_scale.as<const float>() : nullptr, s);
+    cuda::GroupedGemmLaunch g2 =
+        gathered_launch(r, r.group->down, b.mid.get(), false, I, nullptr, aq, b.a2, b.a2_scale, s);
     g2.epilogue = cuda::GemmEpilogue::Scatter;
     g2.out = contributions;
     g2.ldo = H;

@@ -91,8 +91,9 @@ int64_t stage_tile_bytes(WeightCode code) {
 
 // The device layout of one matrix, from its rows in the order the GEMM uses ([n][row bytes]): n-tiles of
 // kTileN rows (the last padded with zero rows), each a run of K/64 stage tiles, so every stage the
-// kernel loads is one contiguous block. bf16 tiles are stored swizzled — byte o of a tile is what byte o
-// of the shared-memory stage holds — FP8 and FP4 tiles row-major.
+// kernel loads is one contiguous block. bf16 and FP8 tiles are stored swizzled — byte o of a tile is what
+// byte o of the shared-memory stage holds (128-byte rows in the 128-byte swizzle, 64-byte FP8 rows in
+// the 64-byte swizzle that Hopper's FP8 MMAs read) — FP4 tiles row-major.
 std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, WeightCode code) {
     const int64_t n_tiles = (n + kTileN - 1) / kTileN, k_tiles = k / kStageK, tile = stage_tile_bytes(code);
     const int64_t row_bytes = tile / kTileN * k_tiles;  // bytes of one stored row
@@ -103,12 +104,13 @@ std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, Weig
             uint8_t* dst = out.data() + (nt * k_tiles + kt) * tile;
             for (int64_t r = 0; r < kTileN && nt * kTileN + r < n; ++r) {
                 const uint8_t* src = rows + (nt * kTileN + r) * row_bytes + kt * slice;
-                if (code != WeightCode::Bf16) {
+                if (code == WeightCode::Fp4) {
                     std::memcpy(dst + r * slice, src, size_t(slice));
                     continue;
                 }
-                for (int64_t c = 0; c < 8; ++c)  // 16-byte chunks, XOR-swizzled by row
-                    std::memcpy(dst + r * slice + ((c ^ (r & 7)) << 4), src + c * 16, 16);
+                // 16-byte chunks, XOR-swizzled by row: bf16 by r % 8, FP8 by (r / 2) % 4.
+                const int64_t chunks = slice / 16, key = code == WeightCode::Bf16 ? (r & 7) : ((r >> 1) & 3);
+                for (int64_t c = 0; c < chunks; ++c) std::memcpy(dst + r * slice + ((c ^ key) << 4), src + c * 16, 16);
             }
         }
     return out;

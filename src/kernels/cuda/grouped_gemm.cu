@@ -2,6 +2,8 @@
 // shared stages of grouped_gemm_stage.cuh (cp.async pipeline, ldmatrix). Hopper takes
 // grouped_gemm_sm90.cu instead; which one runs depends only on the GPU.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_stage.cuh"
@@ -157,10 +159,12 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 }
 
 // One warp per (row, 128-value group): the CPU's quantize_row_fp8, with the group maximum taken by
-// a warp reduction (max is exact in any order; NaN never becomes the maximum, as on the CPU).
-// One warp per (row, 128-value group): 4 values per lane, the group's amax by a warp reduction.
+// a warp reduction (max is exact in any order; NaN never becomes the maximum, as on the CPU); 4 values
+// per lane. kFp8Out writes the e4m3 codes and keeps the scale (power of two in mode 2); otherwise the
+// values go out as bf16 (mode 2 with its scale folded in).
+template <bool kFp8Out>
 __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
-                             int64_t item, int64_t k, int mode, uint16_t* out, float* scales) {
+                             int64_t item, int64_t k, int mode, void* out, float* scales) {
     const int64_t groups = k / 128;
     const int lane = threadIdx.x & 31;
     const int64_t r = item / groups, group = item % groups, c0 = group * 128 + lane * 4;
@@ -170,8 +174,8 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
     for (int j = 0; j < 4; ++j)
         v[j] = src_bf16 ? bf16_to_f32(static_cast<const uint16_t*>(src)[row + j])
                         : static_cast<const float*>(src)[row + j];
-    uint16_t* dst = out + r * k + c0;
-    if (mode == 0) {
+    uint16_t* dst = static_cast<uint16_t*>(out) + r * k + c0;
+    if (!kFp8Out && mode == 0) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) dst[j] = f32_to_bf16(v[j]);
         return;
@@ -190,29 +194,57 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
     amax = amax < 1e-4f ? 1e-4f : amax;
     float s = amax / kE4M3Max;
     if (mode == 2) s = e8m0_to_f32(e8m0_from_f32_ceil(s));
-    const bool keep = mode == 1;
+    if constexpr (kFp8Out) {
+        uint32_t codes = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const float q = e4m3_to_f32(f32_to_e4m3(v[j] / s));
-        dst[j] = f32_to_bf16(keep ? q : q * s);
+        for (int j = 0; j < 4; ++j) codes |= uint32_t(f32_to_e4m3(v[j] / s)) << (8 * j);
+        *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(out) + r * k + c0) = codes;
+        if (lane == 0) scales[r * groups + group] = s;
+    } else {
+        const bool keep = mode == 1;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float q = e4m3_to_f32(f32_to_e4m3(v[j] / s));
+            dst[j] = f32_to_bf16(keep ? q : q * s);
+        }
+        if (scales && lane == 0) scales[r * groups + group] = keep ? s : 1.0f;
     }
-    if (scales && lane == 0) scales[r * groups + group] = keep ? s : 1.0f;
 }
 
 // Warps stride over the live rows' groups: the grid is sized by the bound `m`, capped, so a launch for a
 // large bound with few live rows (an expert-parallel rank's receive capacity) costs little.
-__global__ void gather_bf16_kernel(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
-                                   int64_t m, const int32_t* live_rows, int64_t k, int mode, uint16_t* out,
-                                   float* scales) {
+template <bool kFp8Out>
+__global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
+                              const int32_t* live_rows, int64_t k, int mode, void* out, float* scales) {
     const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
     const int64_t items = live * (k / 128), warps = int64_t(gridDim.x) * blockDim.x / 32;
     for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < items; item += warps)
-        gather_group(src, src_bf16, stride, rows, item, k, mode, out, scales);
+        gather_group<kFp8Out>(src, src_bf16, stride, rows, item, k, mode, out, scales);
+}
+
+template <bool kFp8Out>
+cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
+                          const int32_t* live_rows, int64_t k, int quant_mode, void* out, float* scales,
+                          cudaStream_t stream) {
+    constexpr int64_t kMaxBlocks = 4096;  // 8 warps each: enough to keep every SM's memory pipes busy
+    const int64_t threads = m * (k / 128) * 32;
+    if (threads > 0)
+        gather_kernel<kFp8Out><<<unsigned(std::min<int64_t>((threads + 255) / 256, kMaxBlocks)), 256, 0, stream>>>(
+            src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales);
+    return cudaGetLastError();
 }
 
 }  // namespace
 
 int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows : kRows; }
+
+bool grouped_gemm_takes_fp8_activations(WeightCode code) {
+    static const bool enabled = [] {
+        const char* v = std::getenv("STEADYMOE_FP8_TENSOR_CORES");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    return code == WeightCode::Fp8 && enabled && hopper_gemm_available();
+}
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
@@ -220,6 +252,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
                                               g.epilogue == GemmEpilogue::Store && g.k_splits <= 65535);
     if (!split_ok) return cudaErrorInvalidValue;
     if (hopper_gemm_available()) return launch_grouped_gemm_sm90(g);
+    if (g.a_fp8) return cudaErrorInvalidValue;  // e4m3 activations are for the Hopper kernel only
     switch (g.code) {
         case WeightCode::Bf16:
             return g.scaled ? launch_typed<WeightCode::Bf16, true>(g)
@@ -255,12 +288,14 @@ cudaError_t launch_sum_splits(const float* parts, int64_t stride, int32_t splits
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                                const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out,
                                float* scales, cudaStream_t stream) {
-    constexpr int64_t kMaxBlocks = 4096;  // 8 warps each: enough to keep every SM's memory pipes busy
-    const int64_t threads = m * (k / 128) * 32;
-    if (threads > 0)
-        gather_bf16_kernel<<<unsigned(std::min<int64_t>((threads + 255) / 256, kMaxBlocks)), 256, 0,
-                             stream>>>(src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales);
-    return cudaGetLastError();
+    return launch_gather<false>(src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales, stream);
+}
+
+cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
+                              const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
+                              cudaStream_t stream) {
+    return launch_gather<true>(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales ? 2 : 1, out, scales,
+                               stream);
 }
 
 }  // namespace steadymoe::cuda

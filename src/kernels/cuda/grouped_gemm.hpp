@@ -6,8 +6,12 @@
 // first row and number of valid rows. The arithmetic of one output element is fixed by (N, K, format)
 // alone: bf16 operands (every FP8 / FP4 weight and FP8 activation value is exact in bf16), fp32
 // accumulation in 16-wide k steps in ascending k, and — when a 128-block scale applies — one partial
-// sum per 128-wide k block folded as c = fma(p, s_a * s_w, c). No row's result depends on another's,
-// so a token's bits do not depend on which tile, or how full a tile, it lands in.
+// sum per 128-wide k block folded as c = fma(p, s_a * s_w, c). On Hopper, FP8 weights meeting FP8
+// activations (a_fp8) multiply on the FP8 tensor cores instead: the same 128-block partial sums and
+// fold, with the partial sums accumulated by the tensor cores (exact products, fp32 sums at the
+// hardware's own precision). Which of the two runs depends on the GPU and the format, never on the
+// batch. No row's result depends on another's, so a token's bits do not depend on which tile, or how
+// full a tile, it lands in.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,7 +29,7 @@ int grouped_gemm_tile_rows();
 // stage tiles of kTileN rows x 64 k values, contiguous (expert_group.cpp: tile_matrix).
 enum class WeightCode : int {
     Bf16 = 0,  // bf16 stage tiles, pre-swizzled as the shared-memory stage holds them
-    Fp8 = 1,   // e4m3 stage tiles, row-major; f32 scales [ceil(N/128)][K/128] (see fp8_half_blocks)
+    Fp8 = 1,   // e4m3 stage tiles, in wgmma's 64-byte swizzle; f32 scales [ceil(N/128)][K/128] (see fp8_half_blocks)
     Fp4 = 2,   // e2m1 stage tiles, row-major, low nibble first; e8m0 scales per (n-tile, 128-k block) [128][4]
 };
 
@@ -45,6 +49,9 @@ struct GroupedGemmLaunch {
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits
     const float* a_scale = nullptr;  // [rows][k/128], or null (scale 1)
+    // Instead of `a`: e4m3 codes [rows][k] with their scales in a_scale — only where
+    // grouped_gemm_takes_fp8_activations(code) says so.
+    const uint8_t* a_fp8 = nullptr;
 
     WeightCode code = WeightCode::Bf16;
     const void* w = nullptr;         // expert e at w + e * w_expert_bytes
@@ -76,6 +83,11 @@ struct GroupedGemmLaunch {
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 
+// Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 weights on a
+// Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores
+// (to compare the two). Elsewhere FP8 activations travel as their exact bf16 values.
+bool grouped_gemm_takes_fp8_activations(WeightCode code);
+
 // out[i] = parts[0][i] + parts[1][i] + ... + parts[splits - 1][i] in that order (f32), for i < count;
 // part z starts at parts + z * stride.
 cudaError_t launch_sum_splits(const float* parts, int64_t stride, int32_t splits, int64_t count, float* out,
@@ -85,6 +97,12 @@ cudaError_t launch_sum_splits(const float* parts, int64_t stride, int32_t splits
 // optionally FP8-quantised per 128 values exactly as the CPU backend does (quant_mode 0 none: values
 // must already be exact in bf16; 1 fp8 with scales kept in `scales` [m][k/128]; 2 fp8 with
 // power-of-two scales folded in). m is an upper bound; rows at or past *live_rows (when set) are skipped.
+// The same rows quantised to e4m3 codes (out [m][k] bytes) with their scales kept in `scales`
+// [m][k/128] — power-of-two scales when pow2_scales (quant_mode 2's values, unfolded), else quant_mode 1's.
+cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
+                              const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
+                              cudaStream_t stream);
+
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                                const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out, float* scales,
                                cudaStream_t stream);

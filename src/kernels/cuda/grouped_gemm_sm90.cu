@@ -19,8 +19,9 @@ constexpr int kThreads = kConsumers + 32;  // and one producer warp
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
 // Pipeline depth per weight format: as many stages as shared memory holds, so that few-token batches
 // (which only stream weights) keep many bytes in flight.
-template <WeightCode kCode>
-constexpr int kStages = kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
+// e4m3 activations halve the A tile, and FP8 weights need no widened copy: more stages fit.
+template <WeightCode kCode, bool kFp8A = false>
+constexpr int kStages = kFp8A ? 12 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma helpers exist for sm_90a device code only
 // A K-major bf16 operand tile with 128-byte rows in the 128-byte swizzle (8-row, 1024-byte atoms).
@@ -30,6 +31,34 @@ __device__ __forceinline__ uint64_t smem_descriptor(const void* tile) {
            | (uint64_t(1) << 16)                // leading byte offset (unused for swizzled K-major)
            | (uint64_t(1024 >> 4) << 32)        // stride byte offset: one 8-row atom
            | (uint64_t(1) << 62);               // 128-byte swizzle
+}
+
+// A K-major e4m3 operand tile with 64-byte rows in the 64-byte swizzle (8-row, 512-byte atoms).
+__device__ __forceinline__ uint64_t smem_descriptor_64(const void* tile) {
+    const uint32_t address = smem_u32(tile);
+    return uint64_t((address & 0x3FFFF) >> 4)  // start address
+           | (uint64_t(1) << 16)                // leading byte offset (unused for swizzled K-major)
+           | (uint64_t(512 >> 4) << 32)         // stride byte offset: one 8-row atom
+           | (uint64_t(2) << 62);               // 64-byte swizzle
+}
+
+// D (64 x 128, f32) += A (64 x 32) . B (128 x 32)^T, both e4m3 K-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile(
+        "{\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, 1, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b));
 }
 
 // D (64 x 128, f32) += A (64 x 16) . B (128 x 16)^T, both bf16 K-major in shared memory.
@@ -71,7 +100,7 @@ __device__ __forceinline__ void fence_operands(float (&d)[64]) {
 // The producer warp's view of one tile: per pipeline stage it copies the stored weight tile (and an
 // FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows and the stage's 128-block
 // scales with cp.async, and announces all of it on the stage's "full" barrier.
-template <WeightCode kCode, bool kScaled>
+template <WeightCode kCode, bool kScaled, bool kFp8A>
 struct StageProducer {
     static constexpr uint32_t kWeightBytes = kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
     static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 ? kTileN * 4 : 0;  // per 128-wide k block
@@ -93,20 +122,26 @@ struct StageProducer {
 
     __device__ __forceinline__ void load(char* stage, int kt, uint64_t* full) const {
         const int k0 = kt * kBK, block = k0 / 128;
-        char* b_tile = stage + kRows * kRowBytes;
+        char* b_tile = stage + kRows * a_row_bytes(kFp8A);
         if (lane == 0) {
             barrier::arrive_expect_bytes(full, kWeightBytes + kFp4ScaleBytes);
             barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, kWeightBytes, full);
             if constexpr (kFp4ScaleBytes > 0)
                 barrier::bulk_copy(b_tile + kWeightBytes, fp4_scales + int64_t(block) * kFp4ScaleBytes, kFp4ScaleBytes, full);
         }
-        // Activation rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, + 8, ...
-        const int chunk = lane & 7;
-        const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + k0 + chunk * 8);
-        const int64_t step = 4 * g.k * 2;
-        for (int row = lane >> 3; row < t.rows; row += 4, src += step) cp_async16(stage + swizzle(row, chunk), src, true);
+        if constexpr (kFp8A) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, + 16, ...
+            const int chunk = lane & 3;
+            const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + k0 + chunk * 16);
+            const int64_t step = 8 * g.k;
+            for (int row = lane >> 2; row < t.rows; row += 8, src += step) cp_async16(stage + swizzle64(row, chunk), src, true);
+        } else {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, + 8, ...
+            const int chunk = lane & 7;
+            const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + k0 + chunk * 8);
+            const int64_t step = 4 * g.k * 2;
+            for (int row = lane >> 3; row < t.rows; row += 4, src += step) cp_async16(stage + swizzle(row, chunk), src, true);
+        }
         if constexpr (kScaled) {  // each stage carries its 128-block's scales: the fold never waits on memory
-            char* scale_tile = stage + kRows * kRowBytes + raw_b_bytes(kCode);
+            char* scale_tile = stage + kRows * a_row_bytes(kFp8A) + raw_b_bytes(kCode);
             if (g.a_scale)
                 for (int row = lane; row < kRows; row += 32) {
                     const bool valid = row < t.rows;
@@ -126,17 +161,21 @@ struct StageProducer {
 // Warp-specialised: warps 0-7 (two warpgroups, 64 rows each) run the MMAs, warp 8 streams the stages.
 // A stage is refilled once every consumer warp has released it, so weight bytes keep flowing while the
 // tensor cores work, with no block-wide barrier per stage.
-template <WeightCode kCode, bool kScaled>
+// kFp8A: e4m3 activations and FP8 weights, both read by FP8 MMAs as they arrive (no widening).
+template <WeightCode kCode, bool kScaled, bool kFp8A>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
+    constexpr bool kWiden = kCode != WeightCode::Bf16 && !kFp8A;
+    constexpr int kARowBytes = a_row_bytes(kFp8A);
     const Tile t = tile_of_block(g);
     if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    constexpr int kStageBytes = stage_bytes(kCode, kRows);
-    constexpr int kS = kStages<kCode>;
+    constexpr int kStageBytes = stage_bytes(kCode, kRows, kFp8A);
+    constexpr int kS = kStages<kCode, kFp8A>;
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
-    uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kCode == WeightCode::Bf16 ? 0 : 2 * kBTileBytes));
+    uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* empty = full + kS;
     const int ktiles = t.ktiles;
 
@@ -154,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     const int lane = threadIdx.x & 31;
     const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
     if (wg == kConsumers / 128) {  // the producer warp
-        const StageProducer<kCode, kScaled> producer(g, t, lane);
+        const StageProducer<kCode, kScaled, kFp8A> producer(g, t, lane);
         for (int kt = 0; kt < ktiles; ++kt) {
             const int s = kt % kS;
             if (kt >= kS) barrier::wait(&empty[s], uint32_t((kt / kS - 1) & 1));
@@ -172,8 +211,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     // producer never writes them, so this runs alongside its first loads.
     const int read_rows = t.rows <= 64 ? 64 : kRows;
     for (int s = 0; s < kS; ++s)
-        for (int c = threadIdx.x; c < (read_rows - t.rows) * 8; c += kConsumers)
-            *reinterpret_cast<uint4*>(smem + s * kStageBytes + t.rows * kRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+        for (int c = threadIdx.x; c < (read_rows - t.rows) * (kARowBytes / 16); c += kConsumers)
+            *reinterpret_cast<uint4*>(smem + s * kStageBytes + t.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 
@@ -193,8 +232,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
         barrier::wait(&full[kt % kS], uint32_t((kt / kS) & 1));
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + (kt % kS) * kStageBytes;
-        const char* b_tile = stage + kRows * kRowBytes;
-        if constexpr (kCode != WeightCode::Bf16) {
+        const char* b_tile = stage + kRows * kARowBytes;
+        if constexpr (kWiden) {
             barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of stage kt - 2
             char* target = widened + (kt & 1) * kBTileBytes;
             widen_stage<kCode, kConsumers>(b_tile, target, (t.kt0 + kt) * kBK);
@@ -203,11 +242,17 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
             barrier::sync_threads(1, kConsumers);
         }
         if (live) {
-            const uint64_t desc_a = smem_descriptor(stage + wg * 64 * kRowBytes), desc_b = smem_descriptor(b_tile);
             fence_operands(acc);
             wgmma_fence();
+            if constexpr (kFp8A) {
+                const uint64_t desc_a = smem_descriptor_64(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor_64(b_tile);
 #pragma unroll
-            for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                for (int ks = 0; ks < kBK / 32; ++ks) wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+            } else {
+                const uint64_t desc_a = smem_descriptor(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor(b_tile);
+#pragma unroll
+                for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+            }
             wgmma_commit();
         }
         if constexpr (kScaled) {
@@ -215,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
                 if (live) {
                     wgmma_wait<0>();
                     fence_operands(acc);
-                    const float* row_scale = stage_scales<kCode, kRows>(stage);
+                    const float* row_scale = stage_scales<kCode, kRows, kFp8A>(stage);
                     const float* fragment_scale = row_scale + kRows;
                     const int row = wg * 64 + warp * 16 + (lane >> 2);
                     const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
@@ -273,14 +318,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 #endif
 }
 
-template <WeightCode kCode, bool kScaled>
+template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = smem_bytes(kCode, kRows, kStages<kCode>) + (kCode == WeightCode::Bf16 ? 0 : kBTileBytes) +
-                          2 * kStages<kCode> * int(sizeof(uint64_t));  // the full and empty barriers
-    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled>>(kSmem);
+    constexpr bool kWiden = kCode != WeightCode::Bf16 && !kFp8A;
+    constexpr int kSmem = kStages<kCode, kFp8A> * stage_bytes(kCode, kRows, kFp8A) + (kWiden ? 2 * kBTileBytes : 0) +
+                          2 * kStages<kCode, kFp8A> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
+    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A>>(kSmem);
     if (err != cudaSuccess) return err;
     const dim3 grid = tile_grid(g);
-    grouped_gemm_sm90_kernel<kCode, kScaled><<<grid, kThreads, kSmem, g.stream>>>(g);
+    grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A><<<grid, kThreads, kSmem, g.stream>>>(g);
     return cudaGetLastError();
 }
 
@@ -327,6 +373,8 @@ bool hopper_gemm_available() {
 }
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
+    if (g.a_fp8)
+        return g.code == WeightCode::Fp8 && g.a_scale ? launch_typed<WeightCode::Fp8, true, true>(g) : cudaErrorInvalidValue;
     switch (g.code) {
     case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);
     case WeightCode::Fp8: return launch_typed<WeightCode::Fp8, true>(g);

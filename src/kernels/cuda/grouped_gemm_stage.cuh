@@ -1,5 +1,6 @@
 // The shared-memory stages of the grouped GEMM kernels (grouped_gemm.cu for sm_80+, grouped_gemm_sm90.cu
-// for Hopper): 64-wide k stages of A rows (bf16) and weight rows (bf16, e4m3 or e2m1 + e8m0 as stored),
+// for Hopper): 64-wide k stages of A rows (bf16, or e4m3 on Hopper's FP8 path) and weight rows (bf16,
+// e4m3 or e2m1 + e8m0 as stored),
 // loaded by cp.async with zero fill, 128-byte rows XOR-swizzled by 16-byte chunk — conflict-free for
 // ldmatrix and exactly the 128-byte swizzle of Hopper's wgmma descriptors — and the widening of FP8 /
 // FP4 weights to bf16, which is exact (tests/cuda_codec_kernels.cu checks every code).
@@ -26,9 +27,11 @@ constexpr int kScaleBytes = 1024;     // per stage: the 128-block scales of the 
 __host__ __device__ constexpr int raw_b_bytes(WeightCode code) {
     return code == WeightCode::Bf16 ? kBTileBytes : code == WeightCode::Fp8 ? kTileN * kBK : kTileN * kBK / 2 + kTileN * 4;
 }
+// Bytes of one A row of a stage: 64 bf16 values, or 64 e4m3 codes (Hopper's FP8 tensor-core path).
+__host__ __device__ constexpr int a_row_bytes(bool fp8_a) { return fp8_a ? kBK : kRowBytes; }
 // Stages stay 1024-byte aligned (the swizzle atom of wgmma).
-__host__ __device__ constexpr int stage_bytes(WeightCode code, int rows) {
-    return (rows * kRowBytes + raw_b_bytes(code) + kScaleBytes + 1023) / 1024 * 1024;
+__host__ __device__ constexpr int stage_bytes(WeightCode code, int rows, bool fp8_a = false) {
+    return (rows * a_row_bytes(fp8_a) + raw_b_bytes(code) + kScaleBytes + 1023) / 1024 * 1024;
 }
 __host__ __device__ constexpr int smem_bytes(WeightCode code, int rows, int stages) {
     return stages * stage_bytes(code, rows) + (code == WeightCode::Bf16 ? 0 : kBTileBytes) + 1024;  // + alignment
@@ -50,6 +53,9 @@ cudaError_t allow_shared_memory(int bytes) {
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled 128-byte-row tile.
 __device__ __forceinline__ int swizzle(int row, int chunk) { return row * kRowBytes + ((chunk ^ (row & 7)) << 4); }
+// The same for a 64-byte-row tile (e4m3 stages) in wgmma's 64-byte swizzle: 8-row, 512-byte atoms, chunk
+// bits XOR-ed with bits 7-8 of the offset. FP8 weight tiles are stored this way (expert_group.cpp).
+__device__ __forceinline__ int swizzle64(int row, int chunk) { return row * kBK + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -235,8 +241,8 @@ __device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int
     for (int idx = threadIdx.x; idx < kTileN * 8; idx += kThreads) {
         const int row = idx >> 3, chunk = idx & 7;  // 8 values: k = chunk*8 .. chunk*8+7
         uint4 out;
-        if constexpr (kCode == WeightCode::Fp8) {
-            const uint2 codes = *reinterpret_cast<const uint2*>(b_raw + row * kBK + chunk * 8);
+        if constexpr (kCode == WeightCode::Fp8) {  // stored 64-byte swizzled: chunk / 2 is its 16-byte chunk
+            const uint2 codes = *reinterpret_cast<const uint2*>(b_raw + swizzle64(row, chunk >> 1) + (chunk & 1) * 8);
             const uint2 a = e4m3x4_to_bf16x4(codes.x), b = e4m3x4_to_bf16x4(codes.y);
             out = make_uint4(a.x, a.y, b.x, b.y);
         } else {
@@ -249,9 +255,9 @@ __device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int
 }
 
 // The stage's scales, as load_stage left them: [rows] activation scales then [kTileN / 8] weight scales.
-template <WeightCode kCode, int kRows>
+template <WeightCode kCode, int kRows, bool kFp8A = false>
 __device__ __forceinline__ const float* stage_scales(const char* stage) {
-    return reinterpret_cast<const float*>(stage + kRows * kRowBytes + raw_b_bytes(kCode));
+    return reinterpret_cast<const float*>(stage + kRows * a_row_bytes(kFp8A) + raw_b_bytes(kCode));
 }
 
 // Two adjacent output elements (row, features n and n + 1 of the tile; n even) through the launch's
