@@ -77,6 +77,9 @@ TEST(CudaGolden, HuggingFaceLayersMatchFloat64) {
     }
 }
 
+// The reference sums FP8 / FP4 products exactly; so does the layer with Fp8Products::Fp32Sums (within
+// bf16 rounding). On a Hopper the default adds the shared expert's FP8 products on the FP8 tensor cores,
+// whose narrower adder costs a few 1e-3 more (DeepSeek's own kernels work the same way).
 TEST(CudaGolden, DeepseekV4LayersMatchTheReference) {
     SMOE_SKIP_WITHOUT_GPU();
     const auto dir = test::golden_dir() / "deepseek-v4-tiny";
@@ -84,17 +87,22 @@ TEST(CudaGolden, DeepseekV4LayersMatchTheReference) {
     const SafetensorsFile io = SafetensorsFile::open(dir / "io.safetensors");
     for (int L : {0, 1}) {
         const MoeLayer cpu = MoeLayer::from_checkpoint(ckpt, L);
-        const CudaMoeLayer gpu(cpu);
-        std::printf("deepseek-v4-tiny layer %d: %s path %s\n", L, cuda_path_name(gpu.path()), gpu.portable_reason().c_str());
-        const Tensor f = io.get("input");
-        MoeInput in;
-        in.hidden = Tensor::zeros(DType::BF16, f.shape());
-        for (int64_t i = 0; i < f.numel(); ++i)
-            in.hidden.mutable_data<uint16_t>()[i] = uint16_t(f32_bits(f.data<float>()[i]) >> 16);
-        in.token_ids = io.get("token_ids");
-        const MoeOutput out = gpu.forward(in);
-        const double err = test::relative_error(out.output, io.get("output." + std::to_string(L)));
-        EXPECT_LE(err, 3e-3) << "layer " << L;
-        std::printf("deepseek-v4-tiny layer %d on the GPU: relative error vs reference %.3g\n", L, err);
+        for (const Fp8Products fp8 : {Fp8Products::Fp32Sums, Fp8Products::TensorCores}) {
+            const bool exact = fp8 == Fp8Products::Fp32Sums;
+            const CudaMoeLayer gpu(cpu, CudaPath::Auto, fp8);
+            std::printf("deepseek-v4-tiny layer %d: %s path %s\n", L, cuda_path_name(gpu.path()),
+                        gpu.portable_reason().c_str());
+            const Tensor f = io.get("input");
+            MoeInput in;
+            in.hidden = Tensor::zeros(DType::BF16, f.shape());
+            for (int64_t i = 0; i < f.numel(); ++i)
+                in.hidden.mutable_data<uint16_t>()[i] = uint16_t(f32_bits(f.data<float>()[i]) >> 16);
+            in.token_ids = io.get("token_ids");
+            const MoeOutput out = gpu.forward(in);
+            const double err = test::relative_error(out.output, io.get("output." + std::to_string(L)));
+            EXPECT_LE(err, exact ? 3e-3 : 2e-2) << "layer " << L;
+            std::printf("deepseek-v4-tiny layer %d on the GPU (FP8 products %s): relative error vs reference %.3g\n", L,
+                        exact ? "summed in fp32" : "on the FP8 tensor cores", err);
+        }
     }
 }

@@ -125,6 +125,8 @@ int bench_cuda(const BenchOptions& given) {
     fmt::print("  device {}, {} path{}, expert GEMMs on {}; copy bandwidth {:.0f} GB/s (read + written)\n", device,
                cuda_path_name(gpu.path()), gpu.portable_reason().empty() ? "" : " (" + gpu.portable_reason() + ")",
                CudaMoeLayer::gemm_kernel(), bandwidth * 1e-9);
+    if (CudaMoeLayer::fp8_tensor_cores() && w.format == "fp8" && layer.activation_quant() != ActivationQuant::None)
+        fmt::print("  FP8 weights x FP8 activations on the FP8 tensor cores (per-128 partial sums folded in fp32)\n");
     Table table({"tokens", "graph", "wall µs", "layer µs", "routed µs", "gate/up µs", "down µs", "shared µs", "routed floor µs", "floor/routed",
                  "layer floor µs", "floor/layer", "routed TFLOP/s", "rel err", "bitwise vs other batch"});
     json jpoints = json::array();
@@ -159,6 +161,7 @@ int bench_cuda(const BenchOptions& given) {
         {"device", device},
         {"path", cuda_path_name(gpu.path())},
         {"gemm_kernel", CudaMoeLayer::gemm_kernel()},
+        {"fp8_tensor_cores", CudaMoeLayer::fp8_tensor_cores()},
         {"graph_max_tokens", gpu.graph_max_tokens()},
         {"copy_bandwidth_bytes_per_s", bandwidth},
         {"workload",

@@ -68,6 +68,7 @@ struct GroupRun {
     bool weight_before_down;
     EventTimer* gate_up_time = nullptr;  // around the gate/up GEMM, when timing
     EventTimer* down_time = nullptr;
+    bool fp8_tensor_cores = true;  // FP8 weights meet FP8 activations on the FP8 tensor cores where there are some
 };
 
 // The expert stages of one group on stream `s`: gather (and quantise) its rows of `hidden`, gate/up with

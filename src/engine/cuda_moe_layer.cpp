@@ -69,7 +69,10 @@ std::string CudaMoeLayer::gemm_kernel() {
     return cuda::hopper_gemm_available() ? "wgmma (sm_90a)" : "mma.sync (sm_80)";
 }
 
-CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path) : layer_(layer), device_(std::make_unique<Device>()) {
+bool CudaMoeLayer::fp8_tensor_cores() { return cuda::grouped_gemm_takes_fp8_activations(cuda::WeightCode::Fp8); }
+
+CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path, Fp8Products fp8)
+    : layer_(layer), device_(std::make_unique<Device>()) {
     std::string why;
     SMOE_CHECK(cuda::device_available(&why), Unsupported, "the CUDA backend needs a GPU: {}", why);
     SMOE_CHECK(!layer.weights().partial, Unsupported,
@@ -84,7 +87,7 @@ CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path) : layer_(layer)
     fallback_ = path == CudaPath::Auto;
     if (portable_reason_.empty()) {
         path_ = CudaPath::TensorCore;
-        device_->tensor_core = std::make_unique<TensorCorePath>(layer);
+        device_->tensor_core = std::make_unique<TensorCorePath>(layer, fp8);
         return;
     }
     device_->upload_portable(layer.packed());

@@ -71,8 +71,9 @@ std::string TensorCorePath::blocker(const MoeLayer& layer, const std::vector<con
     return {};
 }
 
-TensorCorePath::TensorCorePath(const MoeLayer& layer)
-    : layer_(layer), router_(layer), ws_(std::make_unique<Workspace>()) {
+TensorCorePath::TensorCorePath(const MoeLayer& layer, Fp8Products fp8)
+    : layer_(layer), router_(layer), fp8_tensor_cores_(fp8 == Fp8Products::TensorCores),
+      ws_(std::make_unique<Workspace>()) {
     const MoeLayerWeights& w = layer.weights();
     std::vector<const ExpertWeights*> routed;
     for (const ExpertWeights& e : w.experts) routed.push_back(&e);
@@ -162,8 +163,9 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
         SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.tiles.tile_m, perm,
                                                     ws.side));
         // The shared expert has no clamp and weight 1 (the CPU layer's shared job).
-        tc::run_group({&*shared_, &perm, T, b.tiles.token_tiles, perm.load, &ws.shared, 0.0f, false}, ws.hidden.get(),
-                      b.bf16, H, aq, contributions, ws.side, capturing);
+        tc::run_group({&*shared_, &perm, T, b.tiles.token_tiles, perm.load, &ws.shared, 0.0f, false, nullptr, nullptr,
+                       fp8_tensor_cores_},
+                      ws.hidden.get(), b.bf16, H, aq, contributions, ws.side, capturing);
         end(&StageTimers::shared, ws.side);
     }
     SMOE_CUDA_CHECK(cudaEventRecord(ws.join, ws.side));
@@ -173,7 +175,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
                                                 ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
                                                 int32_t(E), b.tiles.tile_m, routed_perm, main));
     tc::run_group({&routed_, &routed_perm, b.pairs, b.tiles.pair_tiles, routed_perm.offsets + E, &ws.routed, limit,
-                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr},
+                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_},
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));

@@ -36,7 +36,7 @@ public:
     static bool accepts(const MoeLayer& layer, bool bf16_hidden, const cuda::DeviceExpertGroup& routed,
                         const cuda::DeviceExpertGroup* shared);
 
-    explicit TensorCorePath(const MoeLayer& layer);
+    explicit TensorCorePath(const MoeLayer& layer, Fp8Products fp8 = Fp8Products::TensorCores);
     ~TensorCorePath();
 
     // Whether a batch with bf16 (or else f32) hidden states has an exact bf16 form for every GEMM.
@@ -63,6 +63,7 @@ private:
     tc::RouterStage router_;
     cuda::DeviceExpertGroup routed_;
     std::optional<cuda::DeviceExpertGroup> shared_;
+    bool fp8_tensor_cores_;
     std::unique_ptr<Workspace> ws_;
     std::atomic<int64_t> graph_max_tokens_{kDefaultGraphMaxTokens};
     mutable std::mutex busy_;  // one batch at a time per layer: the workspace is shared

@@ -18,6 +18,18 @@ namespace steadymoe {
 
 enum class CudaPath { Auto, TensorCore, Portable };
 
+// How FP8 weights meet FP8 activations (DeepSeek-V3's per-128 activation scales, V4's power-of-two
+// ones) on the tensor-core path of a Hopper. Either way a token's bits do not depend on its batch.
+enum class Fp8Products {
+    // On the FP8 tensor cores, as DeepSeek runs them: each 128-wide block's partial sums are added up by
+    // the tensor cores, whose adder keeps fewer bits than fp32 (a few 1e-3 relative from exact sums),
+    // then folded with their scales in fp32. Twice the bf16 rate and half the bytes; the default.
+    TensorCores,
+    // Exact products summed in fp32 (e4m3 values widened to bf16 for the bf16 tensor cores): the CPU
+    // backend's arithmetic to fp32 rounding, at the bf16 rate. Other GPUs always work this way.
+    Fp32Sums,
+};
+
 // GPU time of a forward's stages in milliseconds (CUDA events), when asked for.
 struct CudaStageTimes {
     double router_ms = 0;   // router GEMM and routing
@@ -36,7 +48,8 @@ public:
     // states for bf16 experts) on the portable path, uploading that path's weights the first time.
     // Throws OutOfMemory naming the tensor that did not fit, Unsupported when no CUDA device is visible
     // or the asked path cannot run the layer.
-    explicit CudaMoeLayer(const MoeLayer& layer, CudaPath path = CudaPath::Auto);
+    explicit CudaMoeLayer(const MoeLayer& layer, CudaPath path = CudaPath::Auto,
+                          Fp8Products fp8 = Fp8Products::TensorCores);
     ~CudaMoeLayer();
     CudaMoeLayer(CudaMoeLayer&&) noexcept;
 
@@ -45,6 +58,9 @@ public:
     CudaPath path() const { return path_; }
     // The expert GEMM kernel the tensor-core path runs on this GPU: "wgmma (sm_90a)" or "mma.sync (sm_80)".
     static std::string gemm_kernel();
+    // Whether Fp8Products::TensorCores runs on FP8 tensor cores here (a Hopper, and no
+    // STEADYMOE_FP8_TENSOR_CORES=0 in the environment); elsewhere FP8 products are summed in fp32.
+    static bool fp8_tensor_cores();
     // Why the tensor-core path is not used ("" when it is).
     const std::string& portable_reason() const { return portable_reason_; }
 
