@@ -1,8 +1,8 @@
-// The grouped expert GEMM on its own, for FP8 weights: activations as e4m3 codes (Hopper's FP8 tensor
-// cores) and as their exact bf16 values (the widening path), against a float64 reference. On small
-// integers every partial sum is exact at any accumulation width, so any difference is a layout error
-// (a swizzle, a descriptor, a k step); on random codes the two paths show their rounding. Skips,
-// saying so, without a GPU.
+// The grouped expert GEMM on its own, for FP8 and FP4 weights: activations as e4m3 codes (Hopper's FP8
+// tensor cores; FP4 weights converted to e4m3 in the kernel) and as their exact bf16 values (the
+// widening path), against a float64 reference. On small integers every partial sum is exact at any
+// accumulation width, so any difference is a layout or conversion error (a swizzle, a descriptor, a k
+// step, an exponent); on random codes the paths show their rounding. Skips, saying so, without a GPU.
 #include "steadymoe/core/numeric.hpp"
 #include "steadymoe/kernels/cuda/runtime.hpp"
 
@@ -36,20 +36,60 @@ WeightMatrix fp8_matrix(int64_t rows, int64_t cols, const std::vector<uint8_t>& 
     return w;
 }
 
+// An FP4 matrix [rows][cols] of e2m1 codes (one per byte here, packed two per byte below) with e8m0
+// exponents per 32 values.
+WeightMatrix fp4_matrix(int64_t rows, int64_t cols, const std::vector<uint8_t>& codes, const std::vector<uint8_t>& exps,
+                        const std::string& name) {
+    WeightMatrix w;
+    w.format = ExpertFormat::Fp4;
+    w.rows = rows, w.cols = cols, w.name = name;
+    w.data = Tensor::zeros(DType::U8, {rows, cols / 2});
+    for (int64_t i = 0; i < rows * cols / 2; ++i)
+        w.data.mutable_data<uint8_t>()[i] = uint8_t(codes[size_t(2 * i)] | codes[size_t(2 * i + 1)] << 4);
+    w.scale = Tensor::zeros(DType::F8_E8M0, {rows, cols / 32});
+    std::copy(exps.begin(), exps.end(), w.scale.mutable_data<uint8_t>());
+    return w;
+}
+
 struct Problem {
-    std::vector<uint8_t> a, w;         // e4m3 codes [kRows][kK], [kN][kK]
-    std::vector<float> a_scale, w_scale;  // [kRows][kK/128], [kN/128][kK/128]
+    bool fp4 = false;
+    std::vector<uint8_t> a, w;            // e4m3 codes [kRows][kK]; weight codes [kN][kK] (e4m3 or e2m1)
+    std::vector<float> a_scale, w_scale;  // [kRows][kK/128]; FP8: [kN/128][kK/128]
+    std::vector<uint8_t> w_exp;           // FP4: e8m0 [kN][kK/32]
+
+    double weight(int64_t n, int64_t k) const {
+        if (fp4) return double(e2m1_to_f32(w[size_t(n * kK + k)])) * std::ldexp(1.0, int(w_exp[size_t(n * (kK / 32) + k / 32)]) - 127);
+        return double(e4m3_to_f32(w[size_t(n * kK + k)])) * w_scale[size_t((n / 128) * (kK / 128) + k / 128)];
+    }
 };
 
-// Codes drawn from `values` (all exact in e4m3), scales from `scales`.
-Problem make_problem(const std::vector<float>& values, const std::vector<float>& scales, uint32_t seed) {
+template <typename T>
+const T& pick_from(const std::vector<T>& v, std::mt19937& rng) {
+    return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+}
+
+// Activation codes from `a_values` with scales from `scales`; FP8 weight codes from `w_values` with
+// block scales from `scales`.
+Problem make_problem(const std::vector<float>& a_values, const std::vector<float>& w_values,
+                     const std::vector<float>& scales, uint32_t seed) {
     std::mt19937 rng(seed);
-    std::uniform_int_distribution<size_t> pick(0, values.size() - 1), pick_scale(0, scales.size() - 1);
     Problem p;
-    for (int64_t i = 0; i < kRows * kK; ++i) p.a.push_back(f32_to_e4m3(values[pick(rng)]));
-    for (int64_t i = 0; i < kN * kK; ++i) p.w.push_back(f32_to_e4m3(values[pick(rng)]));
-    for (int64_t i = 0; i < kRows * (kK / 128); ++i) p.a_scale.push_back(scales[pick_scale(rng)]);
-    for (int64_t i = 0; i < (kN / 128) * (kK / 128); ++i) p.w_scale.push_back(scales[pick_scale(rng)]);
+    for (int64_t i = 0; i < kRows * kK; ++i) p.a.push_back(f32_to_e4m3(pick_from(a_values, rng)));
+    for (int64_t i = 0; i < kN * kK; ++i) p.w.push_back(f32_to_e4m3(pick_from(w_values, rng)));
+    for (int64_t i = 0; i < kRows * (kK / 128); ++i) p.a_scale.push_back(pick_from(scales, rng));
+    for (int64_t i = 0; i < (kN / 128) * (kK / 128); ++i) p.w_scale.push_back(pick_from(scales, rng));
+    return p;
+}
+
+// The same with FP4 weights: e2m1 codes of `w_values`, exponents 127 + one of `shifts` per 32 values.
+Problem make_fp4_problem(const std::vector<float>& a_values, const std::vector<float>& w_values,
+                         const std::vector<int>& shifts, uint32_t seed) {
+    Problem p = make_problem(a_values, {0.0f}, {1.0f}, seed);
+    std::mt19937 rng(seed + 1);
+    p.fp4 = true;
+    p.w.clear();
+    for (int64_t i = 0; i < kN * kK; ++i) p.w.push_back(f32_to_e2m1(pick_from(w_values, rng)));
+    for (int64_t i = 0; i < kN * (kK / 32); ++i) p.w_exp.push_back(uint8_t(127 + pick_from(shifts, rng)));
     return p;
 }
 
@@ -59,23 +99,33 @@ std::vector<double> reference(const Problem& p) {
         for (int64_t n = 0; n < kN; ++n) {
             double sum = 0;
             for (int64_t k = 0; k < kK; ++k)
-                sum += double(e4m3_to_f32(p.a[r * kK + k])) * p.a_scale[r * (kK / 128) + k / 128] *
-                       double(e4m3_to_f32(p.w[n * kK + k])) * p.w_scale[(n / 128) * (kK / 128) + k / 128];
+                sum += double(e4m3_to_f32(p.a[r * kK + k])) * p.a_scale[r * (kK / 128) + k / 128] * p.weight(n, k);
             out[size_t(r * kN + n)] = sum;
         }
     return out;
 }
 
+// The weights as the down projection ([kN][kK]) of a one-expert group; gate and up only fill the group.
+cuda::DeviceExpertGroup upload(const Problem& p) {
+    ExpertWeights e;
+    if (p.fp4) {
+        const std::vector<uint8_t> gu(size_t(kK * kN), 2), gu_exp(size_t(kK * kN / 32), 127);  // 1.0
+        e.gate = fp4_matrix(kK, kN, gu, gu_exp, "gate");
+        e.up = fp4_matrix(kK, kN, gu, gu_exp, "up");
+        e.down = fp4_matrix(kN, kK, p.w, p.w_exp, "down");
+    } else {
+        const std::vector<uint8_t> gu(size_t(kK * kN), 0x38);  // 1.0
+        const std::vector<float> gu_scale(size_t((kK / 128) * (kN / 128)), 1.0f);
+        e.gate = fp8_matrix(kK, kN, gu, gu_scale, "gate");
+        e.up = fp8_matrix(kK, kN, gu, gu_scale, "up");
+        e.down = fp8_matrix(kN, kK, p.w, p.w_scale, "down");
+    }
+    return cuda::upload_expert_group({&e}, "test experts");
+}
+
 // C = A . W^T on the GPU through one grouped-GEMM launch; fp8_a: A as e4m3 codes, else as bf16 values.
 std::vector<float> run(const Problem& p, bool fp8_a) {
-    // The matrix under test is the group's down projection ([kN][kK]); gate and up only fill the group.
-    ExpertWeights e;
-    const std::vector<uint8_t> gu(size_t(kK * kN), 0x38);  // 1.0
-    const std::vector<float> gu_scale(size_t((kK / 128) * (kN / 128)), 1.0f);
-    e.gate = fp8_matrix(kK, kN, gu, gu_scale, "gate");
-    e.up = fp8_matrix(kK, kN, gu, gu_scale, "up");
-    e.down = fp8_matrix(kN, kK, p.w, p.w_scale, "down");
-    const cuda::DeviceExpertGroup group = cuda::upload_expert_group({&e}, "test experts");
+    const cuda::DeviceExpertGroup group = upload(p);
     const int32_t tm = cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
     std::vector<int32_t> tile_list(size_t(3 * tiles + 1));
     for (int32_t t = 0; t < tiles; ++t) {
@@ -105,6 +155,7 @@ std::vector<float> run(const Problem& p, bool fp8_a) {
     const cuda::DeviceMatrixSet& w = group.down;
     g.code = w.code, g.w = w.data.get(), g.w_expert_bytes = w.expert_bytes, g.w_scale = w.scale.get();
     g.scale_expert_bytes = w.scale_expert_bytes, g.n = w.n, g.k = w.k, g.scaled = true;
+    EXPECT_TRUE(!p.fp4 || w.fp4_e4m3_exact);
     g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = kN;
     EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -122,23 +173,27 @@ double relative_error(const std::vector<float>& got, const std::vector<double>& 
     return std::sqrt(num / den);
 }
 
-bool fp8_path_here() { return cuda::grouped_gemm_takes_fp8_activations(cuda::WeightCode::Fp8); }
+bool fp8_path_here(bool fp4) {
+    return cuda::grouped_gemm_takes_fp8_activations(fp4 ? cuda::WeightCode::Fp4 : cuda::WeightCode::Fp8);
+}
 
-}  // namespace
-
-// Small integers and power-of-two scales: every product and every partial sum is exact, so both
-// paths must give the float64 result bit for bit.
-TEST(CudaGroupedGemm, Fp8IsExactOnSmallIntegers) {
-    SMOE_SKIP_WITHOUT_GPU();
-    const Problem p = make_problem({-4, -3, -2, -1, 0, 1, 2, 3, 4}, {0.5f, 1.0f, 2.0f}, 11);
+// Both paths on `p`: bit for bit equal to float64 (exact), or within the bounds' relative error.
+void check_paths(const Problem& p, bool exact, double bf16_bound = 0, double e4m3_bound = 0) {
     const std::vector<double> want = reference(p);
     for (bool fp8_a : {false, true}) {
-        if (fp8_a && !fp8_path_here()) {
+        if (fp8_a && !fp8_path_here(p.fp4)) {
             std::printf("no FP8 tensor-core path on this GPU: e4m3 activations not tested\n");
             continue;
         }
         SCOPED_TRACE(fp8_a ? "e4m3 activations" : "bf16 activations");
         const std::vector<float> got = run(p, fp8_a);
+        if (!exact) {
+            const double err = relative_error(got, want);
+            std::printf("%s weights, %s activations: relative error vs float64 %.3g\n", p.fp4 ? "FP4" : "FP8",
+                        fp8_a ? "e4m3" : "bf16", err);
+            EXPECT_LE(err, fp8_a ? e4m3_bound : bf16_bound);
+            continue;
+        }
         int64_t wrong = 0, first = -1;
         for (size_t i = 0; i < want.size(); ++i)
             if (double(got[i]) != want[i] && wrong++ == 0) first = int64_t(i);
@@ -147,18 +202,41 @@ TEST(CudaGroupedGemm, Fp8IsExactOnSmallIntegers) {
     }
 }
 
-// Random e4m3 codes over their whole range: within the accumulation's rounding of float64.
-TEST(CudaGroupedGemm, Fp8RandomCodesMatchFloat64) {
+}  // namespace
+
+// Small integers and power-of-two scales: every product and every partial sum is exact, so both
+// paths must give the float64 result bit for bit.
+TEST(CudaGroupedGemm, Fp8IsExactOnSmallIntegers) {
     SMOE_SKIP_WITHOUT_GPU();
-    std::vector<float> values;
+    const std::vector<float> ints = {-4, -3, -2, -1, 0, 1, 2, 3, 4};
+    check_paths(make_problem(ints, ints, {0.5f, 1.0f, 2.0f}, 11), true);
+}
+
+// FP4 weights with exponents that differ from group to group within a 128-wide block (each group's
+// shift against the block's largest exponent is part of the conversion to e4m3): exact too.
+TEST(CudaGroupedGemm, Fp4IsExactOnSmallIntegers) {
+    SMOE_SKIP_WITHOUT_GPU();
+    check_paths(make_fp4_problem({-2, -1, 0, 1, 2}, {-4, -3, -2, -1, 0, 1, 2, 3, 4}, {-2, -1, 0, 1}, 13), true);
+}
+
+// Random codes over their whole range: within the accumulation's rounding of float64.
+TEST(CudaGroupedGemm, RandomCodesMatchFloat64) {
+    SMOE_SKIP_WITHOUT_GPU();
+    std::vector<float> e4m3, e2m1;
     for (int c = 0; c < 256; ++c)
-        if ((c & 0x7F) != 0x7F) values.push_back(e4m3_to_f32(uint8_t(c)));
-    const Problem p = make_problem(values, {0.001f, 0.01f, 0.1f}, 12);
-    const std::vector<double> want = reference(p);
-    for (bool fp8_a : {false, true}) {
-        if (fp8_a && !fp8_path_here()) continue;
-        const double err = relative_error(run(p, fp8_a), want);
-        std::printf("%s activations: relative error vs float64 %.3g\n", fp8_a ? "e4m3" : "bf16", err);
-        EXPECT_LE(err, fp8_a ? 1e-3 : 1e-6);
-    }
+        if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
+    for (int c = 0; c < 16; ++c) e2m1.push_back(e2m1_to_f32(uint8_t(c)));
+    check_paths(make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 12), false, 1e-6, 1e-3);
+    check_paths(make_fp4_problem(e4m3, e2m1, {-16, -12, -9, -6, -5}, 14), false, 1e-6, 1e-3);
+}
+
+// FP4 blocks whose exponents span more than e4m3 holds beside each other are not converted: the
+// weight set says so, and the layer keeps FP8 activations for them on the bf16 tensor cores.
+TEST(CudaGroupedGemm, Fp4BlocksSpanningTooWideARangeStayOffTheFp8Path) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const std::vector<float> ones = {1};
+    EXPECT_TRUE(upload(make_fp4_problem(ones, ones, {-5, 6}, 15)).down.fp4_e4m3_exact);
+    EXPECT_FALSE(upload(make_fp4_problem(ones, ones, {-6, 6}, 15)).down.fp4_e4m3_exact);
+    // A group of zeros does not count, whatever its exponent.
+    EXPECT_TRUE(upload(make_fp4_problem(ones, {0}, {-100, 100}, 15)).down.fp4_e4m3_exact);
 }
