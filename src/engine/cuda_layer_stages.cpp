@@ -94,8 +94,7 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
                                         bool src_bf16, int64_t width, const int32_t* rows, ActivationQuant aq,
                                         DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
     const int mode = cuda::activation_quant_mode(aq, w.quantized);
-    const bool fp8 = mode != 0 && r.fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code) &&
-                     (w.code != cuda::WeightCode::Fp4 || w.fp4_e4m3_exact);
+    const bool fp8 = mode != 0 && r.fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code);
     if (fp8)
         SMOE_CUDA_CHECK(cuda::launch_gather_fp8(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, mode == 2,
                                                 a.as<uint8_t>(), a_scale.as<float>(), s));

@@ -18,10 +18,8 @@ namespace steadymoe {
 
 enum class CudaPath { Auto, TensorCore, Portable };
 
-// How FP8 and FP4 weights meet FP8 activations (DeepSeek-V3's per-128 activation scales, V4's
-// power-of-two ones) on the tensor-core path of a Hopper. FP4 weights reach the FP8 tensor cores
-// converted exactly to e4m3 (per 128-wide block of a row, when its scales span at most 2^11; other
-// weight sets keep fp32 sums). Either way a token's bits do not depend on its batch.
+// How FP8 weights meet FP8 activations (DeepSeek-V3's per-128 activation scales, V4's power-of-two
+// ones) on the tensor-core path of a Hopper. Either way a token's bits do not depend on its batch.
 enum class Fp8Products {
     // On the FP8 tensor cores, as DeepSeek runs them: each 128-wide block's partial sums are added up by
     // the tensor cores, whose adder keeps fewer bits than fp32 (a few 1e-3 relative from exact sums),

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstring>
 
 namespace steadymoe::cuda {
@@ -117,35 +116,6 @@ std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, Weig
     return out;
 }
 
-// Prepares FP4 e8m0 scales ([n][k/32], GEMM row order) for the conversion to e4m3 on Hopper's FP8 path
-// (grouped_gemm_stage.cuh: widen_fp4_to_e4m3), which scales each 128-wide block of a row by its largest
-// exponent e_ref: a group whose codes are all zero takes the block's largest exponent among groups with
-// a nonzero code (127 when there is none) — its values stay zero — so it cannot raise e_ref. Returns
-// whether the conversion is exact for every block: nonzero groups within 2^11 of e_ref (e4m3 keeps
-// 0.5 * 2^-5 .. 6 * 2^6 normal) and e_ref >= 7 (the block scale 2^(e_ref - 133) a normal float).
-bool prepare_fp4_scales_for_e4m3(const uint8_t* codes, uint8_t* scales, int64_t n, int64_t k) {
-    bool exact = true;
-    const int64_t groups = k / kMxBlockSize;
-    for (int64_t r = 0; r < n; ++r)
-        for (int64_t g0 = 0; g0 < groups; g0 += 128 / kMxBlockSize) {
-            uint8_t* e = scales + r * groups + g0;
-            int lo = 256, hi = -1;
-            bool zero[128 / kMxBlockSize];
-            for (int64_t g = 0; g < 128 / kMxBlockSize; ++g) {
-                const uint8_t* c = codes + r * (k / 2) + (g0 + g) * (kMxBlockSize / 2);
-                zero[g] = true;
-                for (int64_t i = 0; i < kMxBlockSize / 2 && zero[g]; ++i) zero[g] = (c[i] & 0x77) == 0;
-                if (zero[g]) continue;
-                lo = std::min(lo, int(e[g]));
-                hi = std::max(hi, int(e[g]));
-            }
-            for (int64_t g = 0; g < 128 / kMxBlockSize; ++g)
-                if (zero[g]) e[g] = uint8_t(hi < 0 ? 127 : hi);
-            if (hi >= 0 && (hi - lo > 11 || hi < 7)) exact = false;
-        }
-    return exact;
-}
-
 // FP4 e8m0 scales ([n][k/32] in GEMM row order) per (n-tile, 128-wide k block): kTileN rows x 4 bytes.
 std::vector<uint8_t> tile_fp4_scales(const uint8_t* scales, int64_t n, int64_t k) {
     const int64_t n_tiles = (n + kTileN - 1) / kTileN, k_blocks = k / 128;
@@ -188,7 +158,6 @@ void upload_rows(DeviceMatrixSet& s, int64_t e, const std::vector<const uint8_t*
     const int64_t sb = s.k / kMxBlockSize;
     std::vector<uint8_t> scales(size_t(n * sb));
     for (int64_t r = 0; r < n; ++r) std::memcpy(scales.data() + r * sb, scale_rows[size_t(r)], size_t(sb));
-    s.fp4_e4m3_exact = prepare_fp4_scales_for_e4m3(rows.data(), scales.data(), n, s.k) && s.fp4_e4m3_exact;
     const std::vector<uint8_t> scale_tiles = tile_fp4_scales(scales.data(), n, s.k);
     copy_to_device(s.scale, e * s.scale_expert_bytes, scale_tiles.data(), scale_tiles.size());
 }

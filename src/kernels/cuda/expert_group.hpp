@@ -26,9 +26,6 @@ struct DeviceMatrixSet {
     int64_t scale_expert_bytes = 0;
     DeviceBuffer data;
     DeviceBuffer scale;          // FP8: f32 block scales; FP4: e8m0 per (n-tile, 128-k block) [128][4]
-    // FP4: every 128-wide block converts exactly to e4m3 (each row's groups within 2^11 of each other),
-    // so FP8 activations may meet these weights on the FP8 tensor cores.
-    bool fp4_e4m3_exact = true;
 };
 
 struct DeviceExpertGroup {

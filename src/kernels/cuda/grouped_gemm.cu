@@ -243,7 +243,7 @@ bool grouped_gemm_takes_fp8_activations(WeightCode code) {
         const char* v = std::getenv("STEADYMOE_FP8_TENSOR_CORES");
         return !(v && std::strcmp(v, "0") == 0);
     }();
-    return code != WeightCode::Bf16 && enabled && hopper_gemm_available();
+    return code == WeightCode::Fp8 && enabled && hopper_gemm_available();
 }
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {

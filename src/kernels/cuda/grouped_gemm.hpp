@@ -8,9 +8,8 @@
 // accumulation in 16-wide k steps in ascending k, and — when a 128-block scale applies — one partial
 // sum per 128-wide k block folded as c = fma(p, s_a * s_w, c). On Hopper, FP8 weights meeting FP8
 // activations (a_fp8) multiply on the FP8 tensor cores instead: the same 128-block partial sums and
-// fold, with the partial sums accumulated by the tensor cores (exact products, sums at the hardware's
-// own precision). FP4 weights meeting FP8 activations go the same way, each 128-wide block of a
-// weight row converted exactly to e4m3 times one power of two, which joins s_w in the fold. Which of the two runs depends on the GPU and the format, never on the
+// fold, with the partial sums accumulated by the tensor cores (exact products, fp32 sums at the
+// hardware's own precision). Which of the two runs depends on the GPU and the format, never on the
 // batch. No row's result depends on another's, so a token's bits do not depend on which tile, or how
 // full a tile, it lands in.
 #pragma once
@@ -84,10 +83,9 @@ struct GroupedGemmLaunch {
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 
-// Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 weights, and
-// FP4 weights whose blocks convert exactly to e4m3 (DeviceMatrixSet::fp4_e4m3_exact), on a Hopper,
-// unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores (to
-// compare the two). Elsewhere FP8 activations travel as their exact bf16 values.
+// Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 weights on a
+// Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores
+// (to compare the two). Elsewhere FP8 activations travel as their exact bf16 values.
 bool grouped_gemm_takes_fp8_activations(WeightCode code);
 
 // out[i] = parts[0][i] + parts[1][i] + ... + parts[splits - 1][i] in that order (f32), for i < count;

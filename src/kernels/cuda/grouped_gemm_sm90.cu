@@ -19,13 +19,9 @@ constexpr int kThreads = kConsumers + 32;  // and one producer warp
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
 // Pipeline depth per weight format: as many stages as shared memory holds, so that few-token batches
 // (which only stream weights) keep many bytes in flight.
-// e4m3 activations halve the A tile, and their weights' tiles are e4m3 too: more stages fit.
+// e4m3 activations halve the A tile, and FP8 weights need no widened copy: more stages fit.
 template <WeightCode kCode, bool kFp8A = false>
 constexpr int kStages = kFp8A ? 12 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
-// Bytes of one widened weight tile (two are kept: the previous stage's MMAs may still read one):
-// FP8 / FP4 weights widened to bf16 for bf16 activations, FP4 weights to e4m3 for e4m3 activations.
-template <WeightCode kCode, bool kFp8A>
-constexpr int kWidenedBytes = kCode == WeightCode::Bf16 ? 0 : !kFp8A ? kBTileBytes : kCode == WeightCode::Fp4 ? kTileN * kBK : 0;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma helpers exist for sm_90a device code only
 // A K-major bf16 operand tile with 128-byte rows in the 128-byte swizzle (8-row, 1024-byte atoms).
@@ -165,15 +161,15 @@ struct StageProducer {
 // Warp-specialised: warps 0-7 (two warpgroups, 64 rows each) run the MMAs, warp 8 streams the stages.
 // A stage is refilled once every consumer warp has released it, so weight bytes keep flowing while the
 // tensor cores work, with no block-wide barrier per stage.
-// kFp8A: e4m3 activations and FP8 weights, both read by FP8 MMAs as they arrive (no widening). Their
-// partial sums are folded once per 128-wide block, as for bf16: folding each MMA's k32 sum on its own
-// halved the FP8 tensor cores' rounding error but cost 25-45% of the speed
-// (bench/results/2026-12-01-cuda-fp8-tensor-cores.md).
-template <WeightCode kCode, bool kScaled, bool kFp8A>
+// kFp8A: e4m3 activations and FP8 weights, both read by FP8 MMAs as they arrive (no widening).
+// kFoldK: k values per folded partial sum — 128 (a scale block), or 32 (each FP8 MMA's own sum, so the
+// tensor cores never accumulate across MMAs).
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kFoldK>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(!kFp8A || (kCode != WeightCode::Bf16 && kScaled));
-    constexpr int kWidened = kWidenedBytes<kCode, kFp8A>;
+    static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
+    static_assert(kFoldK == 128 || (kFoldK == 32 && kFp8A));
+    constexpr bool kWiden = kCode != WeightCode::Bf16 && !kFp8A;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     const Tile t = tile_of_block(g);
     if (t.rows == 0) return;
@@ -181,8 +177,8 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = stage_bytes(kCode, kRows, kFp8A);
     constexpr int kS = kStages<kCode, kFp8A>;
-    char* widened = smem + kS * kStageBytes;  // two tiles: one may still be read by the previous MMAs
-    uint64_t* full = reinterpret_cast<uint64_t*>(widened + 2 * kWidened);
+    char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
+    uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* empty = full + kS;
     const int ktiles = t.ktiles;
 
@@ -238,54 +234,60 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     for (int kt = 0; kt < ktiles; ++kt) {
         barrier::wait(&full[kt % kS], uint32_t((kt / kS) & 1));
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
-        char* stage = smem + (kt % kS) * kStageBytes;
+        const char* stage = smem + (kt % kS) * kStageBytes;
         const char* b_tile = stage + kRows * kARowBytes;
-        if constexpr (kWidened > 0) {
+        if constexpr (kWiden) {
             barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of stage kt - 2
-            char* target = widened + (kt & 1) * kWidened;
-            if constexpr (kFp8A)  // the block's weight scales go where the fold reads them, from its second stage
-                widen_fp4_to_e4m3<kConsumers>(b_tile, target, (t.kt0 + kt) * kBK,
-                                              kt & 1 ? stage_scales<kCode, kRows, kFp8A>(stage) + kRows : nullptr);
-            else
-                widen_stage<kCode, kConsumers>(b_tile, target, (t.kt0 + kt) * kBK);
+            char* target = widened + (kt & 1) * kBTileBytes;
+            widen_stage<kCode, kConsumers>(b_tile, target, (t.kt0 + kt) * kBK);
             b_tile = target;
             fence_async_shared();
             barrier::sync_threads(1, kConsumers);
         }
-        if (live) {
+        // Folds the partial sums in acc into total with their 128-block's scales (from this stage).
+        auto fold = [&] {
+            if constexpr (!kScaled) return;
+            wgmma_wait<0>();
             fence_operands(acc);
-            wgmma_fence();
+            const float* row_scale = stage_scales<kCode, kRows, kFp8A>(stage);
+            const float* fragment_scale = row_scale + kRows;
+            const int row = wg * 64 + warp * 16 + (lane >> 2);
+            const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                const float sw = kCode == WeightCode::Fp8 ? fragment_scale[j] : 1.0f;
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
+                    acc[j * 4 + r] = 0.0f;
+                }
+            }
+        };
+        if (live) {
             if constexpr (kFp8A) {
                 const uint64_t desc_a = smem_descriptor_64(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor_64(b_tile);
 #pragma unroll
-                for (int ks = 0; ks < kBK / 32; ++ks) wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                for (int ks = 0; ks < kBK / 32; ++ks) {
+                    fence_operands(acc);
+                    wgmma_fence();
+                    wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                    wgmma_commit();
+                    if constexpr (kFoldK == 32) fold();  // each MMA's sum on its own
+                }
             } else {
                 const uint64_t desc_a = smem_descriptor(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor(b_tile);
+                fence_operands(acc);
+                wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                wgmma_commit();
             }
-            wgmma_commit();
         }
-        if constexpr (kScaled) {
+        if constexpr (kFoldK == 32) {
+            release(kt);
+        } else if constexpr (kScaled) {
             if (kt & 1) {  // the end of a 128-wide block: fold its partial sums with their scales
-                if (live) {
-                    wgmma_wait<0>();
-                    fence_operands(acc);
-                    const float* row_scale = stage_scales<kCode, kRows, kFp8A>(stage);
-                    const float* fragment_scale = row_scale + kRows;  // FP4 to e4m3: one per feature
-                    const int row = wg * 64 + warp * 16 + (lane >> 2);
-                    const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
-#pragma unroll
-                    for (int j = 0; j < 16; ++j) {
-#pragma unroll
-                        for (int r = 0; r < 4; ++r) {
-                            const float sw = kCode == WeightCode::Fp8 ? fragment_scale[j]
-                                             : kFp8A ? fragment_scale[8 * j + 2 * (lane & 3) + (r & 1)] : 1.0f;
-                            total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
-                            acc[j * 4 + r] = 0.0f;
-                        }
-                    }
-                }
+                if (live) fold();
                 release(kt - 1);
                 release(kt);
             }
@@ -330,14 +332,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 #endif
 }
 
-template <WeightCode kCode, bool kScaled, bool kFp8A = false>
+template <WeightCode kCode, bool kScaled, bool kFp8A = false, int kFoldK = 128>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = kStages<kCode, kFp8A> * stage_bytes(kCode, kRows, kFp8A) + 2 * kWidenedBytes<kCode, kFp8A> +
+    constexpr bool kWiden = kCode != WeightCode::Bf16 && !kFp8A;
+    constexpr int kSmem = kStages<kCode, kFp8A> * stage_bytes(kCode, kRows, kFp8A) + (kWiden ? 2 * kBTileBytes : 0) +
                           2 * kStages<kCode, kFp8A> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
-    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A>>(kSmem);
+    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kFoldK>>(kSmem);
     if (err != cudaSuccess) return err;
     const dim3 grid = tile_grid(g);
-    grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A><<<grid, kThreads, kSmem, g.stream>>>(g);
+    grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kFoldK><<<grid, kThreads, kSmem, g.stream>>>(g);
     return cudaGetLastError();
 }
 
@@ -385,10 +388,12 @@ bool hopper_gemm_available() {
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
     if (g.a_fp8) {
-        if (!g.a_scale) return cudaErrorInvalidValue;
-        if (g.code == WeightCode::Fp8) return launch_typed<WeightCode::Fp8, true, true>(g);
-        if (g.code == WeightCode::Fp4) return launch_typed<WeightCode::Fp4, true, true>(g);
-        return cudaErrorInvalidValue;
+        if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;
+        static const bool fold_each_mma = [] {
+            const char* v = std::getenv("STEADYMOE_FP8_FOLD_K");
+            return v && std::strcmp(v, "32") == 0;
+        }();
+        return fold_each_mma ? launch_typed<WeightCode::Fp8, true, true, 32>(g) : launch_typed<WeightCode::Fp8, true, true>(g);
     }
     switch (g.code) {
     case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);

@@ -118,30 +118,6 @@ __device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t e) {
     return make_uint4(r[0], r[1], r[2], r[3]);
 }
 
-// Eight e2m1 codes (low nibble first) times 2^d as eight e4m3 codes, exactly for d in [-5, 6] (every
-// product then a normal e4m3 value): magnitude m's e4m3 bits at scale 1 plus d in the exponent field,
-// looked up four codes at a time by byte permutes (magnitude 0 stays 0), signs from a third.
-__device__ __forceinline__ uint2 e2m1x8_to_e4m3x8(uint32_t codes, int d) {
-    // Magnitudes 0, 0.5, 1, 1.5 are e4m3 0x00, 0x30, 0x38, 0x3C; 2, 3, 4, 6 are 0x40, 0x44, 0x48, 0x4C.
-    // Adding 8d to a byte moves its exponent by d; no byte leaves [0x08, 0x7C], so no carry crosses bytes.
-    const uint32_t low = 0x3C383000u + uint32_t(d) * 0x08080800u, high = 0x4C484440u + uint32_t(d) * 0x08080808u;
-    uint32_t r[2];
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-        const uint32_t c = codes >> (16 * q);
-        r[q] = __byte_perm(low, high, c & 0x7777u) | __byte_perm(0x00008000u, 0, (c >> 3) & 0x1111u);
-    }
-    return make_uint2(r[0], r[1]);
-}
-
-// The FP4 -> e4m3 exponent shift of one 32-wide group: its e8m0 exponent e against the row's reference
-// exponent in the 128-wide block, e_ref = the largest of the block's four. The stored scales were
-// checked at upload (expert_group.cpp) so that every group with a nonzero code lands in [-5, 6].
-__device__ __forceinline__ int fp4_reference_exponent(uint32_t four_exponents) {
-    const uint32_t m = __vmaxu4(four_exponents, four_exponents >> 16);
-    return int(max(m & 0xFFu, (m >> 8) & 0xFFu));
-}
-
 struct Tile {
     int expert, row0, rows, n0;
     int split, kt0, ktiles;  // the k split this block sums: stages kt0 .. kt0 + ktiles - 1
@@ -278,32 +254,10 @@ __device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int
     }
 }
 
-// Converts one stage's FP4 weight tile to e4m3 in the 64-byte-swizzled layout the FP8 MMAs read: code c
-// of a group with exponent e becomes c * 2^(e - e_ref + 6), exact, and the block's per-feature scale
-// 2^(e_ref - 6 - 127) is written to feature_scales (when not null) for the fold.
-template <int kThreads>
-__device__ __forceinline__ void widen_fp4_to_e4m3(const char* b_raw, char* b_e4m3, int k0, float* feature_scales) {
-    const uint8_t* exponents = reinterpret_cast<const uint8_t*>(b_raw + kTileN * kBK / 2);
-    for (int idx = threadIdx.x; idx < kTileN * 4; idx += kThreads) {
-        const int row = idx >> 2, chunk = idx & 3;  // 16 codes: k = chunk*16 .. chunk*16+15, one group
-        const uint32_t four = *reinterpret_cast<const uint32_t*>(exponents + row * 4);
-        const int e_ref = fp4_reference_exponent(four);
-        const int e = int((four >> (8 * (((k0 & 127) + chunk * 16) / 32))) & 0xFFu);
-        const uint2 codes = *reinterpret_cast<const uint2*>(b_raw + row * (kBK / 2) + chunk * 8);
-        const uint2 a = e2m1x8_to_e4m3x8(codes.x, e - e_ref + 6), b = e2m1x8_to_e4m3x8(codes.y, e - e_ref + 6);
-        *reinterpret_cast<uint4*>(b_e4m3 + swizzle64(row, chunk)) = make_uint4(a.x, a.y, b.x, b.y);
-        if (feature_scales && chunk == 0) feature_scales[row] = __int_as_float((e_ref - 6) << 23);
-    }
-}
-
 // The stage's scales, as load_stage left them: [rows] activation scales then [kTileN / 8] weight scales.
 template <WeightCode kCode, int kRows, bool kFp8A = false>
 __device__ __forceinline__ const float* stage_scales(const char* stage) {
     return reinterpret_cast<const float*>(stage + kRows * a_row_bytes(kFp8A) + raw_b_bytes(kCode));
-}
-template <WeightCode kCode, int kRows, bool kFp8A = false>
-__device__ __forceinline__ float* stage_scales(char* stage) {
-    return reinterpret_cast<float*>(stage + kRows * a_row_bytes(kFp8A) + raw_b_bytes(kCode));
 }
 
 // Two adjacent output elements (row, features n and n + 1 of the tile; n even) through the launch's
