@@ -161,14 +161,14 @@ struct StageProducer {
 // Warp-specialised: warps 0-7 (two warpgroups, 64 rows each) run the MMAs, warp 8 streams the stages.
 // A stage is refilled once every consumer warp has released it, so weight bytes keep flowing while the
 // tensor cores work, with no block-wide barrier per stage.
-// kFp8A: e4m3 activations and FP8 weights, both read by FP8 MMAs as they arrive (no widening).
-// kFoldK: k values per folded partial sum — 128 (a scale block), or 32 (each FP8 MMA's own sum, so the
-// tensor cores never accumulate across MMAs).
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kFoldK>
+// kFp8A: e4m3 activations and FP8 weights, both read by FP8 MMAs as they arrive (no widening). Their
+// partial sums are folded once per 128-wide block, as for bf16: folding each MMA's k32 sum on its own
+// halved the FP8 tensor cores' rounding error but cost 25-45% of the speed
+// (bench/results/2026-12-01-cuda-fp8-tensor-cores.md).
+template <WeightCode kCode, bool kScaled, bool kFp8A>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
-    static_assert(kFoldK == 128 || (kFoldK == 32 && kFp8A));
     constexpr bool kWiden = kCode != WeightCode::Bf16 && !kFp8A;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     const Tile t = tile_of_block(g);
@@ -244,50 +244,39 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
             fence_async_shared();
             barrier::sync_threads(1, kConsumers);
         }
-        // Folds the partial sums in acc into total with their 128-block's scales (from this stage).
-        auto fold = [&] {
-            if constexpr (!kScaled) return;
-            wgmma_wait<0>();
-            fence_operands(acc);
-            const float* row_scale = stage_scales<kCode, kRows, kFp8A>(stage);
-            const float* fragment_scale = row_scale + kRows;
-            const int row = wg * 64 + warp * 16 + (lane >> 2);
-            const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                const float sw = kCode == WeightCode::Fp8 ? fragment_scale[j] : 1.0f;
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
-                    acc[j * 4 + r] = 0.0f;
-                }
-            }
-        };
         if (live) {
+            fence_operands(acc);
+            wgmma_fence();
             if constexpr (kFp8A) {
                 const uint64_t desc_a = smem_descriptor_64(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor_64(b_tile);
 #pragma unroll
-                for (int ks = 0; ks < kBK / 32; ++ks) {
-                    fence_operands(acc);
-                    wgmma_fence();
-                    wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
-                    wgmma_commit();
-                    if constexpr (kFoldK == 32) fold();  // each MMA's sum on its own
-                }
+                for (int ks = 0; ks < kBK / 32; ++ks) wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
             } else {
                 const uint64_t desc_a = smem_descriptor(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor(b_tile);
-                fence_operands(acc);
-                wgmma_fence();
 #pragma unroll
                 for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
-                wgmma_commit();
             }
+            wgmma_commit();
         }
-        if constexpr (kFoldK == 32) {
-            release(kt);
-        } else if constexpr (kScaled) {
+        if constexpr (kScaled) {
             if (kt & 1) {  // the end of a 128-wide block: fold its partial sums with their scales
-                if (live) fold();
+                if (live) {
+                    wgmma_wait<0>();
+                    fence_operands(acc);
+                    const float* row_scale = stage_scales<kCode, kRows, kFp8A>(stage);
+                    const float* fragment_scale = row_scale + kRows;
+                    const int row = wg * 64 + warp * 16 + (lane >> 2);
+                    const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
+#pragma unroll
+                    for (int j = 0; j < 16; ++j) {
+                        const float sw = kCode == WeightCode::Fp8 ? fragment_scale[j] : 1.0f;
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) {
+                            total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
+                            acc[j * 4 + r] = 0.0f;
+                        }
+                    }
+                }
                 release(kt - 1);
                 release(kt);
             }
@@ -332,15 +321,15 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 #endif
 }
 
-template <WeightCode kCode, bool kScaled, bool kFp8A = false, int kFoldK = 128>
+template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr bool kWiden = kCode != WeightCode::Bf16 && !kFp8A;
     constexpr int kSmem = kStages<kCode, kFp8A> * stage_bytes(kCode, kRows, kFp8A) + (kWiden ? 2 * kBTileBytes : 0) +
                           2 * kStages<kCode, kFp8A> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
-    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kFoldK>>(kSmem);
+    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A>>(kSmem);
     if (err != cudaSuccess) return err;
     const dim3 grid = tile_grid(g);
-    grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kFoldK><<<grid, kThreads, kSmem, g.stream>>>(g);
+    grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A><<<grid, kThreads, kSmem, g.stream>>>(g);
     return cudaGetLastError();
 }
 
@@ -389,11 +378,7 @@ bool hopper_gemm_available() {
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
     if (g.a_fp8) {
         if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;
-        static const bool fold_each_mma = [] {
-            const char* v = std::getenv("STEADYMOE_FP8_FOLD_K");
-            return v && std::strcmp(v, "32") == 0;
-        }();
-        return fold_each_mma ? launch_typed<WeightCode::Fp8, true, true, 32>(g) : launch_typed<WeightCode::Fp8, true, true>(g);
+        return launch_typed<WeightCode::Fp8, true, true>(g);
     }
     switch (g.code) {
     case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);
