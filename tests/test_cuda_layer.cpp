@@ -85,6 +85,12 @@ TEST(CudaGolden, DeepseekV4LayersMatchTheReference) {
     const auto dir = test::golden_dir() / "deepseek-v4-tiny";
     const Checkpoint ckpt = Checkpoint::open(dir);
     const SafetensorsFile io = SafetensorsFile::open(dir / "io.safetensors");
+    const Tensor f = io.get("input");
+    MoeInput in;
+    in.hidden = Tensor::zeros(DType::BF16, f.shape());
+    for (int64_t i = 0; i < f.numel(); ++i)
+        in.hidden.mutable_data<uint16_t>()[i] = uint16_t(f32_bits(f.data<float>()[i]) >> 16);
+    in.token_ids = io.get("token_ids");
     for (int L : {0, 1}) {
         const MoeLayer cpu = MoeLayer::from_checkpoint(ckpt, L);
         for (const Fp8Products fp8 : {Fp8Products::Fp32Sums, Fp8Products::TensorCores}) {
@@ -92,12 +98,6 @@ TEST(CudaGolden, DeepseekV4LayersMatchTheReference) {
             const CudaMoeLayer gpu(cpu, CudaPath::Auto, fp8);
             std::printf("deepseek-v4-tiny layer %d: %s path %s\n", L, cuda_path_name(gpu.path()),
                         gpu.portable_reason().c_str());
-            const Tensor f = io.get("input");
-            MoeInput in;
-            in.hidden = Tensor::zeros(DType::BF16, f.shape());
-            for (int64_t i = 0; i < f.numel(); ++i)
-                in.hidden.mutable_data<uint16_t>()[i] = uint16_t(f32_bits(f.data<float>()[i]) >> 16);
-            in.token_ids = io.get("token_ids");
             const MoeOutput out = gpu.forward(in);
             const double err = test::relative_error(out.output, io.get("output." + std::to_string(L)));
             EXPECT_LE(err, exact ? 3e-3 : 2e-2) << "layer " << L;

@@ -8,8 +8,8 @@
 // accumulation in 16-wide k steps in ascending k, and — when a 128-block scale applies — one partial
 // sum per 128-wide k block folded as c = fma(p, s_a * s_w, c). On Hopper, FP8 weights meeting FP8
 // activations (a_fp8) multiply on the FP8 tensor cores instead: the same 128-block partial sums and
-// fold, with the partial sums accumulated by the tensor cores (exact products, fp32 sums at the
-// hardware's own precision). Which of the two runs depends on the GPU and the format, never on the
+// fold, with the partial sums accumulated by the tensor cores (exact products, summed with fewer
+// bits than fp32). Which of the two runs depends on the GPU and the format, never on the
 // batch. No row's result depends on another's, so a token's bits do not depend on which tile, or how
 // full a tile, it lands in.
 #pragma once

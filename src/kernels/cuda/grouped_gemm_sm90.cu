@@ -22,6 +22,10 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // e4m3 activations halve the A tile, and FP8 weights need no widened copy: more stages fit.
 template <WeightCode kCode, bool kFp8A = false>
 constexpr int kStages = kFp8A ? 12 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
+// FP8 / FP4 weights meeting bf16 activations are widened to bf16 in two spare tiles (one may still be
+// read by the previous stage's MMAs).
+template <WeightCode kCode, bool kFp8A>
+constexpr bool kWidens = kCode != WeightCode::Bf16 && !kFp8A;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma helpers exist for sm_90a device code only
 // A K-major operand tile with 8-row swizzle atoms of kAtomBytes: 128-byte rows in the 128-byte swizzle
@@ -162,7 +166,7 @@ template <WeightCode kCode, bool kScaled, bool kFp8A>
 __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
-    constexpr bool kWiden = kCode != WeightCode::Bf16 && !kFp8A;
+    constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     const Tile t = tile_of_block(g);
     if (t.rows == 0) return;
@@ -316,8 +320,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr bool kWiden = kCode != WeightCode::Bf16 && !kFp8A;
-    constexpr int kSmem = kStages<kCode, kFp8A> * stage_bytes(kCode, kRows, kFp8A) + (kWiden ? 2 * kBTileBytes : 0) +
+    constexpr int kSmem = kStages<kCode, kFp8A> * stage_bytes(kCode, kRows, kFp8A) + (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
                           2 * kStages<kCode, kFp8A> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
     const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A>>(kSmem);
     if (err != cudaSuccess) return err;
