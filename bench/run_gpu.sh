@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: build, run the GPU tests, then the GPU benchmarks beside their floors and peers.
-# usage: bench/run_gpu.sh OUT_DIR [tests|bench|sanitize|profile|ep|all] [workload:format ...]
+# usage: bench/run_gpu.sh OUT_DIR [tests|bench|sanitize|profile|ncu|ep|all] [workload:format ...]
 # ep: the layer over every GPU of the machine (--ep-ranks) beside one GPU, and NCCL's all-to-all.
 # BENCH_ARGS adds options to every bench command (e.g. "--tokens 1,256,16384").
 set -uo pipefail
@@ -45,6 +45,20 @@ if [[ $what == profile ]]; then
       | python3 -c "import csv,sys; r=list(csv.DictReader(l for l in sys.stdin if l.count(',')>3)); [print(f\"{float(x['Total Time (ns)'])/1e3:12.1f} us {int(x['Instances']):6d} x {float(x['Avg (ns)'])/1e3:9.1f} us  {x['Name'][:90]}\") for x in r[:16]]" | tee "$out/prof-$wl.txt"
     rm -f "$out"/prof-*.nsys-rep "$out"/prof-*.sqlite
   done
+fi
+if [[ $what == ncu ]]; then
+  # Per-kernel hardware counters (cold caches, as a decode layer meets them; clocks not locked), one
+  # line per kernel: time, DRAM throughput, and the warps' main stall reasons.
+  for spec in "$@"; do
+    wl=${spec%%:*}; fmt=${spec#*:}
+    /usr/local/cuda/bin/ncu --clock-control none --csv --page details --kernel-name "regex:${NCU_KERNELS:-.}" \
+      --launch-count "${NCU_COUNT:-40}" --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section LaunchStats --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" ./build-gpu/steadymoe bench --backend cuda --workload "$wl" --format "$fmt" \
+      ${BENCH_ARGS:---tokens 1 --repeat 1} >"$out/ncu-$wl.csv" 2>"$out/ncu-$wl.err"
+    echo "== $wl $fmt (rc=$?)" | tee -a "$out/ncu.txt"
+    python3 bench/ncu_table.py "$out/ncu-$wl.csv" | tee -a "$out/ncu.txt"
+  done
+  ( cd "$out" && tar czf ncu-raw.tgz --remove-files ./ncu-*.csv ./ncu-*.err 2>/dev/null ) || true
 fi
 if [[ $what == bench || $what == all ]]; then
   records=()
