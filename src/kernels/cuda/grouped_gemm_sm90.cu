@@ -137,13 +137,14 @@ struct StageProducer {
             const int64_t step = 4 * g.k * 2;
             for (int row = lane >> 3; row < t.rows; row += 4, src += step) cp_async16(stage + swizzle(row, chunk), src, true);
         }
-        if constexpr (kScaled) {  // each stage carries its 128-block's scales: the fold never waits on memory
+        // The second stage of a 128-wide block carries the block's scales, so the fold at its end never
+        // waits on memory. Only the tile's rows are copied (the others were zeroed once): a stage's small
+        // copies add to its time, and a decode tile has few rows (bench/results/2026-12-01-cuda-streaming.md).
+        if (kScaled && (kt & 1)) {
             char* scale_tile = stage + kRows * a_row_bytes(kFp8A) + raw_b_bytes(kCode);
             if (g.a_scale)
-                for (int row = lane; row < kRows; row += 32) {
-                    const bool valid = row < t.rows;
-                    cp_async4(scale_tile + row * 4, g.a_scale + (int64_t(t.row0) + (valid ? row : 0)) * (g.k / 128) + block, valid);
-                }
+                for (int row = lane; row < t.rows; row += 32)
+                    cp_async4(scale_tile + row * 4, g.a_scale + (int64_t(t.row0) + row) * (g.k / 128) + block, true);
             if (kCode == WeightCode::Fp8 && lane < kTileN / 8) {
                 const int64_t n = t.n0 + lane * 8;
                 const bool valid = n < g.n;
@@ -206,13 +207,18 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
     const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
 
-    // Rows the live warpgroups read but no token fills are zeroed once in every stage (a row's
-    // products never reach another row, but the MMAs should not read uninitialised memory). The
-    // producer never writes them, so this runs alongside its first loads.
+    // Rows the live warpgroups read but no token fills are zeroed once in every stage, with their
+    // scales (a row's products never reach another row, but the MMAs and folds should not read
+    // uninitialised memory). The producer never writes them, so this runs alongside its first loads.
     const int read_rows = t.rows <= 64 ? 64 : kRows;
-    for (int s = 0; s < kS; ++s)
+    for (int s = 0; s < kS; ++s) {
+        char* stage = smem + s * kStageBytes;
         for (int c = threadIdx.x; c < (read_rows - t.rows) * (kARowBytes / 16); c += kConsumers)
-            *reinterpret_cast<uint4*>(smem + s * kStageBytes + t.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4*>(stage + t.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+        if constexpr (kScaled)
+            for (int row = t.rows + threadIdx.x; row < read_rows; row += kConsumers)
+                reinterpret_cast<float*>(stage + kRows * kARowBytes + raw_b_bytes(kCode))[row] = 0.0f;  // stage_scales
+    }
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 

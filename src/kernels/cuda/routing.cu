@@ -14,27 +14,24 @@ constexpr int kRouteWarps = 4;
 constexpr float kNegInf = -INFINITY;
 
 __device__ __forceinline__ bool is_nan(float v) { return v != v; }
-// NaN ranks below every number (the CPU router's rule), so a poisoned token still picks valid experts.
-__device__ __forceinline__ float rank_key(float v) { return is_nan(v) ? kNegInf : v; }
-__device__ __forceinline__ bool ranks_before(float va, int a, float vb, int b) {
-    const float ka = rank_key(va), kb = rank_key(vb);
-    if (ka != kb) return ka > kb;
-    const bool na = is_nan(va), nb = is_nan(vb);
-    if (na != nb) return nb;
-    return a < b;
+// The CPU router's order: higher values first, NaN below every number (so a poisoned token still picks
+// valid experts), equal values by lower id. As one unsigned key per value, larger exactly when it ranks
+// before: numbers map to their order-preserving bits (-0 as +0, so that equal values tie and the id
+// decides), NaN to kNanKey (below -inf), and kAbsent marks an expert that is not a candidate. A warp's
+// best is then one max-reduction and its lowest id one min-reduction.
+constexpr uint32_t kAbsent = 0, kNanKey = 1, kNegInfKey = 0x007FFFFFu;
+__device__ __forceinline__ uint32_t rank_key_bits(float v) {
+    if (is_nan(v)) return kNanKey;
+    const uint32_t bits = (__float_as_uint(v) << 1) == 0 ? 0u : __float_as_uint(v);
+    return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+// The value of a key, NaN (and kAbsent) as -inf.
+__device__ __forceinline__ float rank_value(uint32_t key) {
+    if (key <= kNanKey) return kNegInf;
+    return __uint_as_float(key & 0x80000000u ? key & 0x7FFFFFFFu : ~key);
 }
 
 __device__ __forceinline__ float max_skipping_nan(float a, float b) { return a < b ? b : a; }  // as std::max
-
-// The best of (value, id) pairs across the warp under ranks_before; id < 0 marks "none".
-__device__ __forceinline__ void warp_best(float& v, int& id) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, v, offset);
-        const int oid = __shfl_xor_sync(0xffffffffu, id, offset);
-        if (oid >= 0 && (id < 0 || ranks_before(ov, oid, v, id))) v = ov, id = oid;
-    }
-}
 
 // kPerLane experts per lane: the launch picks the smallest that holds the layer's experts, which keeps
 // the code small (a kernel's code is fetched cold every layer in decode).
@@ -88,77 +85,82 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     if (p.tid2eid) {
         if (lane < K) ids_of[warp][lane] = p.tid2eid[p.token_ids[t] * K + lane];
     } else {
-        float sel[kPerLane];
+        // Keys of the selection scores (score + bias): one max- and one min-reduction find a warp's best,
+        // where a tournament of shuffles took five rounds.
+        uint32_t key[kPerLane];
 #pragma unroll
-        for (int j = 0; j < kPerLane; ++j) sel[j] = p.bias && lane + 32 * j < E ? score[j] + p.bias[lane + 32 * j] : score[j];
+        for (int j = 0; j < kPerLane; ++j) {
+            const int e = lane + 32 * j;
+            key[j] = e < E ? rank_key_bits(p.bias ? score[j] + p.bias[e] : score[j]) : kAbsent;
+        }
         if (p.groups > 1) {
             const int per = E / p.groups;
             int group_of[kPerLane];  // worked out once: an integer division per value is slow
 #pragma unroll
             for (int j = 0; j < kPerLane; ++j) group_of[j] = lane + 32 * j < E ? (lane + 32 * j) / per : -1;
-            float group_score[kMaxGroups];
+            // Lane g holds the score keys of groups g and g + 32.
+            uint32_t group_key[2] = {kAbsent, kAbsent};
             for (int g = 0; g < p.groups; ++g) {
-                float a = kNegInf, b = kNegInf;  // the group's largest and second largest
+                uint32_t a = kAbsent, b = kAbsent;  // the lane's largest and second largest in the group
 #pragma unroll
                 for (int j = 0; j < kPerLane; ++j) {
                     if (group_of[j] != g) continue;
-                    const float v = rank_key(sel[j]);
+                    const uint32_t v = key[j] == kNanKey ? kNegInfKey : key[j];  // NaN counts as -inf here
                     if (v > a) b = a, a = v;
                     else if (v > b) b = v;
                 }
-#pragma unroll
-                for (int offset = 16; offset > 0; offset >>= 1) {
-                    const float oa = __shfl_xor_sync(0xffffffffu, a, offset), ob = __shfl_xor_sync(0xffffffffu, b, offset);
-                    const float hi = fmaxf(a, oa), lo = fminf(a, oa);
-                    b = fmaxf(lo, fmaxf(b, ob)), a = hi;
+                const uint32_t top = __reduce_max_sync(0xffffffffu, a);
+                const bool twice = __popc(__ballot_sync(0xffffffffu, a == top)) > 1;
+                const uint32_t second = twice ? top : __reduce_max_sync(0xffffffffu, a == top ? b : a);
+                const float first_value = rank_value(top);
+                const float score_of_group = p.group_score == 0 ? first_value : first_value + rank_value(second);
+                if ((g & 31) == lane) {
+                    if (g < 32) group_key[0] = rank_key_bits(score_of_group);
+                    else group_key[1] = rank_key_bits(score_of_group);
                 }
-                group_score[g] = p.group_score == 0 ? a : a + b;
             }
+            // A group is kept when fewer than top_groups groups rank before it.
             uint64_t keep = 0;
-            for (int r = 0; r < p.top_groups; ++r) {
-                int best = -1;
-                for (int g = 0; g < p.groups; ++g)
-                    if (!(keep >> g & 1) && (best < 0 || ranks_before(group_score[g], g, group_score[best], best))) best = g;
-                keep |= uint64_t(1) << best;
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int g = lane + 32 * half;
+                int before = 0;
+                for (int h = 0; h < p.groups; ++h) {
+                    const uint32_t other = __shfl_sync(0xffffffffu, h < 32 ? group_key[0] : group_key[1], h & 31);
+                    before += other > group_key[half] || (other == group_key[half] && h < g);
+                }
+                keep |= uint64_t(__ballot_sync(0xffffffffu, g < p.groups && before < p.top_groups)) << (32 * half);
             }
 #pragma unroll
             for (int j = 0; j < kPerLane; ++j)
-                if (group_of[j] >= 0 && !(keep >> group_of[j] & 1)) sel[j] = kNegInf;
+                if (group_of[j] >= 0 && !(keep >> group_of[j] & 1)) key[j] = kNegInfKey;
         }
-        uint32_t taken = 0;
         for (int s = 0; s < K; ++s) {
-            // The lane's best untaken value by a tree over its values (depth log2 of a linear scan's):
-            // the order is total, so any bracket gives the same winner.
-            float bv[kPerLane];
-            int bid[kPerLane];
+            // The lane's best: ascending j keeps the lowest id among equal keys.
+            uint32_t best = kAbsent;
+            int best_id = 0;
 #pragma unroll
-            for (int j = 0; j < kPerLane; ++j) {
-                const int e = lane + 32 * j;
-                const bool ok = e < E && !(taken >> j & 1);
-                bv[j] = sel[j], bid[j] = ok ? e : -1;
+            for (int j = 0; j < kPerLane; ++j)
+                if (key[j] > best) best = key[j], best_id = lane + 32 * j;
+            const uint32_t top = __reduce_max_sync(0xffffffffu, best);
+            const int id = int(__reduce_min_sync(0xffffffffu, best == top ? uint32_t(best_id) : 0xffffffffu));
+            if ((id & 31) == lane) {
+#pragma unroll
+                for (int j = 0; j < kPerLane; ++j)
+                    if (j == id >> 5) key[j] = kAbsent;
             }
-#pragma unroll
-            for (int width = kPerLane / 2; width > 0; width /= 2)
-#pragma unroll
-                for (int j = 0; j < width; ++j)
-                    if (bid[j + width] >= 0 && (bid[j] < 0 || ranks_before(bv[j + width], bid[j + width], bv[j], bid[j])))
-                        bv[j] = bv[j + width], bid[j] = bid[j + width];
-            float v = bv[0];
-            int id = bid[0];
-            warp_best(v, id);
-            if ((id & 31) == lane) taken |= 1u << (id >> 5);
             if (lane == 0) ids_of[warp][s] = id;
         }
     }
     __syncwarp();
     if (lane != 0) return;
     // The weights, in slot order as the CPU router forms them.
-    float w[32];
     float sum = 0.0f;
-    for (int s = 0; s < K; ++s) w[s] = scores_of[warp][ids_of[warp][s]], sum += w[s];
+    for (int s = 0; s < K; ++s) sum += scores_of[warp][ids_of[warp][s]];
     if (p.normalise_eps) sum += 1e-20f;
     for (int s = 0; s < K; ++s) {
-        float v = p.normalise ? w[s] / sum : w[s];
+        const float w = scores_of[warp][ids_of[warp][s]];
+        float v = p.normalise ? w / sum : w;
         if (p.scale != 1.0f) v *= p.scale;
         ids[s] = ids_of[warp][s];
         weights[s] = v;
