@@ -17,11 +17,24 @@ constexpr int kConsumers = 256;  // two warpgroups, 64 rows each
 constexpr int kConsumerWarps = kConsumers / 32;
 constexpr int kThreads = kConsumers + 32;  // and one producer warp
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
+// A pipeline stage: kSub sub-stages of 64 k — A tiles, then the stored weight tiles, then the 128-block
+// scales. e4m3 stages (FP8 weights meeting FP8 activations) span a whole 128-wide block, so one 16 KB
+// bulk copy brings a stage's weights: a CTA's stream is limited per copy more than by the bytes in
+// flight, and 8 KB copies streamed slower than bf16's 16 KB ones
+// (bench/results/2026-12-01-cuda-streaming.md). The MMAs and folds are those of two 64-wide stages.
+template <WeightCode kCode, bool kFp8A>
+struct StageLayout {
+    static constexpr int kSub = kFp8A ? 2 : 1;
+    static constexpr int kA = kRows * a_row_bytes(kFp8A);  // one sub-stage's activation rows
+    static constexpr int kB = raw_b_bytes(kCode);          // one sub-stage's stored weights (and FP4 scales)
+    static constexpr int kScales = kSub * (kA + kB);       // offset of the rows' then the fragments' scales
+    static constexpr int kBytes = (kScales + kScaleBytes + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
+};
 // Pipeline depth per weight format: as many stages as shared memory holds, so that few-token batches
 // (which only stream weights) keep many bytes in flight.
-// e4m3 activations halve the A tile, and FP8 weights need no widened copy: more stages fit.
+// e4m3 activations halve the A tile, and FP8 weights need no widened copy: more bytes fit.
 template <WeightCode kCode, bool kFp8A = false>
-constexpr int kStages = kFp8A ? 12 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
+constexpr int kStages = kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
 // FP8 / FP4 weights meeting bf16 activations are widened to bf16 in two spare tiles (one may still be
 // read by the previous stage's MMAs).
 template <WeightCode kCode, bool kFp8A>
@@ -94,7 +107,7 @@ __device__ __forceinline__ void fence_operands(float (&d)[64]) {
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// The producer warp's view of one tile: per pipeline stage it copies the stored weight tile (and an
+// The producer warp's view of one tile: per pipeline stage it copies the stored weight tiles (and an
 // FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows and the stage's 128-block
 // scales with cp.async, and announces all of it on the stage's "full" barrier.
 template <WeightCode kCode, bool kScaled, bool kFp8A>
@@ -117,31 +130,37 @@ struct StageProducer {
         fp4_scales = scales + int64_t(t.n0 / kTileN) * (g.k / 128) * kFp4ScaleBytes;
     }
 
-    __device__ __forceinline__ void load(char* stage, int kt, uint64_t* full) const {
-        const int k0 = kt * kBK, block = k0 / 128;
-        char* b_tile = stage + kRows * a_row_bytes(kFp8A);
+    // Stage `ks` of the tile's k range: 64-wide sub-stages kt = ks * kSub, ... (the stored weight tiles
+    // of an n-tile are contiguous, so one bulk copy takes them all).
+    __device__ __forceinline__ void load(char* stage, int ks, uint64_t* full) const {
+        using L = StageLayout<kCode, kFp8A>;
+        const int kt = ks * L::kSub, block = kt * kBK / 128;
+        char* b_tile = stage + L::kSub * L::kA;
         if (lane == 0) {
-            barrier::arrive_expect_bytes(full, kWeightBytes + kFp4ScaleBytes);
-            barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, kWeightBytes, full);
+            barrier::arrive_expect_bytes(full, L::kSub * kWeightBytes + kFp4ScaleBytes);
+            barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
             if constexpr (kFp4ScaleBytes > 0)
                 barrier::bulk_copy(b_tile + kWeightBytes, fp4_scales + int64_t(block) * kFp4ScaleBytes, kFp4ScaleBytes, full);
         }
         if constexpr (kFp8A) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, + 16, ...
             const int chunk = lane & 3;
-            const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + k0 + chunk * 16);
-            const int64_t step = 8 * g.k;
-            for (int row = lane >> 2; row < t.rows; row += 8, src += step) cp_async16(stage + swizzle64(row, chunk), src, true);
+#pragma unroll
+            for (int h = 0; h < L::kSub; ++h) {
+                const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + (kt + h) * kBK + chunk * 16);
+                const int64_t step = 8 * g.k;
+                for (int row = lane >> 2; row < t.rows; row += 8, src += step) cp_async16(stage + h * L::kA + swizzle64(row, chunk), src, true);
+            }
         } else {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, + 8, ...
-            const int chunk = lane & 7;
+            const int k0 = kt * kBK, chunk = lane & 7;
             const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + k0 + chunk * 8);
             const int64_t step = 4 * g.k * 2;
             for (int row = lane >> 3; row < t.rows; row += 4, src += step) cp_async16(stage + swizzle(row, chunk), src, true);
         }
-        // The second stage of a 128-wide block carries the block's scales, so the fold at its end never
+        // The stage that ends a 128-wide block carries the block's scales, so the fold at its end never
         // waits on memory. Only the tile's rows are copied (the others were zeroed once): a stage's small
         // copies add to its time, and a decode tile has few rows (bench/results/2026-12-01-cuda-streaming.md).
-        if (kScaled && (kt & 1)) {
-            char* scale_tile = stage + kRows * a_row_bytes(kFp8A) + raw_b_bytes(kCode);
+        if (kScaled && (L::kSub == 2 || (kt & 1))) {
+            char* scale_tile = stage + L::kScales;
             if (g.a_scale)
                 for (int row = lane; row < t.rows; row += 32)
                     cp_async4(scale_tile + row * 4, g.a_scale + (int64_t(t.row0) + row) * (g.k / 128) + block, true);
@@ -169,16 +188,18 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
+    using L = StageLayout<kCode, kFp8A>;
+    static_assert(!kWiden || L::kSub == 1);
     const Tile t = tile_of_block(g);
     if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    constexpr int kStageBytes = stage_bytes(kCode, kRows, kFp8A);
+    constexpr int kStageBytes = L::kBytes;
     constexpr int kS = kStages<kCode, kFp8A>;
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
     uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* empty = full + kS;
-    const int ktiles = t.ktiles;
+    const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kS; ++s) {
@@ -198,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
         for (int kt = 0; kt < ktiles; ++kt) {
             const int s = kt % kS;
             if (kt >= kS) barrier::wait(&empty[s], uint32_t((kt / kS - 1) & 1));
-            producer.load(smem + s * kStageBytes, t.kt0 + kt, &full[s]);
+            producer.load(smem + s * kStageBytes, t.kt0 / L::kSub + kt, &full[s]);
         }
         return;
     }
@@ -213,11 +234,12 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     const int read_rows = t.rows <= 64 ? 64 : kRows;
     for (int s = 0; s < kS; ++s) {
         char* stage = smem + s * kStageBytes;
-        for (int c = threadIdx.x; c < (read_rows - t.rows) * (kARowBytes / 16); c += kConsumers)
-            *reinterpret_cast<uint4*>(stage + t.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+        for (int h = 0; h < L::kSub; ++h)
+            for (int c = threadIdx.x; c < (read_rows - t.rows) * (kARowBytes / 16); c += kConsumers)
+                *reinterpret_cast<uint4*>(stage + h * L::kA + t.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
         if constexpr (kScaled)
             for (int row = t.rows + threadIdx.x; row < read_rows; row += kConsumers)
-                reinterpret_cast<float*>(stage + kRows * kARowBytes + raw_b_bytes(kCode))[row] = 0.0f;  // stage_scales
+                reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
     }
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
@@ -238,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
         barrier::wait(&full[kt % kS], uint32_t((kt / kS) & 1));
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + (kt % kS) * kStageBytes;
-        const char* b_tile = stage + kRows * kARowBytes;
+        const char* b_tile = stage + L::kSub * L::kA;
         if constexpr (kWiden) {
             barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of stage kt - 2
             char* target = widened + (kt & 1) * kBTileBytes;
@@ -251,9 +273,13 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
             fence_operands(acc);
             wgmma_fence();
             if constexpr (kFp8A) {
-                const uint64_t desc_a = smem_descriptor<512>(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor<512>(b_tile);
 #pragma unroll
-                for (int ks = 0; ks < kBK / 32; ++ks) wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                for (int h = 0; h < L::kSub; ++h) {
+                    const uint64_t desc_a = smem_descriptor<512>(stage + h * L::kA + wg * 64 * kARowBytes),
+                                   desc_b = smem_descriptor<512>(b_tile + h * L::kB);
+#pragma unroll
+                    for (int ks = 0; ks < kBK / 32; ++ks) wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                }
             } else {
                 const uint64_t desc_a = smem_descriptor<1024>(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor<1024>(b_tile);
 #pragma unroll
@@ -262,11 +288,11 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
             wgmma_commit();
         }
         if constexpr (kScaled) {
-            if (kt & 1) {  // the end of a 128-wide block: fold its partial sums with their scales
+            if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
                 if (live) {
                     wgmma_wait<0>();
                     fence_operands(acc);
-                    const float* row_scale = stage_scales<kCode, kRows, kFp8A>(stage);
+                    const float* row_scale = reinterpret_cast<const float*>(stage + L::kScales);
                     const float* fragment_scale = row_scale + kRows;
                     const int row = wg * 64 + warp * 16 + (lane >> 2);
                     const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
@@ -280,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
                         }
                     }
                 }
-                release(kt - 1);
+                if (L::kSub == 1) release(kt - 1);
                 release(kt);
             }
         } else {
@@ -326,7 +352,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = kStages<kCode, kFp8A> * stage_bytes(kCode, kRows, kFp8A) + (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
+    constexpr int kSmem = kStages<kCode, kFp8A> * StageLayout<kCode, kFp8A>::kBytes + (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
                           2 * kStages<kCode, kFp8A> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
     const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A>>(kSmem);
     if (err != cudaSuccess) return err;

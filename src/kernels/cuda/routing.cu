@@ -135,20 +135,19 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
             for (int j = 0; j < kPerLane; ++j)
                 if (group_of[j] >= 0 && !(keep >> group_of[j] & 1)) key[j] = kNegInfKey;
         }
+        uint32_t taken = 0;  // bit j: this lane's expert lane + 32 j is chosen (a mask keeps key[] in registers)
         for (int s = 0; s < K; ++s) {
             // The lane's best: ascending j keeps the lowest id among equal keys.
             uint32_t best = kAbsent;
             int best_id = 0;
 #pragma unroll
-            for (int j = 0; j < kPerLane; ++j)
-                if (key[j] > best) best = key[j], best_id = lane + 32 * j;
+            for (int j = 0; j < kPerLane; ++j) {
+                const uint32_t k = taken >> j & 1 ? kAbsent : key[j];
+                if (k > best) best = k, best_id = lane + 32 * j;
+            }
             const uint32_t top = __reduce_max_sync(0xffffffffu, best);
             const int id = int(__reduce_min_sync(0xffffffffu, best == top ? uint32_t(best_id) : 0xffffffffu));
-            if ((id & 31) == lane) {
-#pragma unroll
-                for (int j = 0; j < kPerLane; ++j)
-                    if (j == id >> 5) key[j] = kAbsent;
-            }
+            if ((id & 31) == lane) taken |= 1u << (id >> 5);
             if (lane == 0) ids_of[warp][s] = id;
         }
     }
