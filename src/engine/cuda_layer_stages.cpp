@@ -184,12 +184,9 @@ RouterStage::RouterStage(const MoeLayer& layer) : layer_(layer) {
 void RouterStage::reserve(Buffers& b, int64_t T, const TileCounts& tiles, bool bf16, bool& moved) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
-    grow(b.logits, size_t(T * E) * 4, "router logits", moved);
-    if (router_ && bf16) {
-        b.tiles.reserve(0, tiles.token_tiles, 1, moved);
-        const int32_t splits = router_k_splits(H);
-        if (splits > 1) grow(b.logit_parts, size_t(splits * T * E) * 4, "router partial logits", moved);
-    }
+    // The bf16 router GEMM writes its k splits' partial sums, which the routing kernel adds up.
+    const int64_t splits = router_ && bf16 ? router_k_splits(H) : 1;
+    grow(b.logits, size_t(splits * T * E) * 4, "router logits", moved);
     grow(b.topk_ids, size_t(T * K) * 4, "top-k ids", moved);
     grow(b.topk_weights, size_t(T * K) * 4, "top-k weights", moved);
 }
@@ -198,25 +195,24 @@ void RouterStage::enqueue(Buffers& b, const void* hidden, const uint8_t* active,
                           int64_t T, const TileCounts& tiles, bool bf16, cudaStream_t s) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    cuda::RouteLaunch route;
     if (router_ && bf16) {
-        const cuda::PermutationOut view = b.tiles.view(tiles.token_tiles, 1);
-        SMOE_CUDA_CHECK(cuda::launch_identity_tiles(T, tiles.tile_m, view, s));
         cuda::GroupedGemmLaunch g =
-            gemm_launch(*router_, view, tiles.token_tiles, static_cast<const uint16_t*>(hidden), nullptr, s);
+            gemm_launch(*router_, cuda::PermutationOut{}, tiles.token_tiles, static_cast<const uint16_t*>(hidden), nullptr, s);
+        g.identity_rows = T;
+        g.identity_tile_rows = tiles.tile_m;
         g.k_splits = router_k_splits(H);
-        g.out = g.k_splits > 1 ? b.logit_parts.as<float>() : b.logits.as<float>();
+        g.out = b.logits.as<float>();
         g.split_stride = T * E;
         g.ldo = E;
         SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g));
-        if (g.k_splits > 1)
-            SMOE_CUDA_CHECK(cuda::launch_sum_splits(b.logit_parts.as<const float>(), T * E, g.k_splits, T * E,
-                                                    b.logits.as<float>(), s));
+        route.logit_splits = g.k_splits;
+        route.split_stride = g.split_stride;
     } else {
         SMOE_CHECK(!bf16, Internal, "bf16 inputs without a bf16 router");
         cuda::gemm({static_cast<const float*>(hidden), nullptr, T, H}, router_exact_, b.logits.as<float>(), E,
                    s);
     }
-    cuda::RouteLaunch route;
     route.logits = b.logits.as<const float>();
     route.tokens = T;
     route.experts = int32_t(E);

@@ -89,8 +89,8 @@ TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts);
 class RouterStage {
   public:
     struct Buffers {
-        DeviceBuffer logits, logit_parts, topk_ids, topk_weights;
-        PermBuffers tiles;
+        DeviceBuffer logits;  // the logits, or the router GEMM's k splits' partial sums
+        DeviceBuffer topk_ids, topk_weights;
     };
 
     explicit RouterStage(const MoeLayer& layer);

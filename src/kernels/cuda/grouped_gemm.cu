@@ -248,6 +248,9 @@ bool grouped_gemm_takes_fp8_activations(WeightCode code) {
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
+    if (g.identity_rows > 0 && (g.identity_tile_rows != grouped_gemm_tile_rows() ||
+                                (g.identity_rows + g.identity_tile_rows - 1) / g.identity_tile_rows > g.max_tiles))
+        return cudaErrorInvalidValue;
     const bool split_ok = g.k_splits == 1 || (g.k_splits > 1 && g.k % (int64_t(g.k_splits) * 128) == 0 &&
                                               g.epilogue == GemmEpilogue::Store && g.k_splits <= 65535);
     if (!split_ok) return cudaErrorInvalidValue;
@@ -264,25 +267,6 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
                             : launch_typed<WeightCode::Fp4, false>(g);
     }
     return cudaErrorInvalidValue;
-}
-
-namespace {
-__global__ void sum_splits_kernel(const float* parts, int64_t stride, int32_t splits, int64_t count,
-                                  float* out) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= count) return;
-    float sum = parts[i];
-    for (int32_t z = 1; z < splits; ++z) sum = __fadd_rn(sum, parts[z * stride + i]);
-    out[i] = sum;
-}
-}  // namespace
-
-cudaError_t launch_sum_splits(const float* parts, int64_t stride, int32_t splits, int64_t count, float* out,
-                              cudaStream_t stream) {
-    if (count > 0)
-        sum_splits_kernel<<<unsigned((count + 255) / 256), 256, 0, stream>>>(parts, stride, splits, count,
-                                                                             out);
-    return cudaGetLastError();
 }
 
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,

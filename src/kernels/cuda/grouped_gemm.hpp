@@ -46,6 +46,10 @@ struct GroupedGemmLaunch {
     const int32_t* tile_rows = nullptr;
     const int32_t* tile_count = nullptr;
     int32_t max_tiles = 0;
+    // Instead of a tile list (a dense GEMM, as the router's): tile i covers rows i * identity_tile_rows
+    // onwards of rows [0, identity_rows), expert 0 — no list to build in a launch of its own.
+    int64_t identity_rows = 0;
+    int32_t identity_tile_rows = 0;
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits
     const float* a_scale = nullptr;  // [rows][k/128], or null (scale 1)
@@ -63,7 +67,8 @@ struct GroupedGemmLaunch {
     int64_t n = 0;
     int64_t k = 0;                   // a multiple of 128
     // Store only: k_splits blocks each sum K / k_splits (a multiple of 128) of the products, split z
-    // writing its partial sums at out + z * split_stride (see launch_sum_splits). The split is part of
+    // writing its partial sums at out + z * split_stride, summed in split order by their reader (the routing
+    // kernel reads the router's this way: routing.hpp). The split is part of
     // the arithmetic: it must depend on the shape alone, never on the batch.
     int32_t k_splits = 1;
     int64_t split_stride = 0;
@@ -87,11 +92,6 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 // Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores
 // (to compare the two). Elsewhere FP8 activations travel as their exact bf16 values.
 bool grouped_gemm_takes_fp8_activations(WeightCode code);
-
-// out[i] = parts[0][i] + parts[1][i] + ... + parts[splits - 1][i] in that order (f32), for i < count;
-// part z starts at parts + z * stride.
-cudaError_t launch_sum_splits(const float* parts, int64_t stride, int32_t splits, int64_t count, float* out,
-                              cudaStream_t stream);
 
 // A's rows for a grouped GEMM: out[r] = src[rows ? rows[r] : r] (stride `stride` values, f32 or bf16) as bf16 bits,
 // optionally FP8-quantised per 128 values exactly as the CPU backend does (quant_mode 0 none: values

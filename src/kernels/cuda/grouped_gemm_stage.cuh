@@ -132,8 +132,14 @@ inline dim3 tile_grid(const GroupedGemmLaunch& g) {
 // This block's tile; rows = 0 past the batch's tile count.
 __device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g) {
     const int i = int(blockIdx.y);
-    if (i >= *g.tile_count) return {0, 0, 0, 0, 0, 0, 0};
     const int ktiles = int(g.k / kBK) / g.k_splits, split = int(blockIdx.z);
+    if (g.identity_rows > 0) {
+        const int64_t row0 = int64_t(i) * g.identity_tile_rows;
+        if (row0 >= g.identity_rows) return {0, 0, 0, 0, 0, 0, 0};
+        const int rows = int(g.identity_rows - row0 < g.identity_tile_rows ? g.identity_rows - row0 : g.identity_tile_rows);
+        return {0, int(row0), rows, int(blockIdx.x) * kTileN, split, split * ktiles, ktiles};
+    }
+    if (i >= *g.tile_count) return {0, 0, 0, 0, 0, 0, 0};
     return {g.tile_expert[i], g.tile_row0[i], g.tile_rows[i], int(blockIdx.x) * kTileN, split, split * ktiles, ktiles};
 }
 

@@ -52,7 +52,13 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     const float* logits = p.logits + t * E;
     float score[kPerLane];
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) score[j] = lane + 32 * j < E ? logits[lane + 32 * j] : 0.0f;
+    for (int j = 0; j < kPerLane; ++j) {
+        score[j] = 0.0f;
+        if (lane + 32 * j >= E) continue;
+        const float* logit = logits + lane + 32 * j;
+        score[j] = *logit;
+        for (int z = 1; z < p.logit_splits; ++z) score[j] = __fadd_rn(score[j], logit[z * p.split_stride]);
+    }
     if (p.score_func == 0) {  // softmax
         float mx = kNegInf;
 #pragma unroll
@@ -248,11 +254,6 @@ __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* 
     if (threadIdx.x == 0) *out.tile_count = (base + tile_m - 1) / tile_m, out.load[0] = base;
 }
 
-__global__ void identity_tiles_kernel(int64_t rows, int32_t tile_m, PermutationOut out) {
-    write_tiles(0, 0, int(rows), 0, tile_m, out);
-    if (threadIdx.x == 0) *out.tile_count = int32_t((rows + tile_m - 1) / tile_m);
-}
-
 }  // namespace
 
 cudaError_t launch_route(const RouteLaunch& p) {
@@ -282,11 +283,6 @@ cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_wei
 cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, int32_t tile_m,
                                   const PermutationOut& out, cudaStream_t stream) {
     shared_kernel<<<1, kPermuteThreads, 0, stream>>>(active, tokens, dest_base, tile_m, out);
-    return cudaGetLastError();
-}
-
-cudaError_t launch_identity_tiles(int64_t rows, int32_t tile_m, const PermutationOut& out, cudaStream_t stream) {
-    identity_tiles_kernel<<<1, kPermuteThreads, 0, stream>>>(rows, tile_m, out);
     return cudaGetLastError();
 }
 

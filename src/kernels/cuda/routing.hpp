@@ -19,7 +19,11 @@ inline constexpr int kMaxRoutedExperts = 512;  // experts per lane: 16
 inline constexpr int kMaxGroups = 64;
 
 struct RouteLaunch {
-    const float* logits = nullptr;     // [T][E]
+    // [T][E], or the router GEMM's logit_splits partial sums, split z at logits + z * split_stride: a
+    // token's logits are their sum in split order, split 0 first (one fewer launch per layer).
+    const float* logits = nullptr;
+    int32_t logit_splits = 1;
+    int64_t split_stride = 0;
     int64_t tokens = 0;
     int32_t experts = 0;
     int32_t top_k = 0;
@@ -67,8 +71,5 @@ cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_wei
 // The shared expert: every real token t (ascending), dest base + t, weight 1.
 cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, int32_t tile_m,
                                   const PermutationOut& out, cudaStream_t stream);
-
-// Tiles over rows 0..rows-1 of one expert (the router GEMM).
-cudaError_t launch_identity_tiles(int64_t rows, int32_t tile_m, const PermutationOut& out, cudaStream_t stream);
 
 }  // namespace steadymoe::cuda
