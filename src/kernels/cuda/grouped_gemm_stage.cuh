@@ -19,7 +19,7 @@
 
 namespace steadymoe::cuda::stage {
 
-constexpr int kBK = 64;               // k per pipeline stage (two stages make one 128-wide scale block)
+constexpr int kBK = 64;               // k per stored weight tile and per (sub-)stage: two make one 128-wide scale block
 constexpr int kRowBytes = kBK * 2;    // one bf16 row of a stage: 128 bytes, 8 chunks of 16
 constexpr int kBTileBytes = kTileN * kRowBytes;
 constexpr int kScaleBytes = 1024;     // per stage: the 128-block scales of the rows, then of the fragments
@@ -120,7 +120,7 @@ __device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t e) {
 
 struct Tile {
     int expert, row0, rows, n0;
-    int split, kt0, ktiles;  // the k split this block sums: stages kt0 .. kt0 + ktiles - 1
+    int split, kt0, ktiles;  // the k split this block sums: 64-wide k tiles kt0 .. kt0 + ktiles - 1
 };
 
 // The grid: x walks a row tile's output tiles, y the row tiles, so the CTAs running together share
@@ -260,7 +260,7 @@ __device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int
     }
 }
 
-// The stage's scales, as load_stage left them: [rows] activation scales then [kTileN / 8] weight scales.
+// A 64-wide stage's scales, as its loader left them: [rows] activation scales then [kTileN / 8] weight scales.
 template <WeightCode kCode, int kRows, bool kFp8A = false>
 __device__ __forceinline__ const float* stage_scales(const char* stage) {
     return reinterpret_cast<const float*>(stage + kRows * a_row_bytes(kFp8A) + raw_b_bytes(kCode));

@@ -233,6 +233,52 @@ __global__ void __launch_bounds__(kPermuteThreads) place_kernel(const int32_t* i
     write_tiles(e, out.offsets[e], out.load[e], out.tile_offsets[e], tile_m, out);
 }
 
+// A decode batch's permutation in one block, where count_kernel, offsets_kernel and place_kernel take
+// three launches (each a few µs of a decode layer): thread e counts and tiles expert e, thread i places
+// pair i after the earlier pairs of its expert — the same prefix sums, so the same rows, slots and tiles.
+constexpr int kSmallPairs = 128;
+__global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32_t* ids, const float* topk_weights,
+                                                                     const int32_t* row_of_pair, int64_t pairs_bound,
+                                                                     const int32_t* live, int32_t top_k, int32_t experts,
+                                                                     int32_t tile_m, PermutationOut out) {
+    using Scan = cub::BlockScan<int, kScanThreads>;
+    __shared__ typename Scan::TempStorage temp;
+    __shared__ int32_t id_of[kSmallPairs];
+    __shared__ int32_t first_row[kMaxRoutedExperts];
+    const int pairs = int(live ? min(pairs_bound, int64_t(*live)) : pairs_bound);
+    for (int i = threadIdx.x; i < pairs; i += blockDim.x) id_of[i] = ids[i];
+    __syncthreads();
+    const int e = threadIdx.x;
+    int rows = 0;
+    if (e < experts)
+        for (int i = 0; i < pairs; ++i) rows += id_of[i] == e;
+    int first = 0, total = 0, first_tile = 0, tiles = 0;
+    Scan(temp).ExclusiveSum(rows, first, total);
+    __syncthreads();
+    Scan(temp).ExclusiveSum((rows + tile_m - 1) / tile_m, first_tile, tiles);
+    if (e < experts) {
+        out.load[e] = rows, out.offsets[e] = first, out.tile_offsets[e] = first_tile;
+        first_row[e] = first;
+        for (int j = 0; j * tile_m < rows; ++j) {
+            out.tile_expert[first_tile + j] = e;
+            out.tile_row0[first_tile + j] = first + j * tile_m;
+            out.tile_rows[first_tile + j] = min(tile_m, rows - j * tile_m);
+        }
+    }
+    if (e == 0) out.offsets[experts] = total, out.tile_offsets[experts] = tiles, *out.tile_count = tiles;
+    __syncthreads();
+    const int i = threadIdx.x;
+    if (i >= pairs) return;
+    const int expert = id_of[i];
+    if (expert < 0 || expert >= experts) return;  // a masked token's pairs (-1) have no row
+    int rank = 0;
+    for (int j = 0; j < i; ++j) rank += id_of[j] == expert;
+    const int slot = first_row[expert] + rank;
+    out.rows[slot] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
+    out.dest[slot] = i;
+    out.weight[slot] = topk_weights[i];
+}
+
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
                                                                  int32_t tile_m, PermutationOut out) {
     __shared__ typename BlockScan::TempStorage temp;
@@ -273,6 +319,11 @@ cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_wei
                                   int32_t experts, int32_t tile_m, const PermutationOut& out, cudaStream_t stream,
                                   const int32_t* row_of_pair, const int32_t* live_pairs) {
     if (experts > kMaxRoutedExperts) return cudaErrorInvalidValue;
+    if (pairs <= kSmallPairs) {
+        permute_small_kernel<<<1, kScanThreads, 0, stream>>>(topk_ids, topk_weights, row_of_pair, pairs, live_pairs,
+                                                             top_k, experts, tile_m, out);
+        return cudaGetLastError();
+    }
     count_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, pairs, live_pairs, out.load);
     offsets_kernel<<<1, kScanThreads, 0, stream>>>(experts, tile_m, out);
     place_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, row_of_pair, pairs, live_pairs, top_k,
