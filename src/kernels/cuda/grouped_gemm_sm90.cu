@@ -12,29 +12,40 @@ namespace {
 
 using namespace stage;
 
-constexpr int kRows = kHopperTileRows;
-constexpr int kConsumers = 256;  // two warpgroups, 64 rows each
-constexpr int kConsumerWarps = kConsumers / 32;
-constexpr int kThreads = kConsumers + 32;  // and one producer warp
+// A CTA: kWG consumer warpgroups of 64 rows each and one producer warp. Two warpgroups share each weight
+// stage between the 128 rows of a tile; one-warpgroup CTAs take half a tile each, two CTAs to an SM,
+// for batches whose tiles hold few rows (a CTA streams weights at a limited rate: two per SM stream
+// more). A row's MMAs are the same either way, so is its result.
+template <int kWG>
+struct Cta {
+    static_assert(kWG == 1 || kWG == 2);
+    static constexpr int kRows = 64 * kWG;
+    static constexpr int kConsumers = 128 * kWG;
+    static constexpr int kConsumerWarps = kConsumers / 32;
+    static constexpr int kThreads = kConsumers + 32;
+    static constexpr int kPerSm = 3 - kWG;
+};
+static_assert(Cta<2>::kRows == kHopperTileRows);
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
 // A pipeline stage: kSub sub-stages of 64 k — A tiles, then the stored weight tiles, then the 128-block
 // scales. e4m3 stages (FP8 weights meeting FP8 activations) span a whole 128-wide block, so one 16 KB
 // bulk copy brings a stage's weights: a CTA's stream is limited per copy more than by the bytes in
 // flight, and 8 KB copies streamed slower than bf16's 16 KB ones
 // (bench/results/2026-12-01-cuda-streaming.md). The MMAs and folds are those of two 64-wide stages.
-template <WeightCode kCode, bool kFp8A>
+template <WeightCode kCode, bool kFp8A, int kWG>
 struct StageLayout {
     static constexpr int kSub = kFp8A ? 2 : 1;
-    static constexpr int kA = kRows * a_row_bytes(kFp8A);  // one sub-stage's activation rows
+    static constexpr int kA = Cta<kWG>::kRows * a_row_bytes(kFp8A);  // one sub-stage's activation rows
     static constexpr int kB = raw_b_bytes(kCode);          // one sub-stage's stored weights (and FP4 scales)
     static constexpr int kScales = kSub * (kA + kB);       // offset of the rows' then the fragments' scales
     static constexpr int kBytes = (kScales + kScaleBytes + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
 };
 // Pipeline depth per weight format: as many stages as shared memory holds, so that few-token batches
 // (which only stream weights) keep many bytes in flight.
-// e4m3 activations halve the A tile, and FP8 weights need no widened copy: more bytes fit.
-template <WeightCode kCode, bool kFp8A = false>
-constexpr int kStages = kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
+// e4m3 activations halve the A tile, and FP8 weights need no widened copy: more bytes fit. Two 64-row
+// CTAs share an SM's shared memory, four stages each.
+template <WeightCode kCode, bool kFp8A, int kWG>
+constexpr int kStages = kWG == 1 ? 4 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
 // FP8 / FP4 weights meeting bf16 activations are widened to bf16 in two spare tiles (one may still be
 // read by the previous stage's MMAs).
 template <WeightCode kCode, bool kFp8A>
@@ -107,11 +118,27 @@ __device__ __forceinline__ void fence_operands(float (&d)[64]) {
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// This CTA's rows: a tile of the launch's list, or, for one-warpgroup CTAs, half of one (blockIdx.y =
+// 2 * tile + half).
+template <int kWG>
+__device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
+    if constexpr (kWG == 2) {
+        return tile_of_block(g);
+    } else {
+        Tile t = tile_of_block(g, int(blockIdx.y) >> 1);
+        const int skip = (int(blockIdx.y) & 1) * 64;
+        t.rows = t.rows > skip ? min(64, t.rows - skip) : 0;
+        t.row0 += skip;
+        return t;
+    }
+}
+
 // The producer warp's view of one tile: per pipeline stage it copies the stored weight tiles (and an
 // FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows and the stage's 128-block
 // scales with cp.async, and announces all of it on the stage's "full" barrier.
-template <WeightCode kCode, bool kScaled, bool kFp8A>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG>
 struct StageProducer {
+    using L = StageLayout<kCode, kFp8A, kWG>;
     static constexpr uint32_t kWeightBytes = kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
     static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 ? kTileN * 4 : 0;  // per 128-wide k block
 
@@ -133,7 +160,6 @@ struct StageProducer {
     // Stage `ks` of the tile's k range: 64-wide sub-stages kt = ks * kSub, ... (the stored weight tiles
     // of an n-tile are contiguous, so one bulk copy takes them all).
     __device__ __forceinline__ void load(char* stage, int ks, uint64_t* full) const {
-        using L = StageLayout<kCode, kFp8A>;
         const int kt = ks * L::kSub, block = kt * kBK / 128;
         char* b_tile = stage + L::kSub * L::kA;
         if (lane == 0) {
@@ -167,7 +193,7 @@ struct StageProducer {
             if (kCode == WeightCode::Fp8 && lane < kTileN / 8) {
                 const int64_t n = t.n0 + lane * 8;
                 const bool valid = n < g.n;
-                cp_async4(scale_tile + kRows * 4 + lane * 4, scales + (valid ? weight_scale_offset(g, n, block) : 0), valid);
+                cp_async4(scale_tile + Cta<kWG>::kRows * 4 + lane * 4, scales + (valid ? weight_scale_offset(g, n, block) : 0), valid);
             }
         }
         barrier::arrive_after_cp_async(full);
@@ -182,20 +208,21 @@ struct StageProducer {
 // partial sums are folded once per 128-wide block, as for bf16: folding each MMA's k32 sum on its own
 // halved the FP8 tensor cores' rounding error but cost 25-45% of the speed
 // (bench/results/2026-12-01-cuda-fp8-tensor-cores.md).
-template <WeightCode kCode, bool kScaled, bool kFp8A>
-__global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG>
+__global__ void __launch_bounds__(Cta<kWG>::kThreads, Cta<kWG>::kPerSm) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
-    using L = StageLayout<kCode, kFp8A>;
-    static_assert(!kWiden || L::kSub == 1);
-    const Tile t = tile_of_block(g);
+    constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
+    using L = StageLayout<kCode, kFp8A, kWG>;
+    static_assert(!kWiden || (L::kSub == 1 && kWG == 2));
+    const Tile t = hopper_tile<kWG>(g);
     if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
-    constexpr int kS = kStages<kCode, kFp8A>;
+    constexpr int kS = kStages<kCode, kFp8A, kWG>;
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
     uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* empty = full + kS;
@@ -215,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
     const int lane = threadIdx.x & 31;
     const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
     if (wg == kConsumers / 128) {  // the producer warp
-        const StageProducer<kCode, kScaled, kFp8A> producer(g, t, lane);
+        const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane);
         for (int kt = 0; kt < ktiles; ++kt) {
             const int s = kt % kS;
             if (kt >= kS) barrier::wait(&empty[s], uint32_t((kt / kS - 1) & 1));
@@ -350,15 +377,29 @@ __global__ void __launch_bounds__(kThreads, 1) grouped_gemm_sm90_kernel(const Gr
 #endif
 }
 
-template <WeightCode kCode, bool kScaled, bool kFp8A = false>
+template <WeightCode kCode, bool kScaled, bool kFp8A = false, int kWG = 2>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = kStages<kCode, kFp8A> * StageLayout<kCode, kFp8A>::kBytes + (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
-                          2 * kStages<kCode, kFp8A> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
-    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A>>(kSmem);
+    constexpr int kS = kStages<kCode, kFp8A, kWG>;
+    constexpr int kSmem = kS * StageLayout<kCode, kFp8A, kWG>::kBytes + (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
+                          2 * kS * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
+    static_assert(kSmem * Cta<kWG>::kPerSm <= 227 * 1024, "the CTAs of an SM must fit its shared memory");
+    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG>>(kSmem);
     if (err != cudaSuccess) return err;
-    const dim3 grid = tile_grid(g);
-    grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A><<<grid, kThreads, kSmem, g.stream>>>(g);
+    dim3 grid = tile_grid(g);
+    grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
+    grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG><<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g);
     return cudaGetLastError();
+}
+
+// Whether a launch whose tiles hold few rows runs one-warpgroup CTAs (STEADYMOE_HALF_TILES=0 keeps the
+// 128-row CTAs, to compare). Only where no weight tile is widened: those paths keep their shared memory
+// for the widened copies.
+bool use_half_tiles(const GroupedGemmLaunch& g) {
+    static const bool enabled = [] {
+        const char* v = std::getenv("STEADYMOE_HALF_TILES");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    return enabled && g.few_rows && (g.code == WeightCode::Bf16 || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
 }
 
 __global__ void sm90a_probe_kernel(int* has_wgmma) {
@@ -404,10 +445,13 @@ bool hopper_gemm_available() {
 }
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
+    const bool half = use_half_tiles(g);
     if (g.a_fp8) {
         if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;
-        return launch_typed<WeightCode::Fp8, true, true>(g);
+        return half ? launch_typed<WeightCode::Fp8, true, true, 1>(g) : launch_typed<WeightCode::Fp8, true, true>(g);
     }
+    if (half && g.code == WeightCode::Bf16)
+        return g.scaled ? launch_typed<WeightCode::Bf16, true, false, 1>(g) : launch_typed<WeightCode::Bf16, false, false, 1>(g);
     switch (g.code) {
     case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);
     case WeightCode::Fp8: return launch_typed<WeightCode::Fp8, true>(g);

@@ -129,9 +129,8 @@ inline dim3 tile_grid(const GroupedGemmLaunch& g) {
     return dim3(unsigned((g.n + kTileN - 1) / kTileN), unsigned(g.max_tiles), unsigned(g.k_splits));
 }
 
-// This block's tile; rows = 0 past the batch's tile count.
-__device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g) {
-    const int i = int(blockIdx.y);
+// Tile i of the launch (this block's: i = blockIdx.y); rows = 0 past the batch's tile count.
+__device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g, int i) {
     const int ktiles = int(g.k / kBK) / g.k_splits, split = int(blockIdx.z);
     if (g.identity_rows > 0) {
         const int64_t row0 = int64_t(i) * g.identity_tile_rows;
@@ -142,6 +141,7 @@ __device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g) {
     if (i >= *g.tile_count) return {0, 0, 0, 0, 0, 0, 0};
     return {g.tile_expert[i], g.tile_row0[i], g.tile_rows[i], int(blockIdx.x) * kTileN, split, split * ktiles, ktiles};
 }
+__device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g) { return tile_of_block(g, int(blockIdx.y)); }
 
 // Byte offset of the 128-block scale of output feature n (FP8 weights) in an expert's scale block.
 __device__ __forceinline__ int64_t weight_scale_offset(const GroupedGemmLaunch& g, int64_t n, int kb) {
