@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -123,8 +124,9 @@ cuda::DeviceExpertGroup upload(const Problem& p) {
     return cuda::upload_expert_group({&e}, "test experts");
 }
 
-// C = A . W^T on the GPU through one grouped-GEMM launch; fp8_a: A as e4m3 codes, else as bf16 values.
-std::vector<float> run(const Problem& p, bool fp8_a) {
+// C = A . W^T on the GPU through one grouped-GEMM launch; fp8_a: A as e4m3 codes, else as bf16 values;
+// few_rows: the launch's decode hint (64-row CTAs on a Hopper where the path has them).
+std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false) {
     const cuda::DeviceExpertGroup group = upload(p);
     const int32_t tm = cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
     std::vector<int32_t> tile_list(size_t(3 * tiles + 1));
@@ -156,6 +158,7 @@ std::vector<float> run(const Problem& p, bool fp8_a) {
     g.code = w.code, g.w = w.data.get(), g.w_expert_bytes = w.expert_bytes, g.w_scale = w.scale.get();
     g.scale_expert_bytes = w.scale_expert_bytes, g.n = w.n, g.k = w.k, g.scaled = true;
     g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = kN;
+    g.few_rows = few_rows;
     EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> out(size_t(kRows * kN));
@@ -226,4 +229,20 @@ TEST(CudaGroupedGemm, RandomCodesMatchFloat64) {
     for (int c = 0; c < 16; ++c) e2m1.push_back(e2m1_to_f32(uint8_t(c)));
     check_paths(make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 12), false, 1e-6, 1e-3);
     check_paths(make_fp4_problem(e4m3, e2m1, {-16, -12, -9, -6, -5}, 14), false, 1e-6, 1e-3);
+}
+
+// The decode hint changes how rows are spread over CTAs (two 64-row CTAs per 128-row tile on a Hopper,
+// the second tile's second half empty here), never a row's arithmetic: the same bits.
+TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
+    SMOE_SKIP_WITHOUT_GPU();
+    std::vector<float> e4m3;
+    for (int c = 0; c < 256; ++c)
+        if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
+    const Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 15);
+    for (bool fp8_a : {false, true}) {
+        if (fp8_a && !fp8_path_here(false)) continue;
+        SCOPED_TRACE(fp8_a ? "e4m3 activations" : "bf16 activations");
+        const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
+        EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
+    }
 }

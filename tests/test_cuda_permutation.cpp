@@ -1,0 +1,140 @@
+// The permutation of (token, expert) pairs to expert rows on the GPU against a host counting sort:
+// per-expert loads and first rows, the tile lists, and each row's input row, contribution row and
+// weight, exactly. Batches of up to 128 pairs take the one-block kernel, larger ones three launches;
+// both sides of that line are checked, with masked tokens' pairs (id -1), a live-pair bound below the
+// pair count, and pairs that name their input rows (expert parallelism). Skips, saying so, without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../src/kernels/cuda/grouped_gemm.hpp"
+#include "../src/kernels/cuda/routing.hpp"
+#include "steadymoe/kernels/cuda/runtime.hpp"
+#include "test_util.hpp"
+
+using namespace steadymoe;
+
+namespace {
+
+struct Case {
+    int64_t pairs;  // the bound the launch is given
+    int32_t live;   // pairs actually present (<= pairs), or -1: all of them
+    int32_t experts, top_k;
+    bool with_rows;  // pairs name their input rows (row_of_pair)
+};
+
+struct Permutation {
+    std::vector<int32_t> load, offsets, tile_expert, tile_row0, tile_rows, rows;
+    std::vector<int64_t> dest;
+    std::vector<float> weight;
+    int32_t tile_count = 0;
+};
+
+// Rows in expert order, each expert's pairs in pair order; tiles of tile_m rows per expert.
+Permutation host_permutation(const std::vector<int32_t>& ids, const std::vector<float>& weights,
+                             const std::vector<int32_t>& row_of_pair, int64_t live, int32_t experts,
+                             int32_t top_k, int32_t tile_m) {
+    Permutation p;
+    p.load.assign(size_t(experts), 0);
+    for (int64_t i = 0; i < live; ++i)
+        if (ids[size_t(i)] >= 0) ++p.load[size_t(ids[size_t(i)])];
+    int32_t first = 0;
+    for (int32_t e = 0; e < experts; ++e) {
+        p.offsets.push_back(first);
+        for (int64_t i = 0; i < live; ++i) {
+            if (ids[size_t(i)] != e) continue;
+            p.rows.push_back(row_of_pair.empty() ? int32_t(i / top_k) : row_of_pair[size_t(i)]);
+            p.dest.push_back(i);
+            p.weight.push_back(weights[size_t(i)]);
+        }
+        for (int32_t r = 0; r < p.load[size_t(e)]; r += tile_m) {
+            p.tile_expert.push_back(e);
+            p.tile_row0.push_back(first + r);
+            p.tile_rows.push_back(std::min(tile_m, p.load[size_t(e)] - r));
+        }
+        first += p.load[size_t(e)];
+    }
+    p.offsets.push_back(first);
+    p.tile_count = int32_t(p.tile_expert.size());
+    return p;
+}
+
+template <typename T>
+std::vector<T> download(const cuda::DeviceBuffer& b, size_t n, size_t offset = 0) {
+    std::vector<T> v(n);
+    if (n > 0) {
+        std::vector<T> all(offset + n);
+        b.download(all.data(), all.size() * sizeof(T));
+        std::copy(all.begin() + long(offset), all.end(), v.begin());
+    }
+    return v;
+}
+
+void check(const Case& c, uint32_t seed) {
+    SCOPED_TRACE("pairs " + std::to_string(c.pairs) + ", live " + std::to_string(c.live) + ", experts " +
+                 std::to_string(c.experts) + (c.with_rows ? ", named rows" : ""));
+    std::mt19937 rng(seed);
+    const int64_t live = c.live < 0 ? c.pairs : c.live;
+    std::vector<int32_t> ids(size_t(c.pairs)), row_of_pair;
+    std::vector<float> weights(size_t(c.pairs));
+    // A few hot experts, some masked pairs, the rest spread: loads from 0 to beyond one tile.
+    for (auto& id : ids) {
+        const uint32_t r = rng() % 10;
+        id = r == 0 ? -1 : r < 4 ? int32_t(rng() % 3) : int32_t(rng() % uint32_t(c.experts));
+    }
+    for (auto& w : weights) w = float(rng() % 1000) / 7.0f;
+    if (c.with_rows)
+        for (int64_t i = 0; i < c.pairs; ++i) row_of_pair.push_back(int32_t(rng() % 100000));
+    const int32_t tile_m = cuda::grouped_gemm_tile_rows();
+    const Permutation want = host_permutation(ids, weights, row_of_pair, live, c.experts, c.top_k, tile_m);
+
+    const int64_t max_tiles = c.pairs / tile_m + c.experts + 1;
+    cuda::DeviceBuffer ids_buf(ids.size() * 4, "ids"), weights_buf(weights.size() * 4, "weights"),
+        rows_of_pair_buf(std::max<size_t>(4, row_of_pair.size() * 4), "rows of pairs"), live_buf(4, "live"),
+        rows(size_t(c.pairs) * 4, "rows"), dest(size_t(c.pairs) * 8, "dest"),
+        weight(size_t(c.pairs) * 4, "weight"), tiles(size_t(3 * max_tiles + 1) * 4, "tiles"),
+        load(size_t(c.experts) * 4, "load"), offsets(size_t(2 * (c.experts + 1)) * 4, "offsets");
+    ids_buf.upload(ids.data(), ids.size() * 4);
+    weights_buf.upload(weights.data(), weights.size() * 4);
+    if (c.with_rows) rows_of_pair_buf.upload(row_of_pair.data(), row_of_pair.size() * 4);
+    const int32_t live32 = int32_t(live);
+    live_buf.upload(&live32, 4);
+    int32_t* t = tiles.as<int32_t>();
+    int32_t* o = offsets.as<int32_t>();
+    const cuda::PermutationOut out{
+        rows.as<int32_t>(), dest.as<int64_t>(), weight.as<float>(), t, t + max_tiles,
+        t + 2 * max_tiles,  t + 3 * max_tiles,  load.as<int32_t>(), o, o + c.experts + 1};
+    ASSERT_EQ(cuda::launch_permute_routed(ids_buf.as<int32_t>(), weights_buf.as<float>(), c.pairs, c.top_k,
+                                          c.experts, tile_m, out, nullptr,
+                                          c.with_rows ? rows_of_pair_buf.as<int32_t>() : nullptr,
+                                          c.live < 0 ? nullptr : live_buf.as<int32_t>()),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+    const size_t n_rows = want.rows.size(), n_tiles = size_t(want.tile_count);
+    EXPECT_EQ(download<int32_t>(load, size_t(c.experts)), want.load);
+    EXPECT_EQ(download<int32_t>(offsets, size_t(c.experts + 1)), want.offsets);
+    EXPECT_EQ(download<int32_t>(tiles, 1, size_t(3 * max_tiles))[0], want.tile_count);
+    EXPECT_EQ(download<int32_t>(tiles, n_tiles), want.tile_expert);
+    EXPECT_EQ(download<int32_t>(tiles, n_tiles, size_t(max_tiles)), want.tile_row0);
+    EXPECT_EQ(download<int32_t>(tiles, n_tiles, size_t(2 * max_tiles)), want.tile_rows);
+    EXPECT_EQ(download<int32_t>(rows, n_rows), want.rows);
+    EXPECT_EQ(download<int64_t>(dest, n_rows), want.dest);
+    EXPECT_EQ(download<float>(weight, n_rows), want.weight);
+}
+
+}  // namespace
+
+TEST(CudaPermutation, MatchesAHostCountingSortOnBothSidesOfTheOneBlockLimit) {
+    SMOE_SKIP_WITHOUT_GPU();
+    uint32_t seed = 1;
+    for (const Case& c :
+         {Case{1, -1, 8, 1, false}, Case{8, -1, 256, 8, false}, Case{96, -1, 8, 2, false},
+          Case{128, -1, 512, 8, false}, Case{128, 77, 256, 8, false}, Case{100, -1, 16, 1, true},
+          Case{129, -1, 256, 8, false}, Case{1000, 613, 256, 8, false}, Case{4096, -1, 8, 2, false},
+          Case{3000, -1, 64, 1, true}})
+        check(c, seed++);
+}
