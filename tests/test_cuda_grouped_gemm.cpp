@@ -14,8 +14,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace steadymoe;
@@ -54,13 +56,15 @@ WeightMatrix fp4_matrix(int64_t rows, int64_t cols, const std::vector<uint8_t>& 
 
 struct Problem {
     bool fp4 = false;
+    bool bf16 = false;  // the weight codes' e4m3 values stored as bf16 (exact), scale 1
     std::vector<uint8_t> a, w;            // e4m3 codes [kRows][kK]; weight codes [kN][kK] (e4m3 or e2m1)
     std::vector<float> a_scale, w_scale;  // [kRows][kK/128]; FP8: [kN/128][kK/128]
     std::vector<uint8_t> w_exp;           // FP4: e8m0 [kN][kK/32]
 
     double weight(int64_t n, int64_t k) const {
         if (fp4) return double(e2m1_to_f32(w[size_t(n * kK + k)])) * std::ldexp(1.0, int(w_exp[size_t(n * (kK / 32) + k / 32)]) - 127);
-        return double(e4m3_to_f32(w[size_t(n * kK + k)])) * w_scale[size_t((n / 128) * (kK / 128) + k / 128)];
+        const double scale = bf16 ? 1.0 : w_scale[size_t((n / 128) * (kK / 128) + k / 128)];
+        return double(e4m3_to_f32(w[size_t(n * kK + k)])) * scale;
     }
 };
 
@@ -114,6 +118,19 @@ cuda::DeviceExpertGroup upload(const Problem& p) {
         e.gate = fp4_matrix(kK, kN, gu, gu_exp, "gate");
         e.up = fp4_matrix(kK, kN, gu, gu_exp, "up");
         e.down = fp4_matrix(kN, kK, p.w, p.w_exp, "down");
+    } else if (p.bf16) {
+        auto matrix = [](int64_t rows, int64_t cols, const std::vector<uint8_t>& codes, const std::string& name) {
+            WeightMatrix w;
+            w.format = ExpertFormat::Dense;
+            w.rows = rows, w.cols = cols, w.name = name;
+            w.data = Tensor::zeros(DType::BF16, {rows, cols});
+            for (int64_t i = 0; i < rows * cols; ++i)
+                w.data.mutable_data<uint16_t>()[i] = f32_to_bf16(codes.empty() ? 1.0f : e4m3_to_f32(codes[size_t(i)]));
+            return w;
+        };
+        e.gate = matrix(kK, kN, {}, "gate");
+        e.up = matrix(kK, kN, {}, "up");
+        e.down = matrix(kN, kK, p.w, "down");
     } else {
         const std::vector<uint8_t> gu(size_t(kK * kN), 0x38);  // 1.0
         const std::vector<float> gu_scale(size_t((kK / 128) * (kN / 128)), 1.0f);
@@ -157,6 +174,7 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false) {
     const cuda::DeviceMatrixSet& w = group.down;
     g.code = w.code, g.w = w.data.get(), g.w_expert_bytes = w.expert_bytes, g.w_scale = w.scale.get();
     g.scale_expert_bytes = w.scale_expert_bytes, g.n = w.n, g.k = w.k, g.scaled = true;
+    if (p.bf16) g.w_scale = nullptr, g.scale_expert_bytes = 0;
     g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = kN;
     g.few_rows = few_rows;
     EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
@@ -232,17 +250,27 @@ TEST(CudaGroupedGemm, RandomCodesMatchFloat64) {
 }
 
 // The decode hint changes how rows are spread over CTAs (two 64-row CTAs per 128-row tile on a Hopper,
-// the second tile's second half empty here), never a row's arithmetic: the same bits.
+// two to an SM; the second tile's second half empty here), never a row's arithmetic: the same bits, for
+// FP8 weights with e4m3 activations and for bf16 weights. (FP8 weights with bf16 activations keep their
+// 128-row CTAs.)
 TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
+    const int per_sm = cuda::grouped_gemm_few_row_ctas_per_sm();
+    std::printf("64-row CTAs per SM on this GPU: %d (0: the kernel has none)\n", per_sm);
+    const char* half_tiles = std::getenv("STEADYMOE_HALF_TILES");
+    if (cuda::grouped_gemm_tile_rows() == 128 && !(half_tiles && std::string(half_tiles) == "0")) EXPECT_EQ(per_sm, 2);
     std::vector<float> e4m3;
     for (int c = 0; c < 256; ++c)
         if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
-    const Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 15);
-    for (bool fp8_a : {false, true}) {
-        if (fp8_a && !fp8_path_here(false)) continue;
-        SCOPED_TRACE(fp8_a ? "e4m3 activations" : "bf16 activations");
-        const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
-        EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
+    Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 15);
+    for (bool bf16_weights : {false, true}) {
+        p.bf16 = bf16_weights;
+        for (bool fp8_a : {false, true}) {
+            if (fp8_a && (bf16_weights || !fp8_path_here(false))) continue;
+            SCOPED_TRACE(std::string(bf16_weights ? "bf16" : "FP8") + " weights, " + (fp8_a ? "e4m3" : "bf16") + " activations");
+            const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
+            EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
+            if (bf16_weights) EXPECT_LE(relative_error(halves, reference(p)), 1e-6);
+        }
     }
 }

@@ -71,6 +71,8 @@ std::string CudaMoeLayer::gemm_kernel() {
 
 bool CudaMoeLayer::fp8_tensor_cores() { return cuda::grouped_gemm_takes_fp8_activations(cuda::WeightCode::Fp8); }
 
+int CudaMoeLayer::few_row_ctas_per_sm() { return cuda::grouped_gemm_few_row_ctas_per_sm(); }
+
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path, Fp8Products fp8)
     : layer_(layer), device_(std::make_unique<Device>()) {
     std::string why;

@@ -91,6 +91,10 @@ struct GroupedGemmLaunch {
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 
+// How many 64-row CTAs (few_rows) the current GPU keeps on one SM: 2 on a Hopper, 0 where the kernel
+// has none.
+int grouped_gemm_few_row_ctas_per_sm();
+
 // Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 weights on a
 // Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores
 // (to compare the two). Elsewhere FP8 activations travel as their exact bf16 values.

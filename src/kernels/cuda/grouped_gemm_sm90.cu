@@ -377,29 +377,22 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, Cta<kWG>::kPerSm) grouped_
 #endif
 }
 
+template <WeightCode kCode, bool kFp8A, int kWG>
+constexpr int kSmemBytes = kStages<kCode, kFp8A, kWG> * StageLayout<kCode, kFp8A, kWG>::kBytes +
+                           (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
+                           2 * kStages<kCode, kFp8A, kWG> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
+static_assert(kSmemBytes<WeightCode::Fp8, true, 1> == kSmemBytes<WeightCode::Bf16, false, 1>);
+
 template <WeightCode kCode, bool kScaled, bool kFp8A = false, int kWG = 2>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kS = kStages<kCode, kFp8A, kWG>;
-    constexpr int kSmem = kS * StageLayout<kCode, kFp8A, kWG>::kBytes + (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
-                          2 * kS * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
-    static_assert(kSmem * Cta<kWG>::kPerSm <= 227 * 1024, "the CTAs of an SM must fit its shared memory");
+    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG>;
+    static_assert((kSmem + 1024) * Cta<kWG>::kPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG>>(kSmem);
     if (err != cudaSuccess) return err;
     dim3 grid = tile_grid(g);
     grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG><<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g);
     return cudaGetLastError();
-}
-
-// Whether a launch whose tiles hold few rows runs one-warpgroup CTAs (STEADYMOE_HALF_TILES=0 keeps the
-// 128-row CTAs, to compare). Only where no weight tile is widened: those paths keep their shared memory
-// for the widened copies.
-bool use_half_tiles(const GroupedGemmLaunch& g) {
-    static const bool enabled = [] {
-        const char* v = std::getenv("STEADYMOE_HALF_TILES");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
-    return enabled && g.few_rows && (g.code == WeightCode::Bf16 || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
 }
 
 __global__ void sm90a_probe_kernel(int* has_wgmma) {
@@ -437,6 +430,29 @@ bool probe_hopper() {
 
 }  // namespace
 
+// Whether a launch whose tiles hold few rows runs one-warpgroup CTAs (STEADYMOE_HALF_TILES=0 keeps the
+// 128-row CTAs, to compare). Only where no weight tile is widened: those paths keep their shared memory
+// for the widened copies.
+bool hopper_half_tiles(const GroupedGemmLaunch& g) {
+    static const bool enabled = [] {
+        const char* v = std::getenv("STEADYMOE_HALF_TILES");
+        return !(v && std::strcmp(v, "0") == 0);
+    }();
+    return enabled && g.few_rows && (g.code == WeightCode::Bf16 || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
+}
+
+int hopper_few_row_ctas_per_sm() {
+    constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1>;
+    constexpr int kSmem = kSmemBytes<WeightCode::Fp8, true, 1>;
+    int ctas = 0;
+    if (allow_shared_memory<kernel>(kSmem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, Cta<1>::kThreads, kSmem) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return ctas;
+}
+
 bool hopper_gemm_available() {
     static std::once_flag once;
     static bool available = false;
@@ -445,7 +461,7 @@ bool hopper_gemm_available() {
 }
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
-    const bool half = use_half_tiles(g);
+    const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
         if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;
         return half ? launch_typed<WeightCode::Fp8, true, true, 1>(g) : launch_typed<WeightCode::Fp8, true, true>(g);

@@ -15,4 +15,9 @@ bool hopper_gemm_available();
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& launch);
 
+// Whether `launch` runs as 64-row CTAs (few_rows, a path that has them, no STEADYMOE_HALF_TILES=0), and
+// how many of them the FP8 x e4m3 kernel keeps on one SM (the bf16 ones use as much shared memory).
+bool hopper_half_tiles(const GroupedGemmLaunch& launch);
+int hopper_few_row_ctas_per_sm();
+
 }  // namespace steadymoe::cuda

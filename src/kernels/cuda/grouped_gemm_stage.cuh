@@ -46,7 +46,11 @@ cudaError_t allow_shared_memory(int bytes) {
     if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
     const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
     if (bit && (done_devices.load(std::memory_order_acquire) & bit)) return cudaSuccess;
-    const cudaError_t err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    cudaError_t err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    // All of the SM's unified memory as shared memory: the stages are what keeps weight bytes in flight,
+    // and two 64-row CTAs to an SM need the largest carveout.
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (err == cudaSuccess) done_devices.fetch_or(bit, std::memory_order_release);
     return err;
 }
