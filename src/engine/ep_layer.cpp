@@ -252,7 +252,9 @@ void expect_phase(int phase, int done, const char* call) {
 }
 }  // namespace
 
-EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input) const {
+EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input) const { return begin_dispatch(input, false); }
+
+EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input, bool values_checked) const {
     check_usable();
     const int ranks = transport_.size();
     EpBatch batch;
@@ -261,7 +263,7 @@ EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input) const {
     st.generation = generation_;
     std::vector<Bytes> messages;
     try {
-        messages = dispatch_messages(input, st);
+        messages = dispatch_messages(input, st, values_checked);
     } catch (const std::exception& e) {
         // This rank's input cannot run (a NaN, a bad mask, ...). Every rank still gets a message from it —
         // one that says so — so all make the same exchanges and all stop at finish_dispatch, naming it.
@@ -280,11 +282,11 @@ EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input) const {
     return batch;
 }
 
-std::vector<Bytes> EpMoeLayer::dispatch_messages(const MoeInput& input, EpBatch::State& st) const {
+std::vector<Bytes> EpMoeLayer::dispatch_messages(const MoeInput& input, EpBatch::State& st, bool values_checked) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
     const int ranks = transport_.size();
-    st.plan = layer_.begin_batch(input);
+    st.plan = layer_.begin_batch(input, true, values_checked);
     BatchPlan& plan = st.plan;
     const int64_t T = plan.tokens;
     std::vector<float> logits(static_cast<size_t>(T * E));
@@ -520,7 +522,7 @@ MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
     std::exception_ptr own_problem;
     std::string problem;
     try {
-        (void)layer_.begin_batch(input, false);
+        layer_.check_input(input);
     } catch (const std::exception& e) {
         own_problem = std::current_exception();
         problem = e.what();
@@ -549,10 +551,10 @@ MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
     std::vector<MoeOutput> parts(static_cast<size_t>(chunks));
     std::vector<EpStats> part_stats(static_cast<size_t>(chunks));
     std::vector<EpBatch> batches(static_cast<size_t>(chunks));
-    batches[0] = begin_dispatch(chunk(0));
+    batches[0] = begin_dispatch(chunk(0), true);
     for (int64_t c = 0; c < chunks; ++c) {
         finish_dispatch(batches[size_t(c)]);
-        if (c + 1 < chunks) batches[size_t(c + 1)] = begin_dispatch(chunk(c + 1));
+        if (c + 1 < chunks) batches[size_t(c + 1)] = begin_dispatch(chunk(c + 1), true);
         begin_combine(batches[size_t(c)]);
         if (c > 0) parts[size_t(c - 1)] = finish_combine(batches[size_t(c - 1)], &part_stats[size_t(c - 1)]);
     }

@@ -106,8 +106,11 @@ private:
     std::vector<Bytes> gather(const Bytes& mine) const;
     // Throws once a failure may have left the ranks' exchanges out of step.
     void check_usable() const;
+    // begin_dispatch, for the chunks of an input forward() has checked whole (values_checked: its
+    // values are not scanned again).
+    EpBatch begin_dispatch(const MoeInput& input, bool values_checked) const;
     // begin_dispatch's work before the exchange: checks, routing, what goes to each rank.
-    std::vector<Bytes> dispatch_messages(const MoeInput& input, EpBatch::State& state) const;
+    std::vector<Bytes> dispatch_messages(const MoeInput& input, EpBatch::State& state, bool values_checked) const;
     // Whether this rank has expert e's weights (loaded, or received on a placement change).
     bool holds(int64_t e) const;
     const ExpertWeights& weights_of(int64_t e) const;

@@ -94,8 +94,12 @@ public:
 
     // Backend building blocks (forward() is begin, router GEMM, route, experts, combine):
     // checks the input and allocates the output; routes from fp32 logits [T][E] and lists the work.
-    // `convert_hidden` = false leaves plan.x empty (for backends that read the input as it is).
-    BatchPlan begin_batch(const MoeInput& input, bool convert_hidden = true) const;
+    // `convert_hidden` = false leaves plan.x empty (for backends that read the input as it is);
+    // `values_checked` skips the non-finite scan of an input check_input has passed.
+    BatchPlan begin_batch(const MoeInput& input, bool convert_hidden = true, bool values_checked = false) const;
+    // begin_batch's checks alone (shapes, dtypes, mask, token ids, and the values under
+    // NonFinitePolicy::Error), throwing as it would, with nothing allocated.
+    void check_input(const MoeInput& input) const;
     // fp32 router logits [T][E] of a planned batch (plan.x converted).
     void router_logits(const BatchPlan& plan, float* logits) const;
     void route_batch(BatchPlan& plan, const float* logits) const;
