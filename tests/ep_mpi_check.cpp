@@ -1,6 +1,7 @@
 // Run under an MPI launcher (`mpirun -np N ep_mpi_check [GOLDEN_DIR]`): every rank takes its slice of
 // one batch, runs the expert-parallel layer over MpiTransport with contiguous, strided and replicated
-// placements, and compares its rows with the one-rank layer bit for bit. Rank 0 prints one line per
+// placements — as one node, and for an even N above 2 also as simulated nodes of two ranks (two-level
+// exchanges) — and compares its rows with the one-rank layer bit for bit. Rank 0 prints one line per
 // case; the exit status is 0 only when every rank matched everywhere.
 // `ep_mpi_check --stall R`: rank R stops answering in the middle of a layer; every other rank must fail
 // within the (2 s) timeout with an error naming rank R (exit 0 when they all do).
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <thread>
 #include <string>
+#include <vector>
 
 using namespace steadymoe;
 
@@ -29,12 +31,15 @@ ExpertPlacement replicated(int64_t experts, int ranks) {
     return ExpertPlacement::from_table(experts, ranks, table);
 }
 
-// This rank's rows against the one-rank layer; returns whether every byte matched.
-bool check(Transport& t, const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement) {
+// This rank's rows against the one-rank layer (the ranks grouped as simulated nodes of
+// `ranks_per_node` when set); returns whether every byte matched.
+bool check(Transport& t, const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement,
+           int ranks_per_node) {
     const int64_t T = in.hidden.dim(0), per = (T + t.size() - 1) / t.size();
     const int64_t begin = std::min(T, per * t.rank()), end = std::min(T, begin + per);
     const MoeOutput want = layer.forward(in.rows(begin, end));
-    const EpMoeLayer ep(layer, placement, t);
+    EpMoeLayer ep(layer, placement, t);
+    if (ranks_per_node > 0) ep.set_ranks_per_node(ranks_per_node);
     const MoeOutput got = ep.forward(in.rows(begin, end));
     return got.output.nbytes() == want.output.nbytes() &&
            std::memcmp(got.output.raw(), want.output.raw(), got.output.nbytes()) == 0;
@@ -103,16 +108,21 @@ int main(int argc, char** argv) {
                 placements.emplace_back("strided", ExpertPlacement::strided(E, ranks));
             }
             placements.emplace_back("replicated", replicated(E, ranks));
-            for (const auto& [name, placement] : placements) {
-                const bool mine = check(transport, c.layer, c.input, placement);
-                const std::vector<Bytes> votes = transport.all_gather(Bytes{uint8_t(mine)});
-                bool everyone = true;
-                for (const Bytes& v : votes) everyone = everyone && v.at(0) == 1;
-                all = all && everyone;
-                if (transport.rank() == 0)
-                    std::printf("%s, %s placement on %d MPI ranks: %s\n", c.name.c_str(), name.c_str(), ranks,
-                                everyone ? "bitwise equal to one rank" : "DIFFERENT");
-            }
+            // One node, and (with an even rank count above 2) simulated nodes of two ranks.
+            std::vector<int> node_sizes = {0};
+            if (ranks > 2 && ranks % 2 == 0) node_sizes.push_back(2);
+            for (int per_node : node_sizes)
+                for (const auto& [name, placement] : placements) {
+                    const bool mine = check(transport, c.layer, c.input, placement, per_node);
+                    const std::vector<Bytes> votes = transport.all_gather(Bytes{uint8_t(mine)});
+                    bool everyone = true;
+                    for (const Bytes& v : votes) everyone = everyone && v.at(0) == 1;
+                    all = all && everyone;
+                    const std::string nodes = per_node ? " in nodes of " + std::to_string(per_node) : "";
+                    if (transport.rank() == 0)
+                        std::printf("%s, %s placement on %d MPI ranks%s: %s\n", c.name.c_str(), name.c_str(), ranks,
+                                    nodes.c_str(), everyone ? "bitwise equal to one rank" : "DIFFERENT");
+                }
         }
         return all ? 0 : 1;
     } catch (const std::exception& e) {

@@ -54,10 +54,11 @@ ExpertPlacement replicated(int64_t experts, int ranks, int64_t extra) {
     return ExpertPlacement::from_table(experts, ranks, table);
 }
 
-// Splits `in` unevenly over the ranks (one rank may get no tokens), runs the EP layer, and checks
-// every rank's rows against the one-rank layer on the whole batch, bit for bit.
-void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement,
-                             int64_t chunk_tokens = 0) {
+// Splits `in` unevenly over the ranks (one rank may get no tokens), runs the EP layer (in nodes of
+// `ranks_per_node` ranks when set), and checks every rank's rows against the one-rank layer on the
+// whole batch, bit for bit. Returns every rank's statistics.
+std::vector<EpStats> expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const ExpertPlacement& placement,
+                                             int64_t chunk_tokens = 0, int ranks_per_node = 0) {
     const int ranks = placement.ranks();
     const int64_t T = in.hidden.dim(0), H = layer.config().hidden_size;
     const MoeOutput want = layer.forward(in);
@@ -70,13 +71,14 @@ void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const Ex
     on_ranks(ranks, [&](int r) {
         EpMoeLayer ep(layer, placement, group.transport(r));
         ep.set_chunk_tokens(chunk_tokens + r % 2);  // ranks may choose different chunk sizes
+        if (ranks_per_node > 0) ep.set_ranks_per_node(ranks_per_node);
         outs[size_t(r)] = ep.forward(in.rows(bounds[size_t(r)], bounds[size_t(r) + 1]), &stats[size_t(r)]);
     });
     const size_t row = size_t(H) * dtype_size(in.hidden.dtype());
     for (int r = 0; r < ranks; ++r) {
         const int64_t b = bounds[size_t(r)], n = bounds[size_t(r) + 1] - b;
-        ASSERT_EQ(outs[size_t(r)].output.dim(0), n);
-        if (n == 0) continue;
+        EXPECT_EQ(outs[size_t(r)].output.dim(0), n);
+        if (n == 0 || outs[size_t(r)].output.dim(0) != n) continue;
         EXPECT_EQ(test::first_bit_difference(outs[size_t(r)].output.raw(), want.output.rows(b, b + n).raw(), row * size_t(n)),
                   -1)
             << "rank " << r << " of " << ranks << ", " << placement.fingerprint();
@@ -85,6 +87,7 @@ void expect_same_as_one_rank(const MoeLayer& layer, const MoeInput& in, const Ex
                   -1);
         EXPECT_EQ(stats[size_t(r)].global_expert_load, want.expert_load) << "rank " << r;
     }
+    return stats;
 }
 
 // Layer 1 of the deepseek-v3-tiny golden, whole, with its input.
@@ -300,34 +303,47 @@ TEST(EpPipeline, TwoMicroBatchesInTurn) {
     }
 }
 
-// A rank whose input cannot run (a NaN, refused by default) still takes part in the exchange, saying so:
-// every rank stops naming it — in a later chunk of a pipeline too — and the next batch runs, bitwise.
-TEST(EpPipeline, ABadInputOnOneRankStopsEveryRankAndTheLayerGoesOn) {
+namespace {
+
+// A rank whose input cannot run (a NaN in token 9, refused by default) still takes part in the
+// exchanges, saying so: every rank stops naming it — the token by its index in the batch, not in a
+// chunk — and the next batch runs, bitwise.
+void expect_a_bad_input_stops_every_rank(int ranks, int ranks_per_node, int64_t chunk_tokens) {
     const DemoModelShape s = test::small_demo_shape();
     const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1), {.threads = 1});
     const MoeInput good = demo_input(s, 12, DType::F32);
     MoeInput bad = demo_input(s, 12, DType::F32);
     bad.hidden = bad.hidden.to_f32();
-    bad.hidden.mutable_data<float>()[9 * s.hidden + 3] = std::nanf("");  // token 9: the third chunk of 4
+    bad.hidden.mutable_data<float>()[9 * s.hidden + 3] = std::nanf("");
+    const int bad_rank = ranks - 1;
     const MoeOutput want = layer.forward(good);
-    LocalGroup group(2, std::chrono::seconds(30));
-    std::vector<std::string> errors(2);
-    std::vector<MoeOutput> after(2);
-    on_ranks(2, [&](int r) {
-        EpMoeLayer ep(layer, ExpertPlacement::contiguous(s.experts, 2), group.transport(r));
-        ep.set_chunk_tokens(4);
+    LocalGroup group(ranks, std::chrono::seconds(30));
+    std::vector<std::string> errors(static_cast<size_t>(ranks));
+    std::vector<MoeOutput> after(static_cast<size_t>(ranks));
+    on_ranks(ranks, [&](int r) {
+        EpMoeLayer ep(layer, ExpertPlacement::contiguous(s.experts, ranks), group.transport(r));
+        ep.set_chunk_tokens(chunk_tokens);
+        if (ranks_per_node > 0) ep.set_ranks_per_node(ranks_per_node);
         try {
-            (void)ep.forward(r == 1 ? bad : good);
+            (void)ep.forward(r == bad_rank ? bad : good);
         } catch (const Error& e) {
             errors[size_t(r)] = e.what();
         }
         after[size_t(r)] = ep.forward(good);
     });
-    EXPECT_NE(errors[0].find("rank 1 could not take part"), std::string::npos) << errors[0];
-    EXPECT_NE(errors[0].find("token 9"), std::string::npos) << errors[0];  // the batch's index, not the chunk's
-    EXPECT_NE(errors[1].find("token 9"), std::string::npos) << errors[1];
-    for (int r = 0; r < 2; ++r)
+    for (int r = 0; r < ranks; ++r) {
+        const std::string& e = errors[size_t(r)];
+        if (r != bad_rank)
+            EXPECT_NE(e.find("rank " + std::to_string(bad_rank) + " could not take part"), std::string::npos) << e;
+        EXPECT_NE(e.find("token 9"), std::string::npos) << e;
         EXPECT_EQ(test::first_bit_difference(after[size_t(r)].output.raw(), want.output.raw(), want.output.nbytes()), -1);
+    }
+}
+
+}  // namespace
+
+TEST(EpPipeline, ABadInputOnOneRankStopsEveryRankAndTheLayerGoesOn) {
+    expect_a_bad_input_stops_every_rank(2, 0, 4);  // token 9: the third chunk of 4
 }
 
 TEST(EpPipeline, PhasesOutOfOrderAreRefused) {
@@ -564,4 +580,79 @@ TEST(EpPlacementChange, DamagedExpertWeightsAreRefused) {
     Bytes cut(bytes.begin(), bytes.begin() + bytes.size() / 3);
     at = 0;
     EXPECT_THROW((void)unpack_expert_bytes(cut, at, whole.config(), 1, &id), Error);
+}
+
+// Ranks grouped into nodes: the exchanges take two levels (along rails, then within nodes) and every
+// rank's bytes stay the one-rank layer's — demo layers (hash routing, masks, bf16 and f32) and the
+// DeepSeek-V3 golden, contiguous, strided and replicated placements, whole batches and chunks.
+TEST(EpTwoLevel, NodesOfRanksGiveTheOneRankBytes) {
+    const DemoModelShape s = test::small_demo_shape();
+    const V3Golden g;
+    for (int layer_index : {0, 1}) {
+        const MoeLayer layer(demo_config(s), demo_layer_weights(s, layer_index), {.threads = 1});
+        for (DType dtype : {DType::BF16, DType::F32}) {
+            const MoeInput in = demo_input(s, 37, dtype);
+            expect_same_as_one_rank(layer, in, ExpertPlacement::contiguous(s.experts, 4), 0, 2);
+            expect_same_as_one_rank(layer, in, ExpertPlacement::strided(s.experts, 4), 7, 2);
+            expect_same_as_one_rank(layer, in, replicated(s.experts, 4, 3), 0, 2);
+        }
+    }
+    for (auto [ranks, per_node] : {std::pair{4, 2}, {8, 2}, {8, 4}, {4, 1}}) {
+        SCOPED_TRACE(std::to_string(ranks) + " ranks in nodes of " + std::to_string(per_node));
+        expect_same_as_one_rank(g.whole, g.in, ExpertPlacement::contiguous(16, ranks), 0, per_node);
+        expect_same_as_one_rank(g.whole, g.in, replicated(16, ranks, 5), 5, per_node);
+    }
+}
+
+// DeepSeek-V3's node-limited routing: with each expert group on its own node (4 nodes of 2 ranks, the
+// golden's 4 groups of 4 experts) and topk_group = 2, every token leaves for at most 2 nodes — exactly
+// the nodes of its experts — where one level sends it once per rank.
+TEST(EpTwoLevel, ATokenCrossesOnceToEachNodeOfItsExperts) {
+    const V3Golden g;
+    const ExpertPlacement placement = ExpertPlacement::contiguous(16, 8);
+    const MoeOutput want = g.whole.forward(g.in);
+    const std::vector<EpStats> two = expect_same_as_one_rank(g.whole, g.in, placement, 0, 2);
+    const std::vector<EpStats> one = expect_same_as_one_rank(g.whole, g.in, placement, 0, 8);
+    const int64_t T = g.in.hidden.dim(0), K = g.whole.config().top_k;
+    // The rows each node should get: the batch's tokens with an expert there (node = group = expert / 4).
+    std::vector<int64_t> expected(4, 0);
+    int64_t most_nodes = 0;
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<bool> hit(4, false);
+        for (int64_t k = 0; k < K; ++k) hit[size_t(want.topk_ids.data<int32_t>()[t * K + k] / 4)] = true;
+        const int64_t nodes = std::count(hit.begin(), hit.end(), true);
+        most_nodes = std::max(most_nodes, nodes);
+        for (int n = 0; n < 4; ++n) expected[size_t(n)] += hit[size_t(n)];
+    }
+    EXPECT_LE(most_nodes, 2);
+    std::vector<int64_t> sent(4, 0);
+    int64_t one_level = 0;
+    for (int r = 0; r < 8; ++r) {
+        ASSERT_EQ(two[size_t(r)].rows_to_nodes.size(), 4u);
+        for (int n = 0; n < 4; ++n) sent[size_t(n)] += two[size_t(r)].rows_to_nodes[size_t(n)];
+        for (int64_t rows : one[size_t(r)].rows_to_nodes) one_level += rows;
+    }
+    EXPECT_EQ(sent, expected);
+    int64_t two_level = 0;
+    for (int64_t rows : sent) two_level += rows;
+    std::printf("token rows sent: two levels %lld (to nodes), one level %lld (to ranks)\n", (long long)two_level,
+                (long long)one_level);
+    EXPECT_LT(two_level, one_level);
+}
+
+// In nodes too: the failure note travels along the rail, then through the node.
+TEST(EpTwoLevel, ABadInputOnOneRankStopsEveryRank) {
+    expect_a_bad_input_stops_every_rank(4, 2, 0);
+    expect_a_bad_input_stops_every_rank(4, 2, 4);
+}
+
+TEST(EpTwoLevel, NodesMustDivideTheRanks) {
+    LocalGroup group(1);
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1));
+    EpMoeLayer ep(layer, ExpertPlacement::contiguous(s.experts, 1), group.transport(0));
+    EXPECT_THROW(ep.set_ranks_per_node(2), Error);
+    EXPECT_THROW(ep.set_ranks_per_node(0), Error);
+    ep.set_ranks_per_node(1);
+    EXPECT_EQ(ep.ranks_per_node(), 1);
 }

@@ -337,6 +337,10 @@ Command add_run_command(CLI::App& parent) {
         ->capture_default_str();
     app->add_option("--ep-timeout", o->ep.timeout_s, "Under mpirun or a torchrun-style launch: seconds to wait for another rank")
         ->capture_default_str();
+    app->add_option("--ranks-per-node", o->ep.ranks_per_node,
+                    "Under mpirun or a torchrun-style launch: ranks per node (two-level exchanges: a token crosses to a node once; 0 = one node)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     CLI::Option_group* demo = app->add_option_group("Demo", "Options of the built-in demo (no --model)");
     demo->add_option("--tokens", o->tokens, "Batch sizes to time")->delimiter(',')->capture_default_str();
     demo->add_option("--batches", o->batches, "Timed batches per size (small sizes repeat to at least 0.2 s)")

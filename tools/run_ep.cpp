@@ -59,7 +59,8 @@ std::optional<MoeOutput> run_expert_parallel(const MoeLayer& layer, const MoeInp
     const MoeConfig& cfg = layer.config();
     const int64_t T = in.hidden.dim(0), H = cfg.hidden_size, K = cfg.top_k, R = transport.size();
     const int64_t per = (T + R - 1) / R, begin = std::min(T, per * transport.rank()), end = std::min(T, begin + per);
-    const EpMoeLayer ep(layer, *run.table, transport);
+    EpMoeLayer ep(layer, *run.table, transport);
+    if (run.ranks_per_node > 0) ep.set_ranks_per_node(int(run.ranks_per_node));
     const MoeOutput mine = ep.forward(in.rows(begin, end));
 
     // Every rank's rows to rank 0, which lays them out in token order.

@@ -14,6 +14,7 @@ namespace steadymoe::cli {
 struct EpRun {
     std::string placement = "contiguous";  // contiguous, strided, or a placement file (steadymoe plan)
     double timeout_s = 60;                 // bound on every wait for another rank
+    int ranks_per_node = 0;                // > 0: two-level exchanges over nodes of this many ranks
     bool root = true;                      // set: whether this rank writes the output
     int ranks = 1;                         // set: ranks in the run
     std::shared_ptr<Transport> transport;  // set by begin_expert_parallel

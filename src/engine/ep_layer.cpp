@@ -6,6 +6,7 @@
 #include "steadymoe/parallel/collective_queue.hpp"
 
 #include "break_on_throw.hpp"
+#include "ep_relay.hpp"
 #include "expert_transfer.hpp"
 
 #include <fmt/format.h>
@@ -17,54 +18,14 @@
 
 namespace steadymoe {
 
+using ep::kDispatchFailed;
+using ep::kDispatchHeader;
+using ep::kDispatchOk;
+using ep::Outgoing;
+using ep::Reader;
+using ep::Writer;
+
 namespace {
-
-// A little-endian byte writer / reader for the dispatch and combine messages.
-class Writer {
-public:
-    template <typename T>
-    void put(const T& v) {
-        append(&v, sizeof(T));
-    }
-    void append(const void* p, size_t n) {
-        const auto* b = static_cast<const uint8_t*>(p);
-        bytes.insert(bytes.end(), b, b + n);
-    }
-    Bytes bytes;
-};
-
-class Reader {
-public:
-    Reader(const Bytes& b, int from) : bytes_(b), from_(from) {}
-    template <typename T>
-    T get() {
-        T v;
-        std::memcpy(&v, take(sizeof(T)), sizeof(T));
-        return v;
-    }
-    size_t remaining() const { return bytes_.size() - at_; }
-    const uint8_t* take(size_t n) {
-        SMOE_CHECK(n <= remaining(), Communication, "a message from rank {} is truncated ({} of {} bytes)", from_,
-                   bytes_.size(), at_ + n);
-        const uint8_t* p = bytes_.data() + at_;
-        at_ += n;
-        return p;
-    }
-
-private:
-    const Bytes& bytes_;
-    int from_;
-    size_t at_ = 0;
-};
-
-// One destination's share of this rank's tokens: each token once, then its (token, slot) pairs.
-struct Outgoing {
-    std::vector<int64_t> tokens;     // ascending
-    std::vector<int32_t> pair_row;   // index into tokens
-    std::vector<int32_t> pair_slot;  // the destination's physical slot
-    std::vector<float> pair_weight;
-    std::vector<int64_t> pair_home;  // contribution row t*K + k on this rank
-};
 
 // The first and last bytes and the shape of a tensor: cheap, and different for any other checkpoint.
 uint64_t sample(uint64_t h, const Tensor& t) {
@@ -224,13 +185,9 @@ struct EpBatch::State {
     int phase = 0;                            // phases done: 1 begin_dispatch ... 4 finish_combine
     uint64_t generation = 0;                  // the placement it was dispatched under
     std::exception_ptr error;                 // this rank could not take part (its input, say)
+    std::vector<int64_t> rows_to_nodes;       // token rows sent to each node
 };
 
-namespace {
-// Every dispatch message starts with the sender's status and placement generation.
-constexpr uint8_t kDispatchOk = 0, kDispatchFailed = 1;
-constexpr size_t kDispatchHeader = 1 + sizeof(uint64_t);
-}  // namespace
 
 EpBatch::EpBatch() = default;
 EpBatch::~EpBatch() = default;
@@ -238,6 +195,16 @@ EpBatch::EpBatch(EpBatch&&) noexcept = default;
 EpBatch& EpBatch::operator=(EpBatch&&) noexcept = default;
 
 EpMoeLayer::~EpMoeLayer() = default;
+
+void EpMoeLayer::set_ranks_per_node(int ranks) {
+    SMOE_CHECK(ranks >= 1 && transport_.size() % ranks == 0, InvalidArgument,
+               "nodes of {} ranks do not divide the {} ranks", ranks, transport_.size());
+    ranks_per_node_ = ranks;
+}
+
+ep::Nodes EpMoeLayer::nodes() const {
+    return {transport_.size(), ranks_per_node_ > 0 ? ranks_per_node_ : transport_.size()};
+}
 
 void EpMoeLayer::set_chunk_tokens(int64_t tokens) {
     SMOE_CHECK(tokens >= 0, InvalidArgument, "chunk size {} is negative", tokens);
@@ -267,15 +234,16 @@ EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input, bool values_checked) c
     } catch (const std::exception& e) {
         // This rank's input cannot run (a NaN, a bad mask, ...). Every rank still gets a message from it —
         // one that says so — so all make the same exchanges and all stop at finish_dispatch, naming it.
+        // In two levels the note goes to this rank's rail, whose gateways tell their nodes.
         st.error = std::current_exception();
         const std::string why = e.what();
-        messages.assign(static_cast<size_t>(ranks), Bytes{});
-        for (Bytes& m : messages) {
-            Writer w;
-            w.put(kDispatchFailed), w.put(uint64_t(generation_));
-            w.append(why.data(), why.size());
-            m = std::move(w.bytes);
-        }
+        Writer w;
+        w.put(kDispatchFailed), w.put(uint64_t(generation_));
+        w.append(why.data(), why.size());
+        if (two_level())
+            messages = ep::rail_bundles(nodes(), transport_.rank(), {}, generation_, false, nullptr, 0, w.bytes);
+        else
+            messages.assign(static_cast<size_t>(ranks), w.bytes);
     }
     st.dispatch = queue_->all_to_all(std::move(messages));
     st.phase = 1;
@@ -312,18 +280,26 @@ std::vector<Bytes> EpMoeLayer::dispatch_messages(const MoeInput& input, EpBatch:
     }
     const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
     const size_t row_bytes = size_t(H) * (bf16 ? 2 : 4);
-    std::vector<Bytes> messages(static_cast<size_t>(ranks));
-    for (int d = 0; d < ranks; ++d) {
-        const Outgoing& o = st.out[size_t(d)];
-        Writer w;
-        w.put(kDispatchOk), w.put(uint64_t(generation_));
-        w.put(uint8_t(bf16)), w.put(int64_t(o.tokens.size())), w.put(int64_t(o.pair_row.size()));
-        for (int64_t t : o.tokens) w.append(static_cast<const uint8_t*>(input.hidden.raw()) + size_t(t) * row_bytes, row_bytes);
-        w.append(o.pair_row.data(), o.pair_row.size() * 4);
-        w.append(o.pair_slot.data(), o.pair_slot.size() * 4);
-        w.append(o.pair_weight.data(), o.pair_weight.size() * 4);
-        messages[size_t(d)] = std::move(w.bytes);
+    const auto* rows = static_cast<const uint8_t*>(input.hidden.raw());
+    // Rows crossing to each node: a token once per node in two levels, once per rank in one.
+    const ep::Nodes n = nodes();
+    st.rows_to_nodes.assign(size_t(n.nodes()), 0);
+    for (int d = 0; d < ranks; ++d) st.rows_to_nodes[size_t(n.node(d))] += int64_t(st.out[size_t(d)].tokens.size());
+    if (two_level()) {
+        for (int node = 0; node < n.nodes(); ++node) {
+            std::vector<int64_t> tokens;
+            for (int l = 0; l < n.per_node; ++l) {
+                const std::vector<int64_t>& t = st.out[size_t(n.rank(node, l))].tokens;
+                tokens.insert(tokens.end(), t.begin(), t.end());
+            }
+            std::sort(tokens.begin(), tokens.end());
+            st.rows_to_nodes[size_t(node)] = std::unique(tokens.begin(), tokens.end()) - tokens.begin();
+        }
+        return ep::rail_bundles(n, transport_.rank(), st.out, generation_, bf16, rows, row_bytes, {});
     }
+    std::vector<Bytes> messages(static_cast<size_t>(ranks));
+    for (int d = 0; d < ranks; ++d)
+        messages[size_t(d)] = ep::dispatch_message(st.out[size_t(d)], generation_, bf16, rows, row_bytes);
     return messages;
 }
 
@@ -332,6 +308,11 @@ void EpMoeLayer::finish_dispatch(EpBatch& batch) const {
     EpBatch::State& st = *batch.s_;
     st.received = st.dispatch.get();
     st.phase = 2;
+    if (two_level()) {  // hop 2: the node's gateways hand every rank its messages (failure notes too)
+        BreakOnThrow guard(broken_);
+        const ep::Nodes n = nodes();
+        st.received = ep::unpack_by_source(n, queue_->all_to_all(ep::node_forward(n, transport_.rank(), st.received)).get());
+    }
     if (st.error) std::rethrow_exception(st.error);
     for (int s = 0; s < int(st.received.size()); ++s) {
         Reader r(st.received[size_t(s)], s);
@@ -416,7 +397,13 @@ void EpMoeLayer::begin_combine(EpBatch& batch) const {
         replies[size_t(s)] = std::move(result);
     }
     st.received.clear();
-    st.combine = queue_->all_to_all(std::move(replies));
+    if (two_level()) {  // back through the node's gateways, then along the rails
+        const ep::Nodes n = nodes();
+        const std::vector<Bytes> in_node = queue_->all_to_all(ep::node_return(n, me, replies)).get();
+        st.combine = queue_->all_to_all(ep::rail_return(n, me, in_node));
+    } else {
+        st.combine = queue_->all_to_all(std::move(replies));
+    }
     // Expert loads of every rank travel with the results (always exchanged: collectives must match).
     Bytes load(size_t(E) * 8);
     std::memcpy(load.data(), st.plan.out.expert_load.data(), load.size());
@@ -432,7 +419,8 @@ MoeOutput EpMoeLayer::finish_combine(EpBatch& batch, EpStats* stats) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k, T = plan.tokens;
     const int ranks = transport_.size();
-    const std::vector<Bytes> returned = st.combine.get();
+    const std::vector<Bytes> returned =
+        two_level() ? ep::unpack_by_destination(nodes(), st.combine.get()) : st.combine.get();
     const std::vector<Bytes> loads = st.loads.get();
     st.phase = 4;
 
@@ -471,6 +459,7 @@ MoeOutput EpMoeLayer::finish_combine(EpBatch& batch, EpStats* stats) const {
         }
         stats->tokens_sent.assign(size_t(ranks), 0);
         for (int d = 0; d < ranks; ++d) stats->tokens_sent[size_t(d)] = int64_t(st.out[size_t(d)].tokens.size());
+        stats->rows_to_nodes = st.rows_to_nodes;
     }
     return std::move(plan.out);
 }
@@ -507,6 +496,7 @@ MoeOutput join_chunks(const std::vector<MoeOutput>& parts, const std::vector<EpS
             for (size_t e = 0; e < stats->global_expert_load.size(); ++e)
                 stats->global_expert_load[e] += part_stats[c].global_expert_load[e];
             for (size_t d = 0; d < stats->tokens_sent.size(); ++d) stats->tokens_sent[d] += part_stats[c].tokens_sent[d];
+            for (size_t n = 0; n < stats->rows_to_nodes.size(); ++n) stats->rows_to_nodes[n] += part_stats[c].rows_to_nodes[n];
         }
     }
     return out;

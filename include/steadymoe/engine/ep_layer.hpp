@@ -22,10 +22,14 @@ namespace steadymoe {
 namespace cpu {
 struct PackedExpert;
 }
+namespace ep {
+struct Nodes;
+}
 
 struct EpStats {
     std::vector<int64_t> global_expert_load;  // tokens per logical expert on all ranks (summed in rank order)
     std::vector<int64_t> tokens_sent;         // token rows this rank sent to each rank (itself included)
+    std::vector<int64_t> rows_to_nodes;       // token rows that left this rank for each node (its own included)
 };
 
 class CollectiveQueue;
@@ -65,6 +69,15 @@ public:
     // runs as many chunks as the rank with the most (empty ones after its own).
     void set_chunk_tokens(int64_t tokens);
     int64_t chunk_tokens() const { return chunk_tokens_; }
+
+    // Ranks as nodes of `ranks` consecutive ranks (it must divide the rank count; every rank must set the
+    // same, between batches; the default is one node). With more than one node the exchanges take two
+    // levels: a token crosses to another node once — to the rank of its sender's local index there —
+    // and that rank hands it to the node's ranks that hold its experts; results return the same way.
+    // With routing limited to topk_group groups and each group's experts on one node (the planner's
+    // placements), a token leaves for at most topk_group nodes. The output bytes are the same.
+    void set_ranks_per_node(int ranks);
+    int ranks_per_node() const { return ranks_per_node_ > 0 ? ranks_per_node_ : transport_.size(); }
 
     // The layer in phases, for callers that overlap other work with the exchanges (two micro-batches
     // in turn, as DeepSeek serves). Every phase call is collective: all ranks make the same calls in
@@ -121,6 +134,9 @@ private:
     Transport& transport_;
     std::unique_ptr<CollectiveQueue> queue_;
     int64_t chunk_tokens_ = 0;
+    int ranks_per_node_ = 0;  // 0: one node
+    ep::Nodes nodes() const;
+    bool two_level() const { return ranks_per_node() < transport_.size(); }
     std::map<int64_t, std::shared_ptr<const MovedExpert>> moved_;  // experts received from other ranks
     uint64_t generation_ = 0;                  // placement changes so far (checked in every dispatch)
     mutable std::atomic<bool> broken_{false};  // see check_usable
