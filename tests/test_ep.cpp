@@ -640,10 +640,56 @@ TEST(EpTwoLevel, ATokenCrossesOnceToEachNodeOfItsExperts) {
     EXPECT_LT(two_level, one_level);
 }
 
-// In nodes too: the failure note travels along the rail, then through the node.
+// In nodes too. forward() checks the whole batch before any rows move; through the phase calls, the
+// failing rank's note travels along its rail, then through each node, and every rank's finish_dispatch
+// names it. The layer goes on, bitwise.
 TEST(EpTwoLevel, ABadInputOnOneRankStopsEveryRank) {
     expect_a_bad_input_stops_every_rank(4, 2, 0);
     expect_a_bad_input_stops_every_rank(4, 2, 4);
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1), {.threads = 1});
+    const MoeInput good = demo_input(s, 12, DType::F32);
+    MoeInput bad = demo_input(s, 12, DType::F32);
+    bad.hidden.mutable_data<float>()[5 * s.hidden + 1] = std::nanf("");
+    const MoeOutput want = layer.forward(good);
+    LocalGroup group(6, std::chrono::seconds(30));
+    std::vector<std::string> errors(6);
+    std::vector<MoeOutput> after(6);
+    on_ranks(6, [&](int r) {
+        EpMoeLayer ep(layer, replicated(s.experts, 6, 4), group.transport(r));
+        ep.set_ranks_per_node(3);  // rank 4 is on node 1, rail 1: ranks 0, 2, 3 and 5 hear of it through relays
+        EpBatch batch = ep.begin_dispatch(r == 4 ? bad : good);
+        try {
+            ep.finish_dispatch(batch);
+        } catch (const Error& e) {
+            errors[size_t(r)] = e.what();
+        }
+        after[size_t(r)] = ep.forward(good);
+    });
+    for (int r = 0; r < 6; ++r) {
+        const std::string& e = errors[size_t(r)];
+        EXPECT_NE(e.find(r == 4 ? "token 5" : "rank 4 could not take part"), std::string::npos) << "rank " << r << ": " << e;
+        EXPECT_EQ(test::first_bit_difference(after[size_t(r)].output.raw(), want.output.raw(), want.output.nbytes()), -1);
+    }
+}
+
+// forward() refuses ranks that group the ranks into nodes differently, naming one, before any rows move.
+TEST(EpTwoLevel, RanksMustAgreeOnTheNodes) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1), {.threads = 1});
+    const MoeInput in = demo_input(s, 8, DType::BF16);
+    LocalGroup group(4, std::chrono::seconds(30));
+    std::vector<std::string> errors(4);
+    on_ranks(4, [&](int r) {
+        EpMoeLayer ep(layer, ExpertPlacement::contiguous(s.experts, 4), group.transport(r));
+        ep.set_ranks_per_node(r == 2 ? 4 : 2);
+        try {
+            (void)ep.forward(in);
+        } catch (const Error& e) {
+            errors[size_t(r)] = e.what();
+        }
+    });
+    for (int r = 0; r < 4; ++r) EXPECT_NE(errors[size_t(r)].find("nodes of"), std::string::npos) << "rank " << r << ": " << errors[size_t(r)];
 }
 
 TEST(EpTwoLevel, NodesMustDivideTheRanks) {

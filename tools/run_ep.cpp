@@ -47,6 +47,9 @@ std::optional<std::vector<bool>> begin_expert_parallel(const MoeConfig& config, 
     run.ranks = transport->size();
     run.root = transport->rank() == 0;
     if (transport->size() == 1) return std::nullopt;
+    SMOE_CHECK(run.ranks_per_node == 0 || transport->size() % run.ranks_per_node == 0, InvalidArgument,
+               "--ranks-per-node {}: nodes of {} ranks do not divide the {} ranks", run.ranks_per_node,
+               run.ranks_per_node, transport->size());
     run.table = placement_of(run.placement, config.n_routed_experts, transport->size());
     std::vector<bool> held = run.table->experts_of(transport->rank());
     run.transport = std::move(transport);

@@ -285,18 +285,8 @@ std::vector<Bytes> EpMoeLayer::dispatch_messages(const MoeInput& input, EpBatch:
     const ep::Nodes n = nodes();
     st.rows_to_nodes.assign(size_t(n.nodes()), 0);
     for (int d = 0; d < ranks; ++d) st.rows_to_nodes[size_t(n.node(d))] += int64_t(st.out[size_t(d)].tokens.size());
-    if (two_level()) {
-        for (int node = 0; node < n.nodes(); ++node) {
-            std::vector<int64_t> tokens;
-            for (int l = 0; l < n.per_node; ++l) {
-                const std::vector<int64_t>& t = st.out[size_t(n.rank(node, l))].tokens;
-                tokens.insert(tokens.end(), t.begin(), t.end());
-            }
-            std::sort(tokens.begin(), tokens.end());
-            st.rows_to_nodes[size_t(node)] = std::unique(tokens.begin(), tokens.end()) - tokens.begin();
-        }
-        return ep::rail_bundles(n, transport_.rank(), st.out, generation_, bf16, rows, row_bytes, {});
-    }
+    if (two_level())  // rows_to_nodes: the rows each node's bundle carries
+        return ep::rail_bundles(n, transport_.rank(), st.out, generation_, bf16, rows, row_bytes, {}, &st.rows_to_nodes);
     std::vector<Bytes> messages(static_cast<size_t>(ranks));
     for (int d = 0; d < ranks; ++d)
         messages[size_t(d)] = ep::dispatch_message(st.out[size_t(d)], generation_, bf16, rows, row_bytes);
@@ -311,7 +301,8 @@ void EpMoeLayer::finish_dispatch(EpBatch& batch) const {
     if (two_level()) {  // hop 2: the node's gateways hand every rank its messages (failure notes too)
         BreakOnThrow guard(broken_);
         const ep::Nodes n = nodes();
-        st.received = ep::unpack_by_source(n, queue_->all_to_all(ep::node_forward(n, transport_.rank(), st.received)).get());
+        const std::vector<Bytes> relayed = ep::node_forward(n, transport_.rank(), st.received, layer_.config().hidden_size);
+        st.received = ep::unpack_by_source(n, queue_->all_to_all(relayed).get());
     }
     if (st.error) std::rethrow_exception(st.error);
     for (int s = 0; s < int(st.received.size()); ++s) {
@@ -493,6 +484,9 @@ MoeOutput join_chunks(const std::vector<MoeOutput>& parts, const std::vector<EpS
     if (stats) {
         *stats = part_stats.front();
         for (size_t c = 1; c < part_stats.size(); ++c) {
+            SMOE_CHECK(part_stats[c].rows_to_nodes.size() == stats->rows_to_nodes.size() &&
+                           part_stats[c].tokens_sent.size() == stats->tokens_sent.size(),
+                       Internal, "chunk {} counted its rows over another layout of ranks", c);
             for (size_t e = 0; e < stats->global_expert_load.size(); ++e)
                 stats->global_expert_load[e] += part_stats[c].global_expert_load[e];
             for (size_t d = 0; d < stats->tokens_sent.size(); ++d) stats->tokens_sent[d] += part_stats[c].tokens_sent[d];
@@ -521,7 +515,7 @@ MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
     const int64_t size = chunk_tokens_ > 0 ? std::min(chunk_tokens_, std::max<int64_t>(T, 1)) : std::max<int64_t>(T, 1);
     const int64_t mine = (T + size - 1) / size;
     Writer said;
-    said.put(mine);
+    said.put(mine), said.put(int32_t(ranks_per_node()));  // the node size travels too: all must agree
     said.append(problem.data(), problem.size());
     const std::vector<Bytes> counts = gather(said.bytes);
     if (own_problem) std::rethrow_exception(own_problem);
@@ -529,6 +523,9 @@ MoeOutput EpMoeLayer::forward(const MoeInput& input, EpStats* stats) const {
     for (int r = 0; r < int(counts.size()); ++r) {
         Reader in(counts[size_t(r)], r);
         chunks = std::max(chunks, in.get<int64_t>());
+        const int32_t per_node = in.get<int32_t>();
+        SMOE_CHECK(per_node == ranks_per_node(), Communication, "rank {} groups the ranks into nodes of {}, this rank into {}",
+                   r, per_node, ranks_per_node());
         const size_t rest = in.remaining();
         SMOE_CHECK(rest == 0, Communication, "rank {} could not take part in the batch: {}", r,
                    std::string(reinterpret_cast<const char*>(in.take(rest)), rest));

@@ -70,7 +70,8 @@ Bytes dispatch_message(const Outgoing& o, uint64_t generation, bool bf16, const 
 }
 
 std::vector<Bytes> rail_bundles(const Nodes& n, int me, const std::vector<Outgoing>& out, uint64_t generation,
-                                bool bf16, const uint8_t* rows, size_t row_bytes, const Bytes& failure) {
+                                bool bf16, const uint8_t* rows, size_t row_bytes, const Bytes& failure,
+                                std::vector<int64_t>* rows_to_nodes) {
     std::vector<Bytes> bundles(static_cast<size_t>(n.ranks));
     for (int node = 0; node < n.nodes(); ++node) {
         Bytes& b = bundles[size_t(n.gateway(me, node))];
@@ -86,6 +87,7 @@ std::vector<Bytes> rail_bundles(const Nodes& n, int me, const std::vector<Outgoi
         }
         std::sort(tokens.begin(), tokens.end());
         tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+        if (rows_to_nodes) rows_to_nodes->at(size_t(node)) = int64_t(tokens.size());
         Writer w;
         w.put(kDispatchOk), w.put(generation), w.put(int32_t(n.per_node));
         w.put(uint8_t(bf16)), w.put(int64_t(row_bytes)), w.put(int64_t(tokens.size()));
@@ -105,7 +107,7 @@ std::vector<Bytes> rail_bundles(const Nodes& n, int me, const std::vector<Outgoi
     return bundles;
 }
 
-std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>& from_rail) {
+std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>& from_rail, int64_t hidden) {
     std::vector<Writer> to(static_cast<size_t>(n.per_node));
     for (Writer& w : to) w.put(int32_t(n.nodes()));
     for (int node = 0; node < n.nodes(); ++node) {
@@ -122,7 +124,8 @@ std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>
                    "rank {} groups ranks into nodes of {}, this rank into {}", s, per_node, n.per_node);
         const uint8_t bf16 = r.get<uint8_t>();
         const int64_t row_bytes = r.get<int64_t>(), tokens = r.get<int64_t>();
-        SMOE_CHECK(row_bytes > 0 && tokens >= 0 && size_t(tokens) <= r.remaining() / size_t(row_bytes),
+        SMOE_CHECK(row_bytes == hidden * (bf16 ? 2 : 4) && tokens >= 0 &&
+                       size_t(tokens) <= r.remaining() / size_t(row_bytes),
                    Communication, "rank {} sent a malformed bundle ({} rows of {} bytes in {})", s, tokens,
                    row_bytes, r.remaining());
         const uint8_t* rows = r.take(size_t(tokens * row_bytes));
@@ -139,8 +142,10 @@ std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>
                        n.rank(n.node(me), l));
             Writer m;  // M(s, d), byte for byte as one level writes it
             m.put(kDispatchOk), m.put(generation), m.put(bf16), m.put(count), m.put(pairs);
-            for (int32_t i : index) {
-                SMOE_CHECK(i >= 0 && i < tokens, Communication, "rank {} sent token {} of {}", s, i, tokens);
+            for (size_t j = 0; j < index.size(); ++j) {  // ascending: each row at most once
+                const int32_t i = index[j];
+                SMOE_CHECK(i >= 0 && i < tokens && (j == 0 || i > index[j - 1]), Communication,
+                           "rank {} sent token {} of {} out of order", s, i, tokens);
                 m.append(rows + size_t(i) * size_t(row_bytes), size_t(row_bytes));
             }
             m.append(r.take(size_t(pairs) * 12), size_t(pairs) * 12);  // rows, slots, weights

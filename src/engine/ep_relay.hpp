@@ -90,11 +90,13 @@ struct Nodes {
 
 // Hop 1 of a dispatch: what `me` sends each rank (empty but for the gateways on its rail). `failure`,
 // when not empty, is the message every gateway gets instead (a rank whose input cannot run).
+// `rows_to_nodes` (when set) gets the token rows each node's bundle carries.
 std::vector<Bytes> rail_bundles(const Nodes& n, int me, const std::vector<Outgoing>& out, uint64_t generation,
-                                bool bf16, const uint8_t* rows, size_t row_bytes, const Bytes& failure);
+                                bool bf16, const uint8_t* rows, size_t row_bytes, const Bytes& failure,
+                                std::vector<int64_t>* rows_to_nodes = nullptr);
 // Hop 2 at a gateway: from the bundles received on its rail, the messages M(s, d) for each rank d of its
-// node, packed per d.
-std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>& from_rail);
+// node, packed per d. `hidden` is the layer's H (a row is H bf16 or f32 values).
+std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>& from_rail, int64_t hidden);
 // At every rank: M(s, me) for every source s, from its node's gateways.
 std::vector<Bytes> unpack_by_source(const Nodes& n, const std::vector<Bytes>& from_node);
 
