@@ -7,6 +7,7 @@
 #include "steadymoe/engine/load_balance.hpp"
 #include "steadymoe/parallel/eplb.hpp"
 #include "steadymoe/engine/synthetic.hpp"
+#include "steadymoe/parallel/collective_queue.hpp"
 #include "steadymoe/model/checkpoint.hpp"
 
 #include "../src/engine/expert_transfer.hpp"
@@ -701,4 +702,38 @@ TEST(EpTwoLevel, NodesMustDivideTheRanks) {
     EXPECT_THROW(ep.set_ranks_per_node(0), Error);
     ep.set_ranks_per_node(1);
     EXPECT_EQ(ep.ranks_per_node(), 1);
+}
+
+// A relayed all-to-all: what arrives in the first exchange is forwarded by the second, on the queue's
+// thread. A rank whose relay fails still takes part (sending nothing): the others finish, and only its
+// own future throws.
+TEST(CollectiveQueue, RelayedAllToAllForwardsAndAFailedRelayBlocksNoOne) {
+    LocalGroup group(3, std::chrono::seconds(10));
+    std::vector<std::vector<Bytes>> got(3);
+    std::vector<std::string> errors(3);
+    on_ranks(3, [&](int r) {
+        CollectiveQueue queue(group.transport(r));
+        std::vector<Bytes> send(3);
+        for (int d = 0; d < 3; ++d) send[size_t(d)] = Bytes{uint8_t(10 * r + d)};
+        // Rank r forwards everything it got to rank (r + 1) % 3, in source order; rank 2's relay fails.
+        auto relay = [r](const std::vector<Bytes>& arrived) {
+            if (r == 2) throw Error(ErrorKind::Communication, "relay refused");
+            std::vector<Bytes> onward(3);
+            for (const Bytes& b : arrived) onward[size_t((r + 1) % 3)].insert(onward[size_t((r + 1) % 3)].end(), b.begin(), b.end());
+            return onward;
+        };
+        try {
+            got[size_t(r)] = queue.all_to_all_relayed(send, relay).get();
+        } catch (const Error& e) {
+            errors[size_t(r)] = e.what();
+        }
+    });
+    for (int r = 0; r < 3; ++r) ASSERT_EQ(got[size_t(r)].size(), r == 2 ? 0u : 3u) << "rank " << r << ": " << errors[size_t(r)];
+    // Rank 1 gets from rank 0 what rank 0 received (10 s + 0 from each source s), nothing else; rank 0
+    // nothing from rank 2, whose relay failed.
+    EXPECT_EQ(got[1][0], (Bytes{0, 10, 20}));
+    EXPECT_TRUE(got[1][1].empty() && got[1][2].empty());
+    EXPECT_TRUE(got[0][0].empty() && got[0][1].empty() && got[0][2].empty());
+    EXPECT_NE(errors[2].find("relay refused"), std::string::npos) << errors[2];
+    EXPECT_TRUE(errors[0].empty() && errors[1].empty());
 }

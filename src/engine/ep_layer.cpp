@@ -245,7 +245,15 @@ EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input, bool values_checked) c
         else
             messages.assign(static_cast<size_t>(ranks), w.bytes);
     }
-    st.dispatch = queue_->all_to_all(std::move(messages));
+    if (two_level()) {  // along the rail, then the node's gateways hand every rank its messages
+        const ep::Nodes n = nodes();
+        const int me = transport_.rank();
+        const int64_t H = layer_.config().hidden_size;
+        st.dispatch = queue_->all_to_all_relayed(
+            std::move(messages), [n, me, H](const std::vector<Bytes>& bundles) { return ep::node_forward(n, me, bundles, H); });
+    } else {
+        st.dispatch = queue_->all_to_all(std::move(messages));
+    }
     st.phase = 1;
     return batch;
 }
@@ -296,13 +304,13 @@ std::vector<Bytes> EpMoeLayer::dispatch_messages(const MoeInput& input, EpBatch:
 void EpMoeLayer::finish_dispatch(EpBatch& batch) const {
     expect_phase(batch.s_ ? batch.s_->phase : -1, 1, "finish_dispatch");
     EpBatch::State& st = *batch.s_;
-    st.received = st.dispatch.get();
-    st.phase = 2;
-    if (two_level()) {  // hop 2: the node's gateways hand every rank its messages (failure notes too)
+    if (two_level()) {  // messages relayed by the node's gateways (failure notes too)
         BreakOnThrow guard(broken_);
-        const ep::Nodes n = nodes();
-        const std::vector<Bytes> relayed = ep::node_forward(n, transport_.rank(), st.received, layer_.config().hidden_size);
-        st.received = ep::unpack_by_source(n, queue_->all_to_all(relayed).get());
+        st.phase = 2;
+        st.received = ep::unpack_by_source(nodes(), st.dispatch.get());
+    } else {
+        st.received = st.dispatch.get();
+        st.phase = 2;
     }
     if (st.error) std::rethrow_exception(st.error);
     for (int s = 0; s < int(st.received.size()); ++s) {
@@ -390,8 +398,8 @@ void EpMoeLayer::begin_combine(EpBatch& batch) const {
     st.received.clear();
     if (two_level()) {  // back through the node's gateways, then along the rails
         const ep::Nodes n = nodes();
-        const std::vector<Bytes> in_node = queue_->all_to_all(ep::node_return(n, me, replies)).get();
-        st.combine = queue_->all_to_all(ep::rail_return(n, me, in_node));
+        st.combine = queue_->all_to_all_relayed(
+            ep::node_return(n, me, replies), [n, me](const std::vector<Bytes>& in_node) { return ep::rail_return(n, me, in_node); });
     } else {
         st.combine = queue_->all_to_all(std::move(replies));
     }

@@ -1,5 +1,7 @@
 #include "steadymoe/parallel/collective_queue.hpp"
 
+#include <exception>
+
 namespace steadymoe {
 
 CollectiveQueue::CollectiveQueue(Transport& transport)
@@ -32,8 +34,28 @@ void CollectiveQueue::run() {
 }
 
 std::future<std::vector<Bytes>> CollectiveQueue::all_to_all(std::vector<Bytes> send) {
-    std::packaged_task<std::vector<Bytes>()> task(
-        [this, send = std::move(send)]() mutable { return transport_.all_to_all(std::move(send)); });
+    return start(std::packaged_task<std::vector<Bytes>()>(
+        [this, send = std::move(send)]() mutable { return transport_.all_to_all(std::move(send)); }));
+}
+
+std::future<std::vector<Bytes>> CollectiveQueue::all_to_all_relayed(std::vector<Bytes> send, Relay relay) {
+    return start(std::packaged_task<std::vector<Bytes>()>([this, send = std::move(send), relay = std::move(relay)]() mutable {
+        const std::vector<Bytes> arrived = transport_.all_to_all(std::move(send));
+        std::vector<Bytes> onward;
+        std::exception_ptr error;
+        try {
+            onward = relay(arrived);
+        } catch (...) {
+            error = std::current_exception();
+            onward.assign(size_t(transport_.size()), Bytes{});
+        }
+        std::vector<Bytes> result = transport_.all_to_all(std::move(onward));
+        if (error) std::rethrow_exception(error);
+        return result;
+    }));
+}
+
+std::future<std::vector<Bytes>> CollectiveQueue::start(std::packaged_task<std::vector<Bytes>()> task) {
     std::future<std::vector<Bytes>> done = task.get_future();
     if (!threaded_) {
         task();

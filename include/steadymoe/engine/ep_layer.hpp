@@ -75,9 +75,9 @@ public:
     // levels: a token crosses to another node once — to the rank of its sender's local index there —
     // and that rank hands it to the node's ranks that hold its experts; results return the same way.
     // With routing limited to topk_group groups and each group's experts on one node (the planner's
-    // placements), a token leaves for at most topk_group nodes. The output bytes are the same. The hops
-    // within a node run inside finish_dispatch and begin_combine (which wait for them); the hops
-    // between nodes overlap as in one level. forward() refuses ranks that group differently.
+    // placements), a token leaves for at most topk_group nodes. The output bytes are the same. Both hops
+    // of an exchange run on the communication thread, overlapping compute as one level's exchange does.
+    // forward() refuses ranks that group differently.
     void set_ranks_per_node(int ranks);
     int ranks_per_node() const { return ranks_per_node_ > 0 ? ranks_per_node_ : transport_.size(); }
 

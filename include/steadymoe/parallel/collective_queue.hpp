@@ -26,9 +26,16 @@ public:
     // Start a collective; the future yields what the blocking call returns, or throws its error.
     std::future<std::vector<Bytes>> all_to_all(std::vector<Bytes> send);
     std::future<std::vector<Bytes>> all_gather(const Bytes& mine);
+    // Two all-to-alls in a row as one started collective: the second sends what `relay` makes of what
+    // the first brought (a hop through another rank), on the communication thread, so the caller does
+    // not wait in between. If `relay` throws, this rank still takes part in the second (sending
+    // nothing), so that no rank waits for it, and the future throws the error.
+    using Relay = std::function<std::vector<Bytes>(const std::vector<Bytes>&)>;
+    std::future<std::vector<Bytes>> all_to_all_relayed(std::vector<Bytes> send, Relay relay);
 
 private:
     void run();
+    std::future<std::vector<Bytes>> start(std::packaged_task<std::vector<Bytes>()> task);
     Transport& transport_;
     bool threaded_;
     std::mutex mutex_;
