@@ -51,8 +51,12 @@ int bench_ep(const BenchOptions& options) {
     const ExpertPlacement placement = ExpertPlacement::contiguous(c.n_routed_experts, ranks);
     const int64_t H = c.hidden_size;
 
-    Table table({"tokens/rank", "ranks", "dispatch µs", "experts µs", "combine µs", "EP layer µs", "one rank µs",
-                 "bitwise vs one rank"});
+    SMOE_CHECK(o.ranks_per_node == 0 || ranks % o.ranks_per_node == 0, InvalidArgument,
+               "--ranks-per-node {}: nodes of {} ranks do not divide the {} ranks", o.ranks_per_node, o.ranks_per_node,
+               ranks);
+    const int per_node = o.ranks_per_node > 0 ? o.ranks_per_node : ranks;
+    Table table({"tokens/rank", "ranks", "nodes", "rows to other nodes", "one level: rows to other nodes", "dispatch µs",
+                 "experts µs", "combine µs", "EP layer µs", "one rank µs", "bitwise vs one rank"});
     json jpoints = json::array();
     for (int64_t per_rank : o.tokens) {
         progress.line(fmt::format("{} tokens per rank on {} ranks", per_rank, ranks));
@@ -63,9 +67,11 @@ int bench_ep(const BenchOptions& options) {
 
         std::vector<std::vector<PhaseTimes>> times(static_cast<size_t>(ranks));
         std::vector<MoeOutput> outs(static_cast<size_t>(ranks));
+        std::vector<EpStats> stats(static_cast<size_t>(ranks));
         const int runs = o.repeat + 1;  // the first is a warm-up
         on_local_ranks(ranks, [&](int r, Transport& transport) {
-            const EpMoeLayer ep(layer, placement, transport);
+            EpMoeLayer ep(layer, placement, transport);
+            ep.set_ranks_per_node(per_node);
             const MoeInput mine = in.rows(r * per_rank, (r + 1) * per_rank);
             for (int run = 0; run < runs; ++run) {
                 PhaseTimes t;
@@ -75,7 +81,7 @@ int bench_ep(const BenchOptions& options) {
                 const double t1 = now_seconds();
                 ep.begin_combine(batch);
                 const double t2 = now_seconds();
-                outs[size_t(r)] = ep.finish_combine(batch);
+                outs[size_t(r)] = ep.finish_combine(batch, &stats[size_t(r)]);
                 const double t3 = now_seconds();
                 t = {t1 - t0, t2 - t1, t3 - t2, t3 - t0};
                 if (run > 0) times[size_t(r)].push_back(t);
@@ -94,6 +100,15 @@ int bench_ep(const BenchOptions& options) {
             dispatch.push_back(worst.dispatch), experts.push_back(worst.experts), combine.push_back(worst.combine);
             total.push_back(worst.total);
         }
+        // Token rows that crossed to another node, and what one level sends across the same boundaries
+        // (a row per destination rank).
+        int64_t crossed = 0, one_level = 0;
+        for (int r = 0; r < ranks; ++r) {
+            for (size_t n = 0; n < stats[size_t(r)].rows_to_nodes.size(); ++n)
+                if (int(n) != r / per_node) crossed += stats[size_t(r)].rows_to_nodes[n];
+            for (int d = 0; d < ranks; ++d)
+                if (d / per_node != r / per_node) one_level += stats[size_t(r)].tokens_sent[size_t(d)];
+        }
         bool bitwise = true;
         const size_t row = size_t(H) * 2;
         for (int r = 0; r < ranks; ++r)
@@ -102,10 +117,13 @@ int bench_ep(const BenchOptions& options) {
                                              row * size_t(per_rank)) == 0;
         const double d = median_of(dispatch) * 1e6, x = median_of(experts) * 1e6, m = median_of(combine) * 1e6,
                      all = median_of(total) * 1e6;
-        table.add({std::to_string(per_rank), std::to_string(ranks), fmt::format("{:.1f}", d), fmt::format("{:.1f}", x),
+        table.add({std::to_string(per_rank), std::to_string(ranks), std::to_string(ranks / per_node), std::to_string(crossed),
+                   std::to_string(one_level), fmt::format("{:.1f}", d), fmt::format("{:.1f}", x),
                    fmt::format("{:.1f}", m), fmt::format("{:.1f}", all), fmt::format("{:.1f}", one_s * 1e6),
                    bitwise ? "yes" : "NO"});
-        jpoints.push_back({{"tokens_per_rank", per_rank}, {"ranks", ranks}, {"dispatch_us", d}, {"experts_us", x},
+        jpoints.push_back({{"tokens_per_rank", per_rank}, {"ranks", ranks}, {"ranks_per_node", per_node},
+                           {"rows_to_other_nodes", crossed}, {"one_level_rows_to_other_nodes", one_level},
+                           {"dispatch_us", d}, {"experts_us", x},
                            {"combine_us", m}, {"ep_layer_us", all}, {"one_rank_us", one_s * 1e6},
                            {"bitwise_equal_to_one_rank", bitwise}});
         SMOE_CHECK(bitwise, Internal, "the expert-parallel output differs from one rank at {} tokens per rank", per_rank);

@@ -30,6 +30,7 @@ struct BenchOptions {
     std::string backend = "cpu";  // cpu or cuda
     int64_t graph_max_tokens = 256;  // cuda: batches up to this size replay CUDA graphs (0: never)
     int ep_ranks = 0;                 // > 0: the expert-parallel layer on this many in-process CPU ranks
+    int ranks_per_node = 0;           // > 0: those ranks as nodes of this many (two-level exchanges)
     bool experts_given = false;   // --experts was on the command line
     bool tokens_given = false;    // --tokens was on the command line
     bool json_given = false;      // --json was on the command line

@@ -37,6 +37,8 @@ struct Point {
 };
 
 int bench(const BenchOptions& o) {
+    SMOE_CHECK(o.ranks_per_node == 0 || (o.ep_ranks > 0 && o.backend == "cpu"), InvalidArgument,
+               "--ranks-per-node: two-level exchanges run with --ep-ranks on CPU ranks");
     if (o.ep_ranks > 0) {
         if (o.backend == "cuda") return bench_cuda_ep(o);
         SMOE_CHECK(o.backend == "cpu", InvalidArgument, "--backend: '{}' is not one of cpu, cuda", o.backend);
@@ -181,6 +183,9 @@ Command add_bench_command(CLI::App& parent) {
     app->add_option("--ep-ranks", o->ep_ranks,
                     "Expert parallelism on this many in-process ranks (CPU ranks, or GPUs with --backend cuda): "
                     "dispatch, experts and combine timed separately, --tokens per rank");
+    app->add_option("--ranks-per-node", o->ranks_per_node,
+                    "With --ep-ranks on the CPU: the ranks as nodes of this many (two-level exchanges; 0 = one node)")
+        ->check(CLI::NonNegativeNumber);
     app->add_option("--graph-max-tokens", o->graph_max_tokens,
                     "cuda: batches up to this many tokens run as CUDA graph replays (0 = launch kernels one by one)")
         ->capture_default_str();
