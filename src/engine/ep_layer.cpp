@@ -289,12 +289,13 @@ std::vector<Bytes> EpMoeLayer::dispatch_messages(const MoeInput& input, EpBatch:
     const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
     const size_t row_bytes = size_t(H) * (bf16 ? 2 : 4);
     const auto* rows = static_cast<const uint8_t*>(input.hidden.raw());
-    // Rows crossing to each node: a token once per node in two levels, once per rank in one.
+    // Rows crossing to each node: a token once per node in two levels (what each bundle carries), once per
+    // rank in one.
     const ep::Nodes n = nodes();
     st.rows_to_nodes.assign(size_t(n.nodes()), 0);
-    for (int d = 0; d < ranks; ++d) st.rows_to_nodes[size_t(n.node(d))] += int64_t(st.out[size_t(d)].tokens.size());
-    if (two_level())  // rows_to_nodes: the rows each node's bundle carries
+    if (two_level())
         return ep::rail_bundles(n, transport_.rank(), st.out, generation_, bf16, rows, row_bytes, {}, &st.rows_to_nodes);
+    for (int d = 0; d < ranks; ++d) st.rows_to_nodes[size_t(n.node(d))] += int64_t(st.out[size_t(d)].tokens.size());
     std::vector<Bytes> messages(static_cast<size_t>(ranks));
     for (int d = 0; d < ranks; ++d)
         messages[size_t(d)] = ep::dispatch_message(st.out[size_t(d)], generation_, bf16, rows, row_bytes);

@@ -143,13 +143,8 @@ BatchPlan MoeLayer::begin_batch(const MoeInput& input, bool convert_hidden, bool
     const MoeConfig& cfg = config_;
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
     BatchPlan plan;
-    check_hidden(input.hidden, H, plan.act_dtype);
-    const int64_t T = input.hidden.dim(0);
-    plan.tokens = T;
-    plan.active = active_tokens(input.mask, T);
-    if (is_hash_layer()) plan.token_ids = checked_token_ids(input.token_ids, T, weights_->tid2eid.dim(0), plan.active);
-    if (options_.nonfinite == NonFinitePolicy::Error && !values_checked)
-        reject_nonfinite(input.hidden, T, H, plan.active, options_.threads);
+    check_into(input, values_checked, plan);
+    const int64_t T = plan.tokens;
     if (convert_hidden) plan.x = input.hidden.dtype() == DType::F32 ? input.hidden : input.hidden.to_f32();
     plan.out.output = Tensor::zeros(input.hidden.dtype(), {T, H});
     plan.out.topk_ids = Tensor::zeros(DType::I32, {T, K});
@@ -158,14 +153,20 @@ BatchPlan MoeLayer::begin_batch(const MoeInput& input, bool convert_hidden, bool
     return plan;
 }
 
-void MoeLayer::check_input(const MoeInput& input) const {
-    cpu::ActDType act_dtype;
-    check_hidden(input.hidden, config_.hidden_size, act_dtype);
+void MoeLayer::check_into(const MoeInput& input, bool values_checked, BatchPlan& plan) const {
+    const int64_t H = config_.hidden_size;
+    check_hidden(input.hidden, H, plan.act_dtype);
     const int64_t T = input.hidden.dim(0);
-    const std::vector<uint8_t> active = active_tokens(input.mask, T);
-    if (is_hash_layer()) (void)checked_token_ids(input.token_ids, T, weights_->tid2eid.dim(0), active);
-    if (options_.nonfinite == NonFinitePolicy::Error)
-        reject_nonfinite(input.hidden, T, config_.hidden_size, active, options_.threads);
+    plan.tokens = T;
+    plan.active = active_tokens(input.mask, T);
+    if (is_hash_layer()) plan.token_ids = checked_token_ids(input.token_ids, T, weights_->tid2eid.dim(0), plan.active);
+    if (options_.nonfinite == NonFinitePolicy::Error && !values_checked)
+        reject_nonfinite(input.hidden, T, H, plan.active, options_.threads);
+}
+
+void MoeLayer::check_input(const MoeInput& input) const {
+    BatchPlan plan;
+    check_into(input, false, plan);
 }
 
 void MoeLayer::route_batch(BatchPlan& plan, const float* logits) const {

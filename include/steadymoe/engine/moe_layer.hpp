@@ -110,6 +110,9 @@ public:
     const cpu::PackedLayer& packed() const { return *packed_; }
 
 private:
+    // The checks of begin_batch and check_input: fills plan's tokens, act_dtype, active and token_ids.
+    void check_into(const MoeInput& input, bool values_checked, BatchPlan& plan) const;
+
     MoeConfig config_;
     std::shared_ptr<const MoeLayerWeights> weights_;
     std::shared_ptr<const cpu::PackedLayer> packed_;  // the weights decoded for the CPU kernels

@@ -188,21 +188,32 @@ __global__ void __launch_bounds__(kPermuteThreads) count_kernel(const int32_t* i
 }
 
 constexpr int kScanThreads = kMaxRoutedExperts;
-__global__ void __launch_bounds__(kScanThreads) offsets_kernel(int32_t experts, int32_t tile_m, PermutationOut out) {
-    using Scan = cub::BlockScan<int, kScanThreads>;
-    __shared__ typename Scan::TempStorage temp;
+using OffsetScan = cub::BlockScan<int, kScanThreads>;
+
+// Thread e of a kScanThreads block holds expert e's rows: every expert's first row and first tile by
+// prefix sums, written to out with the totals and the tile count. Returns e's first row and first tile.
+__device__ int2 expert_offsets(int rows, int32_t experts, int32_t tile_m, const PermutationOut& out,
+                               OffsetScan::TempStorage& temp) {
     const int e = threadIdx.x;
-    const int rows = e < experts ? out.load[e] : 0;
     int first = 0, total = 0, first_tile = 0, tiles = 0;
-    Scan(temp).ExclusiveSum(rows, first, total);
+    OffsetScan(temp).ExclusiveSum(rows, first, total);
     __syncthreads();
-    Scan(temp).ExclusiveSum((rows + tile_m - 1) / tile_m, first_tile, tiles);
+    OffsetScan(temp).ExclusiveSum((rows + tile_m - 1) / tile_m, first_tile, tiles);
     if (e < experts) out.offsets[e] = first, out.tile_offsets[e] = first_tile;
     if (e == 0) out.offsets[experts] = total, out.tile_offsets[experts] = tiles, *out.tile_count = tiles;
+    return make_int2(first, first_tile);
 }
 
-__device__ void write_tiles(int expert, int first_row, int rows, int first_tile, int tile_m, const PermutationOut& out) {
-    for (int j = threadIdx.x; j * tile_m < rows; j += blockDim.x) {
+__global__ void __launch_bounds__(kScanThreads) offsets_kernel(int32_t experts, int32_t tile_m, PermutationOut out) {
+    __shared__ OffsetScan::TempStorage temp;
+    const int e = threadIdx.x;
+    (void)expert_offsets(e < experts ? out.load[e] : 0, experts, tile_m, out, temp);
+}
+
+// The tiles of one expert's rows, tiles j = first_j, first_j + step, ... written by the calling thread.
+__device__ void write_tiles(int expert, int first_row, int rows, int first_tile, int tile_m, const PermutationOut& out,
+                            int first_j, int step) {
+    for (int j = first_j; j * tile_m < rows; j += step) {
         out.tile_expert[first_tile + j] = expert;
         out.tile_row0[first_tile + j] = first_row + j * tile_m;
         out.tile_rows[first_tile + j] = min(tile_m, rows - j * tile_m);
@@ -230,7 +241,7 @@ __global__ void __launch_bounds__(kPermuteThreads) place_kernel(const int32_t* i
         base += count;
         __syncthreads();  // the scan's storage is reused
     }
-    write_tiles(e, out.offsets[e], out.load[e], out.tile_offsets[e], tile_m, out);
+    write_tiles(e, out.offsets[e], out.load[e], out.tile_offsets[e], tile_m, out, threadIdx.x, blockDim.x);
 }
 
 // A decode batch's permutation in one block, where count_kernel, offsets_kernel and place_kernel take
@@ -241,8 +252,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
                                                                      const int32_t* row_of_pair, int64_t pairs_bound,
                                                                      const int32_t* live, int32_t top_k, int32_t experts,
                                                                      int32_t tile_m, PermutationOut out) {
-    using Scan = cub::BlockScan<int, kScanThreads>;
-    __shared__ typename Scan::TempStorage temp;
+    __shared__ OffsetScan::TempStorage temp;
     __shared__ int32_t id_of[kSmallPairs];
     __shared__ int32_t first_row[kMaxRoutedExperts];
     const int pairs = int(live ? min(pairs_bound, int64_t(*live)) : pairs_bound);
@@ -252,20 +262,12 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
     int rows = 0;
     if (e < experts)
         for (int i = 0; i < pairs; ++i) rows += id_of[i] == e;
-    int first = 0, total = 0, first_tile = 0, tiles = 0;
-    Scan(temp).ExclusiveSum(rows, first, total);
-    __syncthreads();
-    Scan(temp).ExclusiveSum((rows + tile_m - 1) / tile_m, first_tile, tiles);
+    const int2 first = expert_offsets(rows, experts, tile_m, out, temp);
     if (e < experts) {
-        out.load[e] = rows, out.offsets[e] = first, out.tile_offsets[e] = first_tile;
-        first_row[e] = first;
-        for (int j = 0; j * tile_m < rows; ++j) {
-            out.tile_expert[first_tile + j] = e;
-            out.tile_row0[first_tile + j] = first + j * tile_m;
-            out.tile_rows[first_tile + j] = min(tile_m, rows - j * tile_m);
-        }
+        out.load[e] = rows;
+        first_row[e] = first.x;
+        write_tiles(e, first.x, rows, first.y, tile_m, out, 0, 1);
     }
-    if (e == 0) out.offsets[experts] = total, out.tile_offsets[experts] = tiles, *out.tile_count = tiles;
     __syncthreads();
     const int i = threadIdx.x;
     if (i >= pairs) return;
@@ -296,7 +298,7 @@ __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* 
         base += count;
         __syncthreads();
     }
-    write_tiles(0, 0, base, 0, tile_m, out);
+    write_tiles(0, 0, base, 0, tile_m, out, threadIdx.x, blockDim.x);
     if (threadIdx.x == 0) *out.tile_count = (base + tile_m - 1) / tile_m, out.load[0] = base;
 }
 
