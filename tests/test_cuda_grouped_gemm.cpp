@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,8 @@ using namespace steadymoe;
 
 namespace {
 
-constexpr int64_t kN = 256, kK = 512, kRows = 150;  // two row tiles on Hopper, the second partly filled
+constexpr int64_t kN = 256, kK = 1024, kRows = 150;  // two row tiles on Hopper, the second partly filled;
+// k long enough that every kernel's pipeline wraps round its stages
 
 // An FP8 matrix [rows][cols] of the given codes, with f32 block scales.
 WeightMatrix fp8_matrix(int64_t rows, int64_t cols, const std::vector<uint8_t>& codes, const std::vector<float>& scales,
@@ -142,8 +144,9 @@ cuda::DeviceExpertGroup upload(const Problem& p) {
 }
 
 // C = A . W^T on the GPU through one grouped-GEMM launch; fp8_a: A as e4m3 codes, else as bf16 values;
-// few_rows: the launch's decode hint (64-row CTAs on a Hopper where the path has them).
-std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false) {
+// few_rows: the launch's decode hint (the few-row kernels on a Hopper where the path has them); scaled:
+// the activations' 128-block scales apply (else none: scale 1).
+std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool scaled = true) {
     const cuda::DeviceExpertGroup group = upload(p);
     const int32_t tm = cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
     std::vector<int32_t> tile_list(size_t(3 * tiles + 1));
@@ -170,10 +173,10 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false) {
         a_buf.upload(bf16.data(), bf16.size() * 2);
         g.a = a_buf.as<uint16_t>();
     }
-    g.a_scale = scale_buf.as<float>();
+    g.a_scale = scaled ? scale_buf.as<float>() : nullptr;
     const cuda::DeviceMatrixSet& w = group.down;
     g.code = w.code, g.w = w.data.get(), g.w_expert_bytes = w.expert_bytes, g.w_scale = w.scale.get();
-    g.scale_expert_bytes = w.scale_expert_bytes, g.n = w.n, g.k = w.k, g.scaled = true;
+    g.scale_expert_bytes = w.scale_expert_bytes, g.n = w.n, g.k = w.k, g.scaled = scaled || w.code == cuda::WeightCode::Fp8;
     if (p.bf16) g.w_scale = nullptr, g.scale_expert_bytes = 0;
     g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = kN;
     g.few_rows = few_rows;
@@ -257,8 +260,8 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
     const int per_sm = cuda::grouped_gemm_few_row_ctas_per_sm();
     std::printf("64-row CTAs per SM on this GPU: %d (0: the kernel has none)\n", per_sm);
-    const char* half_tiles = std::getenv("STEADYMOE_HALF_TILES");
-    if (cuda::grouped_gemm_tile_rows() == 128 && !(half_tiles && std::string(half_tiles) == "0")) EXPECT_EQ(per_sm, 2);
+    const char* few_row_kernels = std::getenv("STEADYMOE_FEW_ROW_KERNELS");
+    if (cuda::grouped_gemm_tile_rows() == 128 && !(few_row_kernels && std::string(few_row_kernels) == "0")) EXPECT_EQ(per_sm, 2);
     std::vector<float> e4m3;
     for (int c = 0; c < 256; ++c)
         if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
@@ -272,5 +275,24 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
             EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
             if (bf16_weights) EXPECT_LE(relative_error(halves, reference(p)), 1e-6);
         }
+    }
+}
+
+// FP4 weights in a decode batch take a kernel of their own (the weights as the MMAs' first operand,
+// widened in registers; 32 tokens per CTA, four CTAs to a 128-row tile, the second tile's 22 rows in
+// one): the same bits as the tiled kernel, with and without the activations' 128-block scales.
+TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
+    SMOE_SKIP_WITHOUT_GPU();
+    std::vector<float> e4m3, e2m1;
+    for (int c = 0; c < 256; ++c)
+        if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
+    for (int c = 0; c < 16; ++c) e2m1.push_back(e2m1_to_f32(uint8_t(c)));
+    Problem p = make_fp4_problem(e4m3, e2m1, {-16, -9, -5, 0, 3}, 16);
+    for (bool scaled : {true, false}) {
+        SCOPED_TRACE(scaled ? "activation scales" : "no activation scales");
+        if (!scaled) std::fill(p.a_scale.begin(), p.a_scale.end(), 1.0f);  // what the reference multiplies by
+        const std::vector<float> tiled = run(p, false, false, scaled), decode = run(p, false, true, scaled);
+        EXPECT_EQ(std::memcmp(tiled.data(), decode.data(), tiled.size() * 4), 0);
+        EXPECT_LE(relative_error(decode, reference(p)), 1e-6);
     }
 }

@@ -126,7 +126,7 @@ int bench_cuda(const BenchOptions& given) {
                cuda_path_name(gpu.path()), gpu.portable_reason().empty() ? "" : " (" + gpu.portable_reason() + ")",
                CudaMoeLayer::gemm_kernel(), bandwidth * 1e-9);
     if (const int ctas = CudaMoeLayer::few_row_ctas_per_sm(); ctas > 0)
-        fmt::print("  batches of at most 32 rows per expert: 64-row CTAs, {} per SM\n", ctas);
+        fmt::print("  batches of at most 32 rows per expert: 64-row CTAs, {} per SM; FP4 weights: the decode kernel\n", ctas);
     if (CudaMoeLayer::fp8_tensor_cores() && w.format == "fp8" && layer.activation_quant() != ActivationQuant::None)
         fmt::print("  FP8 weights x FP8 activations on the FP8 tensor cores (per-128 partial sums folded in fp32)\n");
     Table table({"tokens", "graph", "wall µs", "layer µs", "routed µs", "gate/up µs", "down µs", "shared µs", "routed floor µs", "floor/routed",

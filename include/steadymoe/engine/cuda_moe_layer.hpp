@@ -62,7 +62,7 @@ public:
     // STEADYMOE_FP8_TENSOR_CORES=0 in the environment); elsewhere FP8 products are summed in fp32.
     static bool fp8_tensor_cores();
     // 64-row expert-GEMM CTAs resident per SM for decode batches (2 on a Hopper; 0: none on this GPU,
-    // or STEADYMOE_HALF_TILES=0).
+    // or STEADYMOE_FEW_ROW_KERNELS=0, which also keeps FP4 weights off their decode kernel).
     static int few_row_ctas_per_sm();
     // Why the tensor-core path is not used ("" when it is).
     const std::string& portable_reason() const { return portable_reason_; }

@@ -239,9 +239,7 @@ cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const 
 int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows : kRows; }
 
 int grouped_gemm_few_row_ctas_per_sm() {
-    GroupedGemmLaunch probe;
-    probe.few_rows = true, probe.code = WeightCode::Bf16;
-    return hopper_gemm_available() && hopper_half_tiles(probe) ? hopper_few_row_ctas_per_sm() : 0;
+    return hopper_gemm_available() && hopper_few_row_kernels() ? hopper_few_row_ctas_per_sm() : 0;
 }
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {

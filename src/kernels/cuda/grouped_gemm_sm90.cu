@@ -1,6 +1,7 @@
 #include "grouped_gemm_sm90.hpp"
 #include "async_barrier.cuh"
 #include "grouped_gemm_stage.cuh"
+#include "wgmma.cuh"
 
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@ namespace steadymoe::cuda {
 namespace {
 
 using namespace stage;
+using namespace wgmma;
 
 // A CTA: kWG consumer warpgroups of 64 rows each and one producer warp. Two warpgroups share each weight
 // stage between the 128 rows of a tile; one-warpgroup CTAs take half a tile each, two CTAs to an SM,
@@ -51,71 +53,6 @@ constexpr int kStages = kWG == 1 ? 4 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6
 template <WeightCode kCode, bool kFp8A>
 constexpr bool kWidens = kCode != WeightCode::Bf16 && !kFp8A;
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // the wgmma helpers exist for sm_90a device code only
-// A K-major operand tile with 8-row swizzle atoms of kAtomBytes: 128-byte rows in the 128-byte swizzle
-// (bf16 stages: 1024-byte atoms, mode 1) or 64-byte rows in the 64-byte swizzle (e4m3: 512, mode 2).
-template <int kAtomBytes>
-__device__ __forceinline__ uint64_t smem_descriptor(const void* tile) {
-    static_assert(kAtomBytes == 1024 || kAtomBytes == 512);
-    const uint32_t address = smem_u32(tile);
-    return uint64_t((address & 0x3FFFF) >> 4)             // start address
-           | (uint64_t(1) << 16)                           // leading byte offset (unused for swizzled K-major)
-           | (uint64_t(kAtomBytes >> 4) << 32)             // stride byte offset: one 8-row atom
-           | (uint64_t(kAtomBytes == 1024 ? 1 : 2) << 62);  // swizzle mode
-}
-
-// The 64 f32 accumulators of an m64n128 wgmma: their placeholders in the instruction and their operands.
-#define SMOE_WGMMA_ACC_REGS \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-#define SMOE_WGMMA_ACC_OPERANDS(d) \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-
-// D (64 x 128, f32) += A (64 x 32) . B (128 x 32)^T, both e4m3 K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
-    asm volatile(
-        "{\n"
-        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-        SMOE_WGMMA_ACC_REGS
-        "%64, %65, 1, 1, 1;\n"
-        "}\n"
-        : SMOE_WGMMA_ACC_OPERANDS(d)
-        : "l"(desc_a), "l"(desc_b));
-}
-
-// D (64 x 128, f32) += A (64 x 16) . B (128 x 16)^T, both bf16 K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
-    asm volatile(
-        "{\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        SMOE_WGMMA_ACC_REGS
-        "%64, %65, 1, 1, 1, 0, 0;\n"
-        "}\n"
-        : SMOE_WGMMA_ACC_OPERANDS(d)
-        : "l"(desc_a), "l"(desc_b));
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
-}
-// Shared-memory writes by ordinary stores and cp.async become visible to the wgmma (async) proxy.
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// Keeps the compiler from moving accumulator accesses across the asynchronous MMAs.
-__device__ __forceinline__ void fence_operands(float (&d)[64]) {
-#pragma unroll
-    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-#endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // This CTA's rows: a tile of the launch's list, or, for one-warpgroup CTAs, half of one (blockIdx.y =
@@ -430,15 +367,18 @@ bool probe_hopper() {
 
 }  // namespace
 
-// Whether a launch whose tiles hold few rows runs one-warpgroup CTAs (STEADYMOE_HALF_TILES=0 keeps the
-// 128-row CTAs, to compare). Only where no weight tile is widened: those paths keep their shared memory
-// for the widened copies.
-bool hopper_half_tiles(const GroupedGemmLaunch& g) {
+bool hopper_few_row_kernels() {
     static const bool enabled = [] {
-        const char* v = std::getenv("STEADYMOE_HALF_TILES");
+        const char* v = std::getenv("STEADYMOE_FEW_ROW_KERNELS");
         return !(v && std::strcmp(v, "0") == 0);
     }();
-    return enabled && g.few_rows && (g.code == WeightCode::Bf16 || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
+    return enabled;
+}
+
+// One-warpgroup CTAs only where no weight tile is widened: those paths keep their shared memory for the
+// widened copies (FP4 weights have a decode kernel of their own).
+bool hopper_half_tiles(const GroupedGemmLaunch& g) {
+    return hopper_few_row_kernels() && g.few_rows && (g.code == WeightCode::Bf16 || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
 }
 
 int hopper_few_row_ctas_per_sm() {
@@ -461,6 +401,7 @@ bool hopper_gemm_available() {
 }
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
+    if (hopper_fp4_decode(g)) return launch_fp4_decode_sm90(g);
     const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
         if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;

@@ -15,9 +15,17 @@ bool hopper_gemm_available();
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& launch);
 
-// Whether `launch` runs as 64-row CTAs (few_rows, a path that has them, no STEADYMOE_HALF_TILES=0), and
-// how many of them the FP8 x e4m3 kernel keeps on one SM (the bf16 ones use as much shared memory).
+// The kernels for launches whose tiles hold few rows (few_rows: a decode batch), each with the same
+// arithmetic per row as the tiled kernel: STEADYMOE_FEW_ROW_KERNELS=0 in the environment keeps every
+// launch on the tiled kernel's 128-row CTAs, to compare.
+bool hopper_few_row_kernels();
+// Whether `launch` runs as 64-row CTAs, and how many of them the FP8 x e4m3 kernel keeps on one SM (the
+// bf16 ones use as much shared memory).
 bool hopper_half_tiles(const GroupedGemmLaunch& launch);
 int hopper_few_row_ctas_per_sm();
+// Whether `launch` (FP4 weights, bf16 activations, few rows) takes the FP4 decode kernel
+// (grouped_gemm_sm90_fp4_decode.cu), and that kernel's launch.
+bool hopper_fp4_decode(const GroupedGemmLaunch& launch);
+cudaError_t launch_fp4_decode_sm90(const GroupedGemmLaunch& launch);
 
 }  // namespace steadymoe::cuda

@@ -1,0 +1,91 @@
+// Hopper warpgroup MMA (wgmma) helpers shared by the sm_90a kernels: shared-memory operand descriptors,
+// the MMA shapes the grouped GEMMs use, and the fences and waits around them.
+#pragma once
+
+#include <cstdint>
+
+namespace steadymoe::cuda::wgmma {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // wgmma exists for sm_90a device code only
+// A K-major operand tile with 8-row swizzle atoms of kAtomBytes: 128-byte rows in the 128-byte swizzle
+// (bf16 stages: 1024-byte atoms, mode 1) or 64-byte rows in the 64-byte swizzle (e4m3: 512, mode 2).
+template <int kAtomBytes>
+__device__ __forceinline__ uint64_t smem_descriptor(const void* tile) {
+    static_assert(kAtomBytes == 1024 || kAtomBytes == 512);
+    const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
+    return uint64_t((address & 0x3FFFF) >> 4)             // start address
+           | (uint64_t(1) << 16)                           // leading byte offset (unused for swizzled K-major)
+           | (uint64_t(kAtomBytes >> 4) << 32)             // stride byte offset: one 8-row atom
+           | (uint64_t(kAtomBytes == 1024 ? 1 : 2) << 62);  // swizzle mode
+}
+
+// The 64 f32 accumulators of an m64n128 wgmma: their placeholders in the instruction and their operands.
+#define SMOE_WGMMA_ACC_REGS \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+#define SMOE_WGMMA_ACC_OPERANDS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// D (64 x 128, f32) += A (64 x 32) . B (128 x 32)^T, both e4m3 K-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile(
+        "{\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+        SMOE_WGMMA_ACC_REGS
+        "%64, %65, 1, 1, 1;\n"
+        "}\n"
+        : SMOE_WGMMA_ACC_OPERANDS(d)
+        : "l"(desc_a), "l"(desc_b));
+}
+
+// D (64 x 128, f32) += A (64 x 16) . B (128 x 16)^T, both bf16 K-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile(
+        "{\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        SMOE_WGMMA_ACC_REGS
+        "%64, %65, 1, 1, 1, 0, 0;\n"
+        "}\n"
+        : SMOE_WGMMA_ACC_OPERANDS(d)
+        : "l"(desc_a), "l"(desc_b));
+}
+
+// D (64 x 32, f32) += A (64 x 16) . B (32 x 16)^T: A bf16 from registers (four per thread, as mma.sync's
+// m16n8k16 A fragment for each warp's 16 rows), B bf16 K-major in shared memory. The weights-as-A form of
+// the decode kernels: N counts tokens, so few-token batches multiply no padding rows of 64.
+__device__ __forceinline__ void wgmma_m64n32k16_rs(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile(
+        "{\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "{%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Shared-memory writes by ordinary stores and cp.async become visible to the wgmma (async) proxy.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Keeps the compiler from moving accumulator accesses across the asynchronous MMAs.
+template <int kN>
+__device__ __forceinline__ void fence_operands(float (&d)[kN]) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#endif
+
+}  // namespace steadymoe::cuda::wgmma
