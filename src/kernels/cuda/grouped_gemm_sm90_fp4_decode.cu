@@ -29,7 +29,9 @@ constexpr int kFeatures = 64;                             // weight rows per CTA
 constexpr int kTokens = 32;                               // token rows per CTA: the MMAs' N
 constexpr int kChunksPerTile = kHopperTileRows / kTokens;  // CTAs per row tile (most exit at once)
 constexpr int kSubs = 2;                                  // stored 64-k tiles per stage: one 128-k block
-constexpr int kConsumers = 128, kThreads = kConsumers + 32, kCtasPerSm = 3, kStages = 5;
+// Four CTAs to an SM, four stages each: widening is most of a decode CTA's work, and more resident warps
+// keep the integer pipes busier than deeper pipelines would.
+constexpr int kConsumers = 128, kThreads = kConsumers + 32, kCtasPerSm = 4, kStages = 4;
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async one
 
 constexpr int kCodeRowBytes = kBK / 2;                       // one weight row of a stored 64-k tile
@@ -96,12 +98,14 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
 // One weight row's codes for two 16-wide k steps (2p, 2p + 1) of a stored 64-k tile, widened to the
 // MMA's A fragment: the row's k (2q, 2q + 1) and (2q + 8, 2q + 9) of each step, q = lane % 4.
 // `words` are the row's 32 bytes (k 0..63, two codes a byte, low nibble first); `e` the exponent of
-// their 32-wide group. Returns (step 2p: k 2q.., k 2q+8..; step 2p+1: the same).
-__device__ __forceinline__ uint4 widen_fragments(const uint32_t (&words)[8], int p, uint32_t select, uint32_t e) {
+// their 32-wide group, from byte `group` of `exponents`. Returns (step 2p: k 2q.., k 2q+8..; step 2p+1:
+// the same).
+__device__ __forceinline__ uint4 widen_fragments(const uint32_t (&words)[8], int p, uint32_t select, uint32_t exponents,
+                                                 uint32_t group) {
     // Step s's bytes are words 2s (k 16s .. 16s+7) and 2s + 1 (k 16s+8 ..): this lane's byte q of each.
     const uint32_t first = __byte_perm(words[4 * p], words[4 * p + 1], select);
     const uint32_t second = __byte_perm(words[4 * p + 2], words[4 * p + 3], select);
-    return e2m1x8_to_bf16x8(__byte_perm(first, second, 0x5410), e);
+    return e2m1x8_to_bf16x8_scaled(__byte_perm(first, second, 0x5410), bf16_pair_scale(exponents, group));
 }
 #endif
 
@@ -168,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) fp4_decode_kernel(const 
                 const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
                 for (int p = 0; p < 2; ++p) {  // 32-wide group 2h + p: steps 4h + 2p and 4h + 2p + 1
-                    const uint4 v = widen_fragments(words, p, select, (exps[r] >> (8 * (2 * h + p))) & 0xFF);
+                    const uint4 v = widen_fragments(words, p, select, exps[r], 2 * h + p);
                     a[4 * h + 2 * p][r] = v.x, a[4 * h + 2 * p][r + 2] = v.y;
                     a[4 * h + 2 * p + 1][r] = v.z, a[4 * h + 2 * p + 1][r + 2] = v.w;
                 }

@@ -105,8 +105,8 @@ __device__ __forceinline__ uint2 e4m3x4_to_bf16x4(uint32_t codes) {
 // A byte permute looks up four magnitudes' bf16 bits (at scale 1) at once — high and low bytes from
 // two 8-entry tables — the sign bits come from a third, and one bf16 multiply by 2^(e - 127) scales
 // them (e in [2, 252], checked at upload, keeps every product normal and exact).
-__device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t e) {
-    const uint32_t scale = (e << 7) * 0x00010001u;  // 2^(e - 127) in both halves
+// `scale` is 2^(e - 127) as a bf16 pair (bf16_pair_scale).
+__device__ __forceinline__ uint4 e2m1x8_to_bf16x8_scaled(uint32_t codes, uint32_t scale) {
     uint32_t r[4];
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
@@ -120,6 +120,13 @@ __device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t e) {
         r[2 * q + 1] = bf16x2_mul_exact(__byte_perm(lo, hi, 0x7362), scale);
     }
     return make_uint4(r[0], r[1], r[2], r[3]);
+}
+// Byte `byte` of `exponents` (an e8m0 code e) as the bf16 pair (2^(e - 127), 2^(e - 127)).
+__device__ __forceinline__ uint32_t bf16_pair_scale(uint32_t exponents, uint32_t byte) {
+    return __byte_perm(exponents, 0, 0x4040u | byte | byte << 8) << 7;  // e in bytes 0 and 2, then to bits 7-14
+}
+__device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t e) {
+    return e2m1x8_to_bf16x8_scaled(codes, (e << 7) * 0x00010001u);
 }
 
 struct Tile {
