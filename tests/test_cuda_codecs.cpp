@@ -114,6 +114,12 @@ TEST(CudaCodecs, WeightWideningIsExactForEveryCode) {
                 codes.push_back(word);
                 scales.push_back(e);
             }
+        // Every pattern of four codes in each half of a word: the widening works on four codes at once, and
+        // a sign must not leak into a neighbour.
+        for (uint32_t pattern = 0; pattern < 65536; ++pattern) {
+            codes.push_back(pattern | ((pattern * 7919u + 13u) & 0xFFFFu) << 16);
+            scales.push_back(127);
+        }
         std::vector<uint32_t> got(codes.size() * 4);
         ASSERT_EQ(run_widen_on_device(codes.data(), scales.data(), got.data(), int64_t(codes.size()), true), 0);
         int64_t bad = 0;
