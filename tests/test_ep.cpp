@@ -198,6 +198,33 @@ TEST_P(EpDemoLayer, BitwiseEqualToOneRankForEveryPlacement) {
     expect_same_as_one_rank(layer, in, replicated(s.experts, 3, 2));  // 18 slots over 3 ranks
 }
 
+// Rows travel as FP8 when every routed expert takes FP8-quantised activations (the demo layers' FP4
+// experts): the sender's quantisation — codes and per-128 scales, under both activation schemes — is the
+// experts' operand, so the bytes stay the one-rank layer's, in one level and two, whole and in chunks,
+// with bf16 and f32 inputs (the experts still round to the input's dtype). Dense experts (the Qwen3
+// golden) keep their rows in the input's dtype.
+TEST(EpFp8Rows, QuantisedExpertsTakeTheirRowsInFp8) {
+    const DemoModelShape s = test::small_demo_shape();
+    const int64_t H = s.hidden, fp8_row = H + 4 * ((H + 127) / 128);
+    for (ActivationQuant aq : {ActivationQuant::Fp8Pow2, ActivationQuant::Fp8Block}) {
+        const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1), {.activation_quant = aq, .threads = 1});
+        for (DType dtype : {DType::BF16, DType::F32}) {
+            SCOPED_TRACE(std::string(activation_quant_name(aq)) + (dtype == DType::BF16 ? ", bf16" : ", f32"));
+            const MoeInput in = demo_input(s, 37, dtype);
+            for (const std::vector<EpStats>& stats :
+                 {expect_same_as_one_rank(layer, in, ExpertPlacement::strided(s.experts, 4)),
+                  expect_same_as_one_rank(layer, in, replicated(s.experts, 4, 3), 5, 2)})
+                for (const EpStats& st : stats) EXPECT_EQ(st.row_bytes, fp8_row);
+        }
+    }
+    const Checkpoint ckpt = Checkpoint::open(test::golden_dir() / "qwen3-moe-tiny");
+    const MoeLayer dense = MoeLayer::from_checkpoint(ckpt, 0, {.threads = 1});
+    MoeInput in;
+    in.hidden = SafetensorsFile::open(test::golden_dir() / "qwen3-moe-tiny" / "io.safetensors").get("input");
+    const int64_t E = dense.config().n_routed_experts, dense_row = dense.config().hidden_size * int64_t(dtype_size(in.hidden.dtype()));
+    for (const EpStats& st : expect_same_as_one_rank(dense, in, ExpertPlacement::strided(E, 2))) EXPECT_EQ(st.row_bytes, dense_row);
+}
+
 INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, EpDemoLayer,
                          ::testing::Combine(::testing::Values(0, 1), ::testing::Values(DType::BF16, DType::F32)));
 

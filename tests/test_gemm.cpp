@@ -178,6 +178,25 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, GemmFormats,
                          ::testing::Values(Fmt::Bf16, Fmt::F32, Fmt::Fp8F32Scale, Fmt::Fp8E8m0, Fmt::Mxfp4, Fmt::Nvfp4),
                          format_test_name);
 
+// A row quantised as codes and scales (how it travels between ranks) turns back into exactly the values
+// and kept scales of quantising it in place, under both schemes: groups of large, tiny and zero values,
+// and a last group shorter than 128.
+TEST(ActivationQuantisation, CodesAndScalesGiveTheQuantisedRowBack) {
+    constexpr int64_t n = 300, groups = 3;
+    std::vector<float> x = random_matrix(1, n, 11, 3.0f);
+    for (int64_t k = 128; k < 256; ++k) x[size_t(k)] *= 1e-7f;  // below the amax floor
+    for (int64_t k = 256; k < 280; ++k) x[size_t(k)] = 0.0f;
+    for (ActivationQuant mode : {ActivationQuant::Fp8Block, ActivationQuant::Fp8Pow2}) {
+        std::vector<float> want(n), want_scales(groups), got(n), got_scales(groups), scales(groups);
+        std::vector<uint8_t> codes(n);
+        cpu::quantize_row_fp8(x.data(), n, mode, want.data(), want_scales.data());
+        cpu::quantize_row_fp8_codes(x.data(), n, mode, codes.data(), scales.data());
+        cpu::fp8_codes_to_operand(codes.data(), scales.data(), n, mode, got.data(), got_scales.data());
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), n * 4), 0) << activation_quant_name(mode);
+        EXPECT_EQ(std::memcmp(want_scales.data(), got_scales.data(), groups * 4), 0) << activation_quant_name(mode);
+    }
+}
+
 TEST(GemmPacking, QuantisedFormatsDecodeExactlyIntoBf16Panels) {
     for (Fmt f : {Fmt::Fp8E8m0, Fmt::Mxfp4, Fmt::Nvfp4, Fmt::Fp8F32Scale}) {
         const cpu::PackedWeight pw = cpu::pack_weight(make_matrix(f, 64, 128, 3));

@@ -58,6 +58,7 @@ int bench_ep(const BenchOptions& options) {
     Table table({"tokens/rank", "ranks", "nodes", "rows to other nodes", "one level: rows to other nodes", "dispatch µs",
                  "experts µs", "combine µs", "EP layer µs", "one rank µs", "bitwise vs one rank"});
     json jpoints = json::array();
+    int64_t wire_row = 0;  // bytes of a token row in the exchanges
     for (int64_t per_rank : o.tokens) {
         progress.line(fmt::format("{} tokens per rank on {} ranks", per_rank, ranks));
         const int64_t T = per_rank * ranks;
@@ -109,6 +110,7 @@ int bench_ep(const BenchOptions& options) {
             for (int d = 0; d < ranks; ++d)
                 if (d / per_node != r / per_node) one_level += stats[size_t(r)].tokens_sent[size_t(d)];
         }
+        wire_row = stats.front().row_bytes;
         bool bitwise = true;
         const size_t row = size_t(H) * 2;
         for (int r = 0; r < ranks; ++r)
@@ -124,12 +126,14 @@ int bench_ep(const BenchOptions& options) {
         jpoints.push_back({{"tokens_per_rank", per_rank}, {"ranks", ranks}, {"ranks_per_node", per_node},
                            {"rows_to_other_nodes", crossed}, {"one_level_rows_to_other_nodes", one_level},
                            {"dispatch_us", d}, {"experts_us", x},
-                           {"combine_us", m}, {"ep_layer_us", all}, {"one_rank_us", one_s * 1e6},
+                           {"combine_us", m}, {"ep_layer_us", all}, {"one_rank_us", one_s * 1e6}, {"row_bytes", wire_row},
                            {"bitwise_equal_to_one_rank", bitwise}});
         SMOE_CHECK(bitwise, Internal, "the expert-parallel output differs from one rank at {} tokens per rank", per_rank);
     }
     fmt::print("workload {}: H={} I={} K={}, {} experts over {} in-process CPU ranks ({} threads each), {} experts\n",
                o.workload, H, c.moe_intermediate_size, c.top_k, c.n_routed_experts, ranks, opts.threads, w.format);
+    fmt::print("  token rows travel as {} bytes ({}; bf16 would be {})\n", wire_row,
+               wire_row < H * 2 ? "FP8 codes and per-128 scales: the experts quantise their inputs" : "the input's bf16", H * 2);
     fmt::print("{}", table.str());
     fmt::print("dispatch = routing, packing and the row exchange; experts = this rank's experts on the rows it got; "
                "combine = results home, shared expert, combine. Each the slowest rank's, median of --repeat runs. "

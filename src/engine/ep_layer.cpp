@@ -2,6 +2,8 @@
 
 #include "steadymoe/core/digest.hpp"
 #include "steadymoe/core/numeric.hpp"
+#include "steadymoe/core/parallel.hpp"
+#include "steadymoe/kernels/cpu/activation.hpp"
 #include "steadymoe/kernels/cpu/experts.hpp"
 #include "steadymoe/parallel/collective_queue.hpp"
 
@@ -26,6 +28,60 @@ using ep::Reader;
 using ep::Writer;
 
 namespace {
+
+// Every active token's row as it travels in FP8: H e4m3 codes, then one f32 scale per 128 values — the
+// quantisation the experts would make of it (quantize_row_fp8_codes), made once by the sender.
+Bytes quantised_rows(const MoeInput& input, const BatchPlan& plan, int64_t H, ActivationQuant mode, size_t row_bytes,
+                     int threads) {
+    Bytes out(size_t(plan.tokens) * row_bytes);
+    const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
+    const int64_t groups = (H + 127) / 128;
+    parallel_for(plan.tokens, threads, [&](int64_t t) {
+        if (!plan.active[size_t(t)]) return;  // never sent
+        thread_local std::vector<float> row, scales;
+        row.resize(size_t(H)), scales.resize(size_t(groups));
+        if (bf16) {
+            const uint16_t* src = input.hidden.data<uint16_t>() + t * H;
+            for (int64_t i = 0; i < H; ++i) row[size_t(i)] = bf16_to_f32(src[i]);
+        } else {
+            std::memcpy(row.data(), input.hidden.data<float>() + t * H, size_t(H) * 4);
+        }
+        uint8_t* dst = out.data() + size_t(t) * row_bytes;
+        cpu::quantize_row_fp8_codes(row.data(), H, mode, dst, scales.data());
+        std::memcpy(dst + H, scales.data(), size_t(groups) * 4);
+    });
+    return out;
+}
+
+// A message's token rows as the experts' input: the values (and, for Fp8Block, the kept scales, one row
+// of groups per token) of FP8 rows, or the bf16 / f32 values as they came.
+void received_rows(ep::RowEncoding encoding, const uint8_t* rows, int64_t tokens, int64_t H, ActivationQuant mode,
+                   std::vector<float>& hidden, std::vector<float>& kept_scales) {
+    if (!ep::is_fp8(encoding)) {
+        const bool bf16 = encoding == ep::RowEncoding::Bf16;
+        for (int64_t i = 0; i < tokens * H; ++i) {
+            if (bf16) {
+                uint16_t b;
+                std::memcpy(&b, rows + 2 * i, 2);
+                hidden[size_t(i)] = bf16_to_f32(b);
+            } else {
+                std::memcpy(&hidden[size_t(i)], rows + 4 * i, 4);
+            }
+        }
+        return;
+    }
+    const int64_t groups = (H + 127) / 128;
+    const size_t row_bytes = ep::row_bytes(encoding, H);
+    const bool kept = cpu::fp8_keeps_scales(mode);
+    if (kept) kept_scales.resize(size_t(tokens * groups));
+    std::vector<float> scales(static_cast<size_t>(groups));
+    for (int64_t t = 0; t < tokens; ++t) {
+        const uint8_t* codes = rows + size_t(t) * row_bytes;
+        std::memcpy(scales.data(), codes + H, size_t(groups) * 4);
+        cpu::fp8_codes_to_operand(codes, scales.data(), H, mode, hidden.data() + t * H,
+                                  kept ? kept_scales.data() + t * groups : nullptr);
+    }
+}
 
 // The first and last bytes and the shape of a tensor: cheap, and different for any other checkpoint.
 uint64_t sample(uint64_t h, const Tensor& t) {
@@ -55,6 +111,13 @@ EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transpo
     : layer_(layer), placement_(std::move(placement)), transport_(transport),
       queue_(std::make_unique<CollectiveQueue>(transport_)) {
     agree(placement_, true);
+    // FP8 rows need every routed expert quantised: each rank vouches for the experts it loaded (together
+    // they hold every expert), and all must. Experts moved in later are copies of loaded ones.
+    bool quantised = layer_.activation_quant() != ActivationQuant::None;
+    for (int64_t e = 0; e < layer_.config().n_routed_experts && quantised; ++e)
+        if (holds(e)) quantised = packed_expert(e).gate.quantized;
+    fp8_rows_ = true;
+    for (const Bytes& said : gather(Bytes{uint8_t(quantised)})) fp8_rows_ = fp8_rows_ && said.size() == 1 && said[0] == 1;
 }
 
 std::vector<Bytes> EpMoeLayer::gather(const Bytes& mine) const { return queue_->all_gather(mine).get(); }
@@ -186,6 +249,7 @@ struct EpBatch::State {
     uint64_t generation = 0;                  // the placement it was dispatched under
     std::exception_ptr error;                 // this rank could not take part (its input, say)
     std::vector<int64_t> rows_to_nodes;       // token rows sent to each node
+    int64_t row_bytes = 0;                    // bytes of one token row on the wire
 };
 
 
@@ -241,7 +305,8 @@ EpBatch EpMoeLayer::begin_dispatch(const MoeInput& input, bool values_checked) c
         w.put(kDispatchFailed), w.put(uint64_t(generation_));
         w.append(why.data(), why.size());
         if (two_level())
-            messages = ep::rail_bundles(nodes(), transport_.rank(), {}, generation_, false, nullptr, 0, w.bytes);
+            messages = ep::rail_bundles(nodes(), transport_.rank(), {}, generation_, ep::RowEncoding::F32, nullptr, 0,
+                                        w.bytes);
         else
             messages.assign(static_cast<size_t>(ranks), w.bytes);
     }
@@ -287,18 +352,26 @@ std::vector<Bytes> EpMoeLayer::dispatch_messages(const MoeInput& input, EpBatch:
         }
     }
     const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
-    const size_t row_bytes = size_t(H) * (bf16 ? 2 : 4);
+    const ep::RowEncoding encoding = fp8_rows_ ? (bf16 ? ep::RowEncoding::Fp8OfBf16 : ep::RowEncoding::Fp8OfF32)
+                                               : (bf16 ? ep::RowEncoding::Bf16 : ep::RowEncoding::F32);
+    const size_t row_bytes = ep::row_bytes(encoding, H);
+    st.row_bytes = int64_t(row_bytes);
     const auto* rows = static_cast<const uint8_t*>(input.hidden.raw());
+    Bytes fp8;  // the rows as they travel, quantised once here
+    if (fp8_rows_) {
+        fp8 = quantised_rows(input, plan, H, layer_.activation_quant(), row_bytes, layer_.options().threads);
+        rows = fp8.data();
+    }
     // Rows crossing to each node: a token once per node in two levels (what each bundle carries), once per
     // rank in one.
     const ep::Nodes n = nodes();
     st.rows_to_nodes.assign(size_t(n.nodes()), 0);
     if (two_level())
-        return ep::rail_bundles(n, transport_.rank(), st.out, generation_, bf16, rows, row_bytes, {}, &st.rows_to_nodes);
+        return ep::rail_bundles(n, transport_.rank(), st.out, generation_, encoding, rows, row_bytes, {}, &st.rows_to_nodes);
     for (int d = 0; d < ranks; ++d) st.rows_to_nodes[size_t(n.node(d))] += int64_t(st.out[size_t(d)].tokens.size());
     std::vector<Bytes> messages(static_cast<size_t>(ranks));
     for (int d = 0; d < ranks; ++d)
-        messages[size_t(d)] = ep::dispatch_message(st.out[size_t(d)], generation_, bf16, rows, row_bytes);
+        messages[size_t(d)] = ep::dispatch_message(st.out[size_t(d)], generation_, encoding, rows, row_bytes);
     return messages;
 }
 
@@ -343,25 +416,19 @@ void EpMoeLayer::begin_combine(EpBatch& batch) const {
     for (int s = 0; s < ranks; ++s) {
         Reader r(st.received[size_t(s)], s);
         r.take(kDispatchHeader);  // checked by finish_dispatch
-        const bool src_bf16 = r.get<uint8_t>() != 0;
+        const uint8_t code = r.get<uint8_t>();
+        SMOE_CHECK(code < ep::kRowEncodings && (ep::is_fp8(ep::RowEncoding(code)) == fp8_rows_), Communication,
+                   "rank {} sent its rows encoded as {}, which this rank does not take", s, code);
+        const ep::RowEncoding encoding{code};
         const int64_t tokens = r.get<int64_t>(), pairs = r.get<int64_t>();
         // Sizes from the wire are checked against the bytes that came before anything is allocated.
-        const size_t row_bytes = size_t(H) * (src_bf16 ? 2 : 4);
+        const size_t row_bytes = ep::row_bytes(encoding, H);
         SMOE_CHECK(tokens >= 0 && pairs >= 0 && size_t(tokens) <= r.remaining() / row_bytes &&
                        size_t(pairs) <= (r.remaining() - size_t(tokens) * row_bytes) / 12,
                    Communication, "rank {} sent a malformed message ({} tokens, {} pairs in {} bytes)", s, tokens, pairs,
                    r.remaining());
-        std::vector<float> hidden(static_cast<size_t>(tokens * H));
-        const uint8_t* rows = r.take(size_t(tokens * H) * (src_bf16 ? 2 : 4));
-        for (int64_t i = 0; i < tokens * H; ++i) {
-            if (src_bf16) {
-                uint16_t b;
-                std::memcpy(&b, rows + 2 * i, 2);
-                hidden[size_t(i)] = bf16_to_f32(b);
-            } else {
-                std::memcpy(&hidden[size_t(i)], rows + 4 * i, 4);
-            }
-        }
+        std::vector<float> hidden(static_cast<size_t>(tokens * H)), scales;
+        received_rows(encoding, r.take(size_t(tokens) * row_bytes), tokens, H, layer_.activation_quant(), hidden, scales);
         std::vector<int32_t> pair_row(static_cast<size_t>(pairs)), pair_slot(static_cast<size_t>(pairs));
         std::vector<float> pair_weight(static_cast<size_t>(pairs));
         std::memcpy(pair_row.data(), r.take(size_t(pairs) * 4), size_t(pairs) * 4);
@@ -389,8 +456,10 @@ void EpMoeLayer::begin_combine(EpBatch& batch) const {
         cpu::ExpertStageParams sp;
         sp.hidden = hidden.data();
         sp.hidden_size = H;
-        sp.act_dtype = src_bf16 ? cpu::ActDType::BF16 : cpu::ActDType::F32;
+        sp.act_dtype = ep::has_bf16_activations(encoding) ? cpu::ActDType::BF16 : cpu::ActDType::F32;
         sp.act_quant = layer_.activation_quant();
+        sp.hidden_quantised = ep::is_fp8(encoding);
+        sp.hidden_scales = scales.empty() ? nullptr : scales.data();
         sp.out = reinterpret_cast<float*>(result.data());
         sp.threads = layer_.options().threads;
         cpu::run_expert_jobs(sp, jobs);
@@ -460,6 +529,7 @@ MoeOutput EpMoeLayer::finish_combine(EpBatch& batch, EpStats* stats) const {
         stats->tokens_sent.assign(size_t(ranks), 0);
         for (int d = 0; d < ranks; ++d) stats->tokens_sent[size_t(d)] = int64_t(st.out[size_t(d)].tokens.size());
         stats->rows_to_nodes = st.rows_to_nodes;
+        stats->row_bytes = st.row_bytes;
     }
     return std::move(plan.out);
 }

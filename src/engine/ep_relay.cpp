@@ -57,11 +57,21 @@ void append_vector(Writer& w, const std::vector<T>& v) {
 
 }  // namespace
 
-Bytes dispatch_message(const Outgoing& o, uint64_t generation, bool bf16, const uint8_t* rows,
+size_t row_bytes(RowEncoding encoding, int64_t hidden) {
+    switch (encoding) {
+        case RowEncoding::F32: return size_t(hidden) * 4;
+        case RowEncoding::Bf16: return size_t(hidden) * 2;
+        case RowEncoding::Fp8OfF32:
+        case RowEncoding::Fp8OfBf16: return size_t(hidden) + size_t((hidden + 127) / 128) * 4;
+    }
+    return 0;
+}
+
+Bytes dispatch_message(const Outgoing& o, uint64_t generation, RowEncoding encoding, const uint8_t* rows,
                        size_t row_bytes) {
     Writer w;
     w.put(kDispatchOk), w.put(generation);
-    w.put(uint8_t(bf16)), w.put(int64_t(o.tokens.size())), w.put(int64_t(o.pair_row.size()));
+    w.put(encoding), w.put(int64_t(o.tokens.size())), w.put(int64_t(o.pair_row.size()));
     for (int64_t t : o.tokens) w.append(rows + size_t(t) * row_bytes, row_bytes);
     append_vector(w, o.pair_row);
     append_vector(w, o.pair_slot);
@@ -70,7 +80,7 @@ Bytes dispatch_message(const Outgoing& o, uint64_t generation, bool bf16, const 
 }
 
 std::vector<Bytes> rail_bundles(const Nodes& n, int me, const std::vector<Outgoing>& out, uint64_t generation,
-                                bool bf16, const uint8_t* rows, size_t row_bytes, const Bytes& failure,
+                                RowEncoding encoding, const uint8_t* rows, size_t row_bytes, const Bytes& failure,
                                 std::vector<int64_t>* rows_to_nodes) {
     std::vector<Bytes> bundles(static_cast<size_t>(n.ranks));
     for (int node = 0; node < n.nodes(); ++node) {
@@ -90,7 +100,7 @@ std::vector<Bytes> rail_bundles(const Nodes& n, int me, const std::vector<Outgoi
         if (rows_to_nodes) rows_to_nodes->at(size_t(node)) = int64_t(tokens.size());
         Writer w;
         w.put(kDispatchOk), w.put(generation), w.put(int32_t(n.per_node));
-        w.put(uint8_t(bf16)), w.put(int64_t(row_bytes)), w.put(int64_t(tokens.size()));
+        w.put(encoding), w.put(int64_t(row_bytes)), w.put(int64_t(tokens.size()));
         for (int64_t t : tokens) w.append(rows + size_t(t) * row_bytes, row_bytes);
         for (int l = 0; l < n.per_node; ++l) {
             const Outgoing& o = out[size_t(n.rank(node, l))];
@@ -122,9 +132,9 @@ std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>
         const int32_t per_node = r.get<int32_t>();
         SMOE_CHECK(per_node == n.per_node, Communication,
                    "rank {} groups ranks into nodes of {}, this rank into {}", s, per_node, n.per_node);
-        const uint8_t bf16 = r.get<uint8_t>();
+        const uint8_t encoding = r.get<uint8_t>();
         const int64_t row_bytes = r.get<int64_t>(), tokens = r.get<int64_t>();
-        SMOE_CHECK(row_bytes == hidden * (bf16 ? 2 : 4) && tokens >= 0 &&
+        SMOE_CHECK(encoding < kRowEncodings && size_t(row_bytes) == ep::row_bytes(RowEncoding(encoding), hidden) && tokens >= 0 &&
                        size_t(tokens) <= r.remaining() / size_t(row_bytes),
                    Communication, "rank {} sent a malformed bundle ({} rows of {} bytes in {})", s, tokens,
                    row_bytes, r.remaining());
@@ -141,7 +151,7 @@ std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>
                        "rank {} sent a malformed bundle ({} pairs for rank {})", s, pairs,
                        n.rank(n.node(me), l));
             Writer m;  // M(s, d), byte for byte as one level writes it
-            m.put(kDispatchOk), m.put(generation), m.put(bf16), m.put(count), m.put(pairs);
+            m.put(kDispatchOk), m.put(generation), m.put(encoding), m.put(count), m.put(pairs);
             for (size_t j = 0; j < index.size(); ++j) {  // ascending: each row at most once
                 const int32_t i = index[j];
                 SMOE_CHECK(i >= 0 && i < tokens && (j == 0 || i > index[j - 1]), Communication,

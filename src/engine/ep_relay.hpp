@@ -71,12 +71,24 @@ struct Outgoing {
     std::vector<int64_t> pair_home;  // contribution row t*K + k on this rank
 };
 
+// How a message's token rows travel: in the input's dtype, or — when every routed expert takes
+// FP8-quantised activations — as the sender's quantisation of them: H e4m3 codes, then one f32 scale per
+// 128 values (about half of bf16's bytes). The receiving experts then use exactly the operand they would
+// have made (quantising is a function of the row alone) and skip making it.
+// The FP8 forms keep the input's dtype: the experts round their stage outputs to it.
+enum class RowEncoding : uint8_t { F32 = 0, Bf16 = 1, Fp8OfF32 = 2, Fp8OfBf16 = 3 };
+inline constexpr uint8_t kRowEncodings = 4;
+inline bool is_fp8(RowEncoding e) { return e == RowEncoding::Fp8OfF32 || e == RowEncoding::Fp8OfBf16; }
+inline bool has_bf16_activations(RowEncoding e) { return e == RowEncoding::Bf16 || e == RowEncoding::Fp8OfBf16; }
+size_t row_bytes(RowEncoding encoding, int64_t hidden);
+
 // Every dispatch message starts with the sender's status and placement generation.
 inline constexpr uint8_t kDispatchOk = 0, kDispatchFailed = 1;
 inline constexpr size_t kDispatchHeader = 1 + sizeof(uint64_t);
 
 // M(me, d): the one-level dispatch message for destination d.
-Bytes dispatch_message(const Outgoing& o, uint64_t generation, bool bf16, const uint8_t* rows,
+// `rows` holds every token's row, row_bytes(encoding, H) bytes each.
+Bytes dispatch_message(const Outgoing& o, uint64_t generation, RowEncoding encoding, const uint8_t* rows,
                        size_t row_bytes);
 
 struct Nodes {
@@ -92,10 +104,10 @@ struct Nodes {
 // when not empty, is the message every gateway gets instead (a rank whose input cannot run).
 // `rows_to_nodes` (when set) gets the token rows each node's bundle carries.
 std::vector<Bytes> rail_bundles(const Nodes& n, int me, const std::vector<Outgoing>& out, uint64_t generation,
-                                bool bf16, const uint8_t* rows, size_t row_bytes, const Bytes& failure,
+                                RowEncoding encoding, const uint8_t* rows, size_t row_bytes, const Bytes& failure,
                                 std::vector<int64_t>* rows_to_nodes = nullptr);
 // Hop 2 at a gateway: from the bundles received on its rail, the messages M(s, d) for each rank d of its
-// node, packed per d. `hidden` is the layer's H (a row is H bf16 or f32 values).
+// node, packed per d. `hidden` is the layer's H (a row is row_bytes(encoding, H) bytes).
 std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>& from_rail, int64_t hidden);
 // At every rank: M(s, me) for every source s, from its node's gateways.
 std::vector<Bytes> unpack_by_source(const Nodes& n, const std::vector<Bytes>& from_node);

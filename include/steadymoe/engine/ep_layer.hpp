@@ -30,6 +30,7 @@ struct EpStats {
     std::vector<int64_t> global_expert_load;  // tokens per logical expert on all ranks (summed in rank order)
     std::vector<int64_t> tokens_sent;         // token rows this rank sent to each rank (itself included)
     std::vector<int64_t> rows_to_nodes;       // token rows that left this rank for each node (its own included)
+    int64_t row_bytes = 0;                    // bytes of one token row on the wire (EpMoeLayer::fp8_rows)
 };
 
 class CollectiveQueue;
@@ -112,6 +113,12 @@ public:
     // bias, hash table, shared expert), the placement.
     static std::string fingerprint(const MoeLayer& layer, const ExpertPlacement& placement);
 
+    // Whether token rows travel as FP8 (e4m3 codes and per-128 scales, about half of bf16's bytes): when
+    // the layer quantises activations to FP8 and every routed expert is quantised, the sender quantises
+    // each row once — exactly as the experts would — and they take its codes as they are. Decided at
+    // construction, the same on every rank.
+    bool fp8_rows() const { return fp8_rows_; }
+
 private:
     struct MovedExpert;
     // Throws Error(Communication) unless every rank runs this layer with `placement`; with
@@ -141,6 +148,7 @@ private:
     bool two_level() const { return ranks_per_node() < transport_.size(); }
     std::map<int64_t, std::shared_ptr<const MovedExpert>> moved_;  // experts received from other ranks
     uint64_t generation_ = 0;                  // placement changes so far (checked in every dispatch)
+    bool fp8_rows_ = false;
     mutable std::atomic<bool> broken_{false};  // see check_usable
 };
 

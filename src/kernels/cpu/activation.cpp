@@ -7,21 +7,52 @@
 
 namespace steadymoe::cpu {
 
+namespace {
+
+constexpr int64_t kGroup = 128;
+
+// The scale of values x[g0, g1): amax floored at 1e-4 (so an all-zero group does not divide by zero; the
+// reference does the same) over 448, rounded up to a power of two for Fp8Pow2.
+float group_scale(const float* x, int64_t g0, int64_t g1, ActivationQuant mode) {
+    float amax = 0.0f;
+    for (int64_t k = g0; k < g1; ++k) amax = std::max(amax, std::fabs(x[k]));
+    amax = std::max(amax, 1e-4f);
+    const float s = amax / kE4M3Max;
+    return mode == ActivationQuant::Fp8Pow2 ? e8m0_to_f32(e8m0_from_f32_ceil(s)) : s;
+}
+
+// The operand value of code c under scale s: q, or q * s where the scale folds (a power of two).
+float operand_value(uint8_t c, float s, ActivationQuant mode) {
+    const float q = e4m3_to_f32(c);
+    return fp8_keeps_scales(mode) ? q : q * s;
+}
+
+}  // namespace
+
 void quantize_row_fp8(const float* x, int64_t n, ActivationQuant mode, float* values, float* scales) {
-    constexpr int64_t kGroup = 128;
     for (int64_t g0 = 0, g = 0; g0 < n; g0 += kGroup, ++g) {
         const int64_t g1 = std::min(n, g0 + kGroup);
-        float amax = 0.0f;
-        for (int64_t k = g0; k < g1; ++k) amax = std::max(amax, std::fabs(x[k]));
-        // The floor keeps an all-zero group from dividing by zero (the reference does the same).
-        amax = std::max(amax, 1e-4f);
-        float s = amax / kE4M3Max;
-        if (mode == ActivationQuant::Fp8Pow2) s = e8m0_to_f32(e8m0_from_f32_ceil(s));
-        for (int64_t k = g0; k < g1; ++k) {
-            const float q = e4m3_to_f32(f32_to_e4m3(x[k] / s));
-            values[k] = fp8_keeps_scales(mode) ? q : q * s;
-        }
+        const float s = group_scale(x, g0, g1, mode);
+        for (int64_t k = g0; k < g1; ++k) values[k] = operand_value(f32_to_e4m3(x[k] / s), s, mode);
         if (scales) scales[g] = fp8_keeps_scales(mode) ? s : 1.0f;
+    }
+}
+
+void quantize_row_fp8_codes(const float* x, int64_t n, ActivationQuant mode, uint8_t* codes, float* scales) {
+    for (int64_t g0 = 0, g = 0; g0 < n; g0 += kGroup, ++g) {
+        const int64_t g1 = std::min(n, g0 + kGroup);
+        const float s = group_scale(x, g0, g1, mode);
+        for (int64_t k = g0; k < g1; ++k) codes[k] = f32_to_e4m3(x[k] / s);
+        scales[g] = s;
+    }
+}
+
+void fp8_codes_to_operand(const uint8_t* codes, const float* scales, int64_t n, ActivationQuant mode, float* values,
+                          float* kept_scales) {
+    for (int64_t g0 = 0, g = 0; g0 < n; g0 += kGroup, ++g) {
+        const int64_t g1 = std::min(n, g0 + kGroup);
+        for (int64_t k = g0; k < g1; ++k) values[k] = operand_value(codes[k], scales[g], mode);
+        if (kept_scales) kept_scales[g] = fp8_keeps_scales(mode) ? scales[g] : 1.0f;
     }
 }
 

@@ -1,5 +1,6 @@
 #include "steadymoe/kernels/cpu/experts.hpp"
 
+#include "steadymoe/core/error.hpp"
 #include "steadymoe/core/parallel.hpp"
 
 #include <algorithm>
@@ -51,18 +52,22 @@ ActivationQuant quant_for(const PackedWeight& w, ActivationQuant mode) {
     return w.quantized ? mode : ActivationQuant::None;
 }
 
-// Gathers (and, if asked, FP8-quantises) rows of `src` into a packed GEMM operand.
+// Gathers (and, if asked, FP8-quantises) rows of `src` into a packed GEMM operand. `quantised`: the rows
+// already hold quantize_row_fp8's values (their kept scales in src_scales, one row of groups per row).
 void prepare_operand(const float* src, int64_t stride, const std::vector<int64_t>* rows, int64_t m, int64_t k,
-                     ActivationQuant mode, JobBuffers& buf, PackedActivations& out) {
+                     ActivationQuant mode, JobBuffers& buf, PackedActivations& out, bool quantised = false,
+                     const float* src_scales = nullptr) {
     std::vector<float>& values = buf.values;
     grow(values, m * k);
     const int64_t groups = (k + 127) / 128;
     const bool keep_scales = fp8_keeps_scales(mode);
     if (keep_scales) grow(buf.scales, m * groups);
     for (int64_t i = 0; i < m; ++i) {
-        const float* row = src + (rows ? (*rows)[size_t(i)] : i) * stride;
-        if (mode == ActivationQuant::None) {
+        const int64_t r = rows ? (*rows)[size_t(i)] : i;
+        const float* row = src + r * stride;
+        if (mode == ActivationQuant::None || quantised) {
             std::copy(row, row + k, values.data() + i * k);
+            if (keep_scales) std::copy(src_scales + r * groups, src_scales + (r + 1) * groups, buf.scales.data() + i * groups);
         } else {
             quantize_row_fp8(row, k, mode, values.data() + i * k, keep_scales ? buf.scales.data() + i * groups : nullptr);
         }
@@ -117,6 +122,15 @@ void parallel_gemm(const PackedActivations& a, const PackedWeight& w, float* c, 
 
 void run_expert_jobs(const ExpertStageParams& params, const std::vector<ExpertJob>& jobs) {
     const int64_t H = params.hidden_size;
+    if (params.hidden_quantised && !jobs.empty()) {  // no job reads anything otherwise
+        SMOE_CHECK(params.act_quant != ActivationQuant::None, InvalidArgument,
+                   "expert inputs marked quantised for a layer without activation quantisation");
+        SMOE_CHECK(!fp8_keeps_scales(params.act_quant) || params.hidden_scales, InvalidArgument,
+                   "quantised expert inputs without their per-128 scales");
+        for (const ExpertJob& job : jobs)
+            SMOE_CHECK(job.expert->gate.quantized, InvalidArgument,
+                       "quantised expert inputs for a dense expert, which takes them unquantised");
+    }
     std::vector<JobBuffers>& buffers = t_buffers;
     release_if_oversized(buffers, jobs, H);
     if (buffers.size() < jobs.size()) buffers.resize(jobs.size());
@@ -127,7 +141,7 @@ void run_expert_jobs(const ExpertStageParams& params, const std::vector<ExpertJo
         JobBuffers& buf = buffers[size_t(j)];
         const int64_t m = int64_t(job.tokens.size()), I = job.expert->gate.rows;
         prepare_operand(params.hidden, H, &job.tokens, m, H, quant_for(job.expert->gate, params.act_quant), buf,
-                        buf.x);
+                        buf.x, params.hidden_quantised, params.hidden_scales);
         grow(buf.gate_up, std::max(2 * m * I, m * H));
         grow(buf.hidden_mid, m * I);
     });

@@ -24,6 +24,13 @@ inline float round_act(float x, ActDType dtype) { return dtype == ActDType::BF16
 // otherwise q, with the scale in scales[group].
 void quantize_row_fp8(const float* x, int64_t n, ActivationQuant mode, float* values, float* scales);
 
+// The same quantisation as codes: e4m3 codes (n bytes) and every group's scale (ceil(n / 128)), whatever
+// the mode — what a row needs to travel in FP8. fp8_codes_to_operand turns them back into exactly the
+// values (and kept scales, when kept_scales is set) quantize_row_fp8 writes for the same row.
+void quantize_row_fp8_codes(const float* x, int64_t n, ActivationQuant mode, uint8_t* codes, float* scales);
+void fp8_codes_to_operand(const uint8_t* codes, const float* scales, int64_t n, ActivationQuant mode, float* values,
+                          float* kept_scales);
+
 // Whether quantize_row_fp8 leaves per-group scales to apply (true for Fp8Block).
 inline bool fp8_keeps_scales(ActivationQuant mode) { return mode == ActivationQuant::Fp8Block; }
 

@@ -34,6 +34,13 @@ struct ExpertStageParams {
     int64_t hidden_size = 0;
     ActDType act_dtype = ActDType::F32;
     ActivationQuant act_quant = ActivationQuant::None;  // applied to quantised experts only
+    // Set when every job's expert is quantised and the sender of `hidden` already quantised it (rows that
+    // came over the wire as FP8): hidden holds the operand values quantize_row_fp8 gives (act_quant must
+    // be an FP8 mode), and hidden_scales [T][ceil(H / 128)] its kept scales (Fp8Block; null otherwise).
+    // The gather copies them instead of quantising again: the same values, since quantising is a function
+    // of the row alone.
+    bool hidden_quantised = false;
+    const float* hidden_scales = nullptr;
     float* out = nullptr;           // [rows][H] contributions, rounded to act_dtype
     int threads = 1;
 };
