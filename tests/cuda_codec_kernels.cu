@@ -32,7 +32,9 @@ __global__ void widen_kernel(const uint32_t* codes, const uint32_t* scales, uint
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n) return;
     if (fp4) {
-        const uint4 v = cuda::stage::e2m1x8_to_bf16x8(codes[i], scales[i]);
+        // The exponent in byte i % 4 of its word, as the kernels find it among a row's four.
+        const uint32_t byte = uint32_t(i & 3);
+        const uint4 v = cuda::stage::e2m1x8_to_bf16x8(codes[i], cuda::stage::bf16_pair_scale(scales[i] << (8 * byte), byte));
         out[4 * i] = v.x, out[4 * i + 1] = v.y, out[4 * i + 2] = v.z, out[4 * i + 3] = v.w;
     } else {
         const uint2 v = cuda::stage::e4m3x4_to_bf16x4(codes[i]);

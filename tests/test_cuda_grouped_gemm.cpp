@@ -60,9 +60,13 @@ struct Problem {
     bool fp4 = false;
     bool bf16 = false;  // the weight codes' e4m3 values stored as bf16 (exact), scale 1
     std::vector<uint8_t> a, w;            // e4m3 codes [kRows][kK]; weight codes [kN][kK] (e4m3 or e2m1)
+    std::vector<uint16_t> a_bf16;         // when set: bf16 activations [kRows][kK] instead of a's codes
     std::vector<float> a_scale, w_scale;  // [kRows][kK/128]; FP8: [kN/128][kK/128]
     std::vector<uint8_t> w_exp;           // FP4: e8m0 [kN][kK/32]
 
+    double activation(int64_t r, int64_t k) const {
+        return a_bf16.empty() ? double(e4m3_to_f32(a[size_t(r * kK + k)])) : double(bf16_to_f32(a_bf16[size_t(r * kK + k)]));
+    }
     double weight(int64_t n, int64_t k) const {
         if (fp4) return double(e2m1_to_f32(w[size_t(n * kK + k)])) * std::ldexp(1.0, int(w_exp[size_t(n * (kK / 32) + k / 32)]) - 127);
         const double scale = bf16 ? 1.0 : w_scale[size_t((n / 128) * (kK / 128) + k / 128)];
@@ -106,7 +110,7 @@ std::vector<double> reference(const Problem& p) {
         for (int64_t n = 0; n < kN; ++n) {
             double sum = 0;
             for (int64_t k = 0; k < kK; ++k)
-                sum += double(e4m3_to_f32(p.a[r * kK + k])) * p.a_scale[r * (kK / 128) + k / 128] * p.weight(n, k);
+                sum += p.activation(r, k) * p.a_scale[r * (kK / 128) + k / 128] * p.weight(n, k);
             out[size_t(r * kN + n)] = sum;
         }
     return out;
@@ -168,8 +172,9 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
         a_buf.upload(p.a.data(), p.a.size());
         g.a_fp8 = a_buf.as<uint8_t>();
     } else {
-        std::vector<uint16_t> bf16(p.a.size());
-        for (size_t i = 0; i < p.a.size(); ++i) bf16[i] = f32_to_bf16(e4m3_to_f32(p.a[i]));
+        std::vector<uint16_t> bf16(p.a_bf16);
+        if (bf16.empty())
+            for (uint8_t code : p.a) bf16.push_back(f32_to_bf16(e4m3_to_f32(code)));
         a_buf.upload(bf16.data(), bf16.size() * 2);
         g.a = a_buf.as<uint16_t>();
     }
@@ -280,18 +285,28 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
 
 // FP4 weights in a decode batch take a kernel of their own (the weights as the MMAs' first operand,
 // widened in registers; 32 tokens per CTA, four CTAs to a 128-row tile, the second tile's 22 rows in
-// one): the same bits as the tiled kernel, with and without the activations' 128-block scales.
+// one): the same bits as the tiled kernel — for activations that are e4m3 values with per-128 scales
+// (not powers of two), the same without scales, and full-mantissa bf16 activations.
 TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
+    if (cuda::grouped_gemm_few_row_ctas_per_sm() == 0) GTEST_SKIP() << "no few-row kernels on this GPU (or turned off)";
     std::vector<float> e4m3, e2m1;
     for (int c = 0; c < 256; ++c)
         if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
     for (int c = 0; c < 16; ++c) e2m1.push_back(e2m1_to_f32(uint8_t(c)));
     Problem p = make_fp4_problem(e4m3, e2m1, {-16, -9, -5, 0, 3}, 16);
-    for (bool scaled : {true, false}) {
-        SCOPED_TRACE(scaled ? "activation scales" : "no activation scales");
-        if (!scaled) std::fill(p.a_scale.begin(), p.a_scale.end(), 1.0f);  // what the reference multiplies by
-        const std::vector<float> tiled = run(p, false, false, scaled), decode = run(p, false, true, scaled);
+    std::mt19937 rng(17);
+    for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
+    const std::vector<float> scaled_tiled = run(p, false, false), scaled_decode = run(p, false, true);
+    EXPECT_EQ(std::memcmp(scaled_tiled.data(), scaled_decode.data(), scaled_tiled.size() * 4), 0) << "with activation scales";
+    EXPECT_LE(relative_error(scaled_decode, reference(p)), 1e-6);
+    std::fill(p.a_scale.begin(), p.a_scale.end(), 1.0f);  // what the reference multiplies by without scales
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (bool bf16_activations : {false, true}) {
+        SCOPED_TRACE(bf16_activations ? "bf16 activations" : "e4m3 activations");
+        if (bf16_activations)
+            for (int64_t i = 0; i < kRows * kK; ++i) p.a_bf16.push_back(f32_to_bf16(normal(rng)));
+        const std::vector<float> tiled = run(p, false, false, false), decode = run(p, false, true, false);
         EXPECT_EQ(std::memcmp(tiled.data(), decode.data(), tiled.size() * 4), 0);
         EXPECT_LE(relative_error(decode, reference(p)), 1e-6);
     }

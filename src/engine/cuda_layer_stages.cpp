@@ -105,7 +105,8 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
                                             mode == 1 || fp8 ? a_scale.as<const float>() : nullptr, s);
     if (fp8) g.a_fp8 = a.as<const uint8_t>();
     // At most 32 rows per expert on average (a decode batch): most tiles are less than half full, so
-    // Hopper runs 64-row CTAs, two per SM — the same arithmetic per row.
+    // Hopper runs its few-row kernels (64-row CTAs, two per SM; FP4's decode kernel) — the same
+    // arithmetic per row.
     g.few_rows = r.max_rows <= 32 * r.group->experts;
     return g;
 }

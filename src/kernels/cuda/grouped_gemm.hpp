@@ -50,8 +50,9 @@ struct GroupedGemmLaunch {
     // onwards of rows [0, identity_rows), expert 0 — no list to build in a launch of its own.
     int64_t identity_rows = 0;
     int32_t identity_tile_rows = 0;
-    // A hint that the tiles hold few rows (a decode batch): Hopper then runs two 64-row CTAs per tile.
-    // Each row's MMAs and folds are the same either way, so the hint may follow the batch size.
+    // A hint that the tiles hold few rows (a decode batch): Hopper then runs two 64-row CTAs per tile, or
+    // for FP4 weights the decode kernel (32 tokens per CTA). Each row's MMAs and folds are the same either
+    // way, so the hint may follow the batch size.
     bool few_rows = false;
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits

@@ -29,8 +29,8 @@ constexpr int kFeatures = 64;                             // weight rows per CTA
 constexpr int kTokens = 32;                               // token rows per CTA: the MMAs' N
 constexpr int kChunksPerTile = kHopperTileRows / kTokens;  // CTAs per row tile (most exit at once)
 constexpr int kSubs = 2;                                  // stored 64-k tiles per stage: one 128-k block
-// Four CTAs to an SM, four stages each: widening is most of a decode CTA's work, and more resident warps
-// keep the integer pipes busier than deeper pipelines would.
+// Four CTAs to an SM, four stages each (three with five stages measured the same: widening on the
+// integer pipe, not latency, bounds this kernel — bench/results/2026-12-01-cuda-decode-fp4.md).
 constexpr int kConsumers = 128, kThreads = kConsumers + 32, kCtasPerSm = 4, kStages = 4;
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async one
 
@@ -97,15 +97,15 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
 
 // One weight row's codes for two 16-wide k steps (2p, 2p + 1) of a stored 64-k tile, widened to the
 // MMA's A fragment: the row's k (2q, 2q + 1) and (2q + 8, 2q + 9) of each step, q = lane % 4.
-// `words` are the row's 32 bytes (k 0..63, two codes a byte, low nibble first); `e` the exponent of
-// their 32-wide group, from byte `group` of `exponents`. Returns (step 2p: k 2q.., k 2q+8..; step 2p+1:
-// the same).
+// `words` are the row's 32 bytes (k 0..63, two codes a byte, low nibble first); the scale is byte
+// `group` (their 32-wide group) of the row's e8m0 `exponents`. Returns (step 2p: k 2q.., k 2q+8..;
+// step 2p+1: the same).
 __device__ __forceinline__ uint4 widen_fragments(const uint32_t (&words)[8], int p, uint32_t select, uint32_t exponents,
                                                  uint32_t group) {
     // Step s's bytes are words 2s (k 16s .. 16s+7) and 2s + 1 (k 16s+8 ..): this lane's byte q of each.
     const uint32_t first = __byte_perm(words[4 * p], words[4 * p + 1], select);
     const uint32_t second = __byte_perm(words[4 * p + 2], words[4 * p + 3], select);
-    return e2m1x8_to_bf16x8_scaled(__byte_perm(first, second, 0x5410), bf16_pair_scale(exponents, group));
+    return e2m1x8_to_bf16x8(__byte_perm(first, second, 0x5410), bf16_pair_scale(exponents, group));
 }
 #endif
 
@@ -179,6 +179,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) fp4_decode_kernel(const 
             }
         }
         fence_operands(acc);
+#pragma unroll
+        for (int step = 0; step < kSubs * 4; ++step)  // the fragments are written before the fence
+#pragma unroll
+            for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[step][i])::"memory");
         wgmma_fence();
 #pragma unroll
         for (int step = 0; step < kSubs * 4; ++step)

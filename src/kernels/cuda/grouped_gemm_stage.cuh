@@ -115,9 +115,8 @@ __device__ __forceinline__ uint32_t prmt_sign_mode(uint32_t a, uint32_t b, uint3
 // them (e in [2, 252], checked at upload, keeps every product normal and exact). Widening is most of
 // an FP4 decode kernel's work and runs on the integer pipe, so every operation counts: this form
 // takes seven integer operations per four codes where masking the signs out took nine (the same
-// bits for all 65536 pairs of four codes).
-// `scale` is 2^(e - 127) as a bf16 pair (bf16_pair_scale).
-__device__ __forceinline__ uint4 e2m1x8_to_bf16x8_scaled(uint32_t codes, uint32_t scale) {
+// bits for every pattern of four codes). `scale` is 2^(e - 127) as a bf16 pair (bf16_pair_scale).
+__device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t scale) {
     uint32_t r[4];
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
@@ -137,9 +136,6 @@ __device__ __forceinline__ uint4 e2m1x8_to_bf16x8_scaled(uint32_t codes, uint32_
 // Byte `byte` of `exponents` (an e8m0 code e) as the bf16 pair (2^(e - 127), 2^(e - 127)).
 __device__ __forceinline__ uint32_t bf16_pair_scale(uint32_t exponents, uint32_t byte) {
     return __byte_perm(exponents, 0, 0x4040u | byte | byte << 8) << 7;  // e in bytes 0 and 2, then to bits 7-14
-}
-__device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t e) {
-    return e2m1x8_to_bf16x8_scaled(codes, (e << 7) * 0x00010001u);
 }
 
 struct Tile {
@@ -277,8 +273,8 @@ __device__ __forceinline__ void widen_stage(const char* b_raw, char* b_bf16, int
             out = make_uint4(a.x, a.y, b.x, b.y);
         } else {
             const uint32_t codes = *reinterpret_cast<const uint32_t*>(b_raw + row * (kBK / 2) + chunk * 4);
-            const uint32_t e = reinterpret_cast<const uint8_t*>(b_raw + kTileN * kBK / 2)[row * 4 + ((k0 & 127) + chunk * 8) / 32];
-            out = e2m1x8_to_bf16x8(codes, e);
+            const uint32_t exponents = *reinterpret_cast<const uint32_t*>(b_raw + kTileN * kBK / 2 + row * 4);
+            out = e2m1x8_to_bf16x8(codes, bf16_pair_scale(exponents, ((k0 & 127) + chunk * 8) / 32));
         }
         *reinterpret_cast<uint4*>(b_bf16 + swizzle(row, chunk)) = out;
     }
