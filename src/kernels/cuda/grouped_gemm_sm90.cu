@@ -17,7 +17,10 @@ using namespace wgmma;
 // A CTA: kWG consumer warpgroups of 64 rows each and one producer warp. Two warpgroups share each weight
 // stage between the 128 rows of a tile; one-warpgroup CTAs take half a tile each, two CTAs to an SM,
 // for batches whose tiles hold few rows (a CTA streams weights at a limited rate: two per SM stream
-// more). A row's MMAs are the same either way, so is its result.
+// more). A row's MMAs are the same either way, so is its result. Two-warpgroup CTAs run one to an SM
+// with deep pipelines, or (unscaled launches, STEADYMOE_TILED_CTAS_PER_SM=2) two to an SM with three
+// stages each: a prefill launch is thousands of short CTAs, and one CTA's prologue and epilogue may then
+// overlap the other's MMAs.
 template <int kWG>
 struct Cta {
     static_assert(kWG == 1 || kWG == 2);
@@ -25,7 +28,6 @@ struct Cta {
     static constexpr int kConsumers = 128 * kWG;
     static constexpr int kConsumerWarps = kConsumers / 32;
     static constexpr int kThreads = kConsumers + 32;
-    static constexpr int kPerSm = 3 - kWG;
 };
 static_assert(Cta<2>::kRows == kHopperTileRows);
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
@@ -45,9 +47,9 @@ struct StageLayout {
 // Pipeline depth per weight format: as many stages as shared memory holds, so that few-token batches
 // (which only stream weights) keep many bytes in flight.
 // e4m3 activations halve the A tile, and FP8 weights need no widened copy: more bytes fit. Two 64-row
-// CTAs share an SM's shared memory, four stages each.
-template <WeightCode kCode, bool kFp8A, int kWG>
-constexpr int kStages = kWG == 1 ? 4 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
+// CTAs share an SM's shared memory, four stages each; two 128-row CTAs, three each.
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm>
+constexpr int kStages = kWG == 1 ? 4 : kPerSm == 2 ? 3 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
 // FP8 / FP4 weights meeting bf16 activations are widened to bf16 in two spare tiles (one may still be
 // read by the previous stage's MMAs).
 template <WeightCode kCode, bool kFp8A>
@@ -145,8 +147,8 @@ struct StageProducer {
 // partial sums are folded once per 128-wide block, as for bf16: folding each MMA's k32 sum on its own
 // halved the FP8 tensor cores' rounding error but cost 25-45% of the speed
 // (bench/results/2026-12-01-cuda-fp8-tensor-cores.md).
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG>
-__global__ void __launch_bounds__(Cta<kWG>::kThreads, Cta<kWG>::kPerSm) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm>
+__global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
@@ -159,7 +161,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, Cta<kWG>::kPerSm) grouped_
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
-    constexpr int kS = kStages<kCode, kFp8A, kWG>;
+    constexpr int kS = kStages<kCode, kFp8A, kWG, kPerSm>;
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
     uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* empty = full + kS;
@@ -314,22 +316,46 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, Cta<kWG>::kPerSm) grouped_
 #endif
 }
 
-template <WeightCode kCode, bool kFp8A, int kWG>
-constexpr int kSmemBytes = kStages<kCode, kFp8A, kWG> * StageLayout<kCode, kFp8A, kWG>::kBytes +
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm>
+constexpr int kSmemBytes = kStages<kCode, kFp8A, kWG, kPerSm> * StageLayout<kCode, kFp8A, kWG>::kBytes +
                            (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
-                           2 * kStages<kCode, kFp8A, kWG> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
-static_assert(kSmemBytes<WeightCode::Fp8, true, 1> == kSmemBytes<WeightCode::Bf16, false, 1>);
+                           2 * kStages<kCode, kFp8A, kWG, kPerSm> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
+static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
-template <WeightCode kCode, bool kScaled, bool kFp8A = false, int kWG = 2>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG>;
-    static_assert((kSmem + 1024) * Cta<kWG>::kPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
-    const cudaError_t err = allow_shared_memory<grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG>>(kSmem);
+    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm>;
+    static_assert((kSmem + 1024) * kPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm>;
+    const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
     dim3 grid = tile_grid(g);
     grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
-    grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG><<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g);
+    kernel<<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g);
     return cudaGetLastError();
+}
+
+// How many two-warpgroup CTAs share an SM (see Cta): 1, or 2 with STEADYMOE_TILED_CTAS_PER_SM=2.
+int tiled_ctas_per_sm() {
+    static const int ctas = [] {
+        const char* v = std::getenv("STEADYMOE_TILED_CTAS_PER_SM");
+        return v && std::strcmp(v, "2") == 0 ? 2 : 1;
+    }();
+    return ctas;
+}
+
+// A launch on 128-row CTAs (two warpgroups); few-row launches take half_launch's 64-row CTAs. Scaled
+// launches keep one CTA to an SM: their fold's second set of 64 accumulators does not fit two CTAs'
+// registers without spilling.
+template <WeightCode kCode, bool kScaled, bool kFp8A = false>
+cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
+    if constexpr (!kScaled)
+        if (tiled_ctas_per_sm() == 2) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
+    return launch_typed<kCode, kScaled, kFp8A, 2, 1>(g);
+}
+template <WeightCode kCode, bool kScaled, bool kFp8A = false>
+cudaError_t half_launch(const GroupedGemmLaunch& g) {
+    return launch_typed<kCode, kScaled, kFp8A, 1, 2>(g);
 }
 
 __global__ void sm90a_probe_kernel(int* has_wgmma) {
@@ -382,8 +408,8 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 }
 
 int hopper_few_row_ctas_per_sm() {
-    constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1>;
-    constexpr int kSmem = kSmemBytes<WeightCode::Fp8, true, 1>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2>;
+    constexpr int kSmem = kSmemBytes<WeightCode::Fp8, true, 1, 2>;
     int ctas = 0;
     if (allow_shared_memory<kernel>(kSmem) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, Cta<1>::kThreads, kSmem) != cudaSuccess) {
@@ -405,14 +431,14 @@ cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
     const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
         if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;
-        return half ? launch_typed<WeightCode::Fp8, true, true, 1>(g) : launch_typed<WeightCode::Fp8, true, true>(g);
+        return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g);
     }
     if (half && g.code == WeightCode::Bf16)
-        return g.scaled ? launch_typed<WeightCode::Bf16, true, false, 1>(g) : launch_typed<WeightCode::Bf16, false, false, 1>(g);
+        return g.scaled ? half_launch<WeightCode::Bf16, true>(g) : half_launch<WeightCode::Bf16, false>(g);
     switch (g.code) {
-    case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);
-    case WeightCode::Fp8: return launch_typed<WeightCode::Fp8, true>(g);
-    case WeightCode::Fp4: return g.scaled ? launch_typed<WeightCode::Fp4, true>(g) : launch_typed<WeightCode::Fp4, false>(g);
+    case WeightCode::Bf16: return g.scaled ? launch_tiled<WeightCode::Bf16, true>(g) : launch_tiled<WeightCode::Bf16, false>(g);
+    case WeightCode::Fp8: return launch_tiled<WeightCode::Fp8, true>(g);
+    case WeightCode::Fp4: return g.scaled ? launch_tiled<WeightCode::Fp4, true>(g) : launch_tiled<WeightCode::Fp4, false>(g);
     }
     return cudaErrorInvalidValue;
 }
