@@ -3,6 +3,7 @@
 // placement (contiguous, strided, replicated) and how the batch is split over ranks — plus agreement
 // checks and bounded waits.
 #include "steadymoe/engine/demo_model.hpp"
+#include "steadymoe/kernels/cpu/activation.hpp"
 #include "steadymoe/engine/ep_layer.hpp"
 #include "steadymoe/engine/load_balance.hpp"
 #include "steadymoe/parallel/eplb.hpp"
@@ -202,10 +203,11 @@ TEST_P(EpDemoLayer, BitwiseEqualToOneRankForEveryPlacement) {
 // experts): the sender's quantisation — codes and per-128 scales, under both activation schemes — is the
 // experts' operand, so the bytes stay the one-rank layer's, in one level and two, whole and in chunks,
 // with bf16 and f32 inputs (the experts still round to the input's dtype). Dense experts (the Qwen3
-// golden) keep their rows in the input's dtype.
+// golden, even when asked for FP8 activations, which only quantised experts take) keep their rows in the
+// input's dtype.
 TEST(EpFp8Rows, QuantisedExpertsTakeTheirRowsInFp8) {
     const DemoModelShape s = test::small_demo_shape();
-    const int64_t H = s.hidden, fp8_row = H + 4 * ((H + 127) / 128);
+    const int64_t H = s.hidden, fp8_row = H + 4 * cpu::fp8_groups(H);
     for (ActivationQuant aq : {ActivationQuant::Fp8Pow2, ActivationQuant::Fp8Block}) {
         const MoeLayer layer(demo_config(s), demo_layer_weights(s, 1), {.activation_quant = aq, .threads = 1});
         for (DType dtype : {DType::BF16, DType::F32}) {
@@ -218,11 +220,53 @@ TEST(EpFp8Rows, QuantisedExpertsTakeTheirRowsInFp8) {
         }
     }
     const Checkpoint ckpt = Checkpoint::open(test::golden_dir() / "qwen3-moe-tiny");
-    const MoeLayer dense = MoeLayer::from_checkpoint(ckpt, 0, {.threads = 1});
+    const MoeLayer dense = MoeLayer::from_checkpoint(ckpt, 0, {.activation_quant = ActivationQuant::Fp8Block, .threads = 1});
     MoeInput in;
     in.hidden = SafetensorsFile::open(test::golden_dir() / "qwen3-moe-tiny" / "io.safetensors").get("input");
     const int64_t E = dense.config().n_routed_experts, dense_row = dense.config().hidden_size * int64_t(dtype_size(in.hidden.dtype()));
     for (const EpStats& st : expect_same_as_one_rank(dense, in, ExpertPlacement::strided(E, 2))) EXPECT_EQ(st.row_bytes, dense_row);
+}
+
+// FP8 rows where ranks load only their slots' experts, and across placement changes that move experts
+// between ranks (their weights travel, the rows stay FP8): still the whole layer's bytes.
+TEST(EpFp8Rows, PartialLayersAndMovedExpertsKeepTheBits) {
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer whole(demo_config(s), demo_layer_weights(s, 1), {.threads = 1});
+    const MoeInput in = demo_input(s, 37, DType::BF16);
+    const MoeOutput want = whole.forward(in);
+    const ExpertPlacement first = ExpertPlacement::contiguous(s.experts, 2), second = ExpertPlacement::strided(s.experts, 2);
+    std::vector<MoeLayer> shares;
+    for (int r = 0; r < 2; ++r) {
+        MoeLayerWeights w = demo_layer_weights(s, 1);
+        w.partial = true;
+        const std::vector<bool> held = first.experts_of(r);
+        for (size_t e = 0; e < w.experts.size(); ++e)
+            if (!held[e]) w.experts[e] = ExpertWeights{};
+        shares.emplace_back(demo_config(s), std::move(w), MoeLayerOptions{.threads = 1});
+    }
+    const int64_t T = in.hidden.dim(0), half = T / 2;
+    LocalGroup group(2, std::chrono::seconds(60));
+    std::vector<std::vector<MoeOutput>> outs(2);
+    std::vector<size_t> moved(2);
+    std::vector<bool> fp8(2);
+    on_ranks(2, [&](int r) {
+        EpMoeLayer ep(shares[size_t(r)], first, group.transport(r));
+        fp8[size_t(r)] = ep.fp8_rows();
+        const MoeInput mine = in.rows(r * half, r == 0 ? half : T);
+        outs[size_t(r)].push_back(ep.forward(mine));
+        moved[size_t(r)] = ep.change_placement(second);
+        outs[size_t(r)].push_back(ep.forward(mine));
+    });
+    for (int r = 0; r < 2; ++r) {
+        EXPECT_TRUE(fp8[size_t(r)]) << "rank " << r;
+        EXPECT_GT(moved[size_t(r)], 0u) << "rank " << r;
+        for (size_t i = 0; i < outs[size_t(r)].size(); ++i) {
+            const MoeOutput& o = outs[size_t(r)][i];
+            const int64_t b = r * half, n = o.output.dim(0);
+            EXPECT_EQ(test::first_bit_difference(o.output.raw(), want.output.rows(b, b + n).raw(), o.output.nbytes()), -1)
+                << "rank " << r << ", batch " << i;
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, EpDemoLayer,

@@ -30,24 +30,17 @@ using ep::Writer;
 namespace {
 
 // Every active token's row as it travels in FP8: H e4m3 codes, then one f32 scale per 128 values — the
-// quantisation the experts would make of it (quantize_row_fp8_codes), made once by the sender.
-Bytes quantised_rows(const MoeInput& input, const BatchPlan& plan, int64_t H, ActivationQuant mode, size_t row_bytes,
-                     int threads) {
+// quantisation the experts would make of it (quantize_row_fp8_codes), made once by the sender from the
+// input's values as the one-rank layer holds them (plan.x).
+Bytes quantised_rows(const BatchPlan& plan, int64_t H, ActivationQuant mode, size_t row_bytes, int threads) {
     Bytes out(size_t(plan.tokens) * row_bytes);
-    const bool bf16 = plan.act_dtype == cpu::ActDType::BF16;
-    const int64_t groups = (H + 127) / 128;
+    const int64_t groups = cpu::fp8_groups(H);
     parallel_for(plan.tokens, threads, [&](int64_t t) {
         if (!plan.active[size_t(t)]) return;  // never sent
-        thread_local std::vector<float> row, scales;
-        row.resize(size_t(H)), scales.resize(size_t(groups));
-        if (bf16) {
-            const uint16_t* src = input.hidden.data<uint16_t>() + t * H;
-            for (int64_t i = 0; i < H; ++i) row[size_t(i)] = bf16_to_f32(src[i]);
-        } else {
-            std::memcpy(row.data(), input.hidden.data<float>() + t * H, size_t(H) * 4);
-        }
+        thread_local std::vector<float> scales;
+        scales.resize(size_t(groups));
         uint8_t* dst = out.data() + size_t(t) * row_bytes;
-        cpu::quantize_row_fp8_codes(row.data(), H, mode, dst, scales.data());
+        cpu::quantize_row_fp8_codes(plan.x.data<float>() + t * H, H, mode, dst, scales.data());
         std::memcpy(dst + H, scales.data(), size_t(groups) * 4);
     });
     return out;
@@ -70,7 +63,7 @@ void received_rows(ep::RowEncoding encoding, const uint8_t* rows, int64_t tokens
         }
         return;
     }
-    const int64_t groups = (H + 127) / 128;
+    const int64_t groups = cpu::fp8_groups(H);
     const size_t row_bytes = ep::row_bytes(encoding, H);
     const bool kept = cpu::fp8_keeps_scales(mode);
     if (kept) kept_scales.resize(size_t(tokens * groups));
@@ -359,7 +352,7 @@ std::vector<Bytes> EpMoeLayer::dispatch_messages(const MoeInput& input, EpBatch:
     const auto* rows = static_cast<const uint8_t*>(input.hidden.raw());
     Bytes fp8;  // the rows as they travel, quantised once here
     if (fp8_rows_) {
-        fp8 = quantised_rows(input, plan, H, layer_.activation_quant(), row_bytes, layer_.options().threads);
+        fp8 = quantised_rows(plan, H, layer_.activation_quant(), row_bytes, layer_.options().threads);
         rows = fp8.data();
     }
     // Rows crossing to each node: a token once per node in two levels (what each bundle carries), once per
@@ -418,7 +411,8 @@ void EpMoeLayer::begin_combine(EpBatch& batch) const {
         r.take(kDispatchHeader);  // checked by finish_dispatch
         const uint8_t code = r.get<uint8_t>();
         SMOE_CHECK(code < ep::kRowEncodings && (ep::is_fp8(ep::RowEncoding(code)) == fp8_rows_), Communication,
-                   "rank {} sent its rows encoded as {}, which this rank does not take", s, code);
+                   "rank {} sent its token rows in encoding {} (0 f32, 1 bf16, 2-3 FP8), this rank takes them {}", s, code,
+                   fp8_rows_ ? "in FP8" : "in the input's dtype");
         const ep::RowEncoding encoding{code};
         const int64_t tokens = r.get<int64_t>(), pairs = r.get<int64_t>();
         // Sizes from the wire are checked against the bytes that came before anything is allocated.

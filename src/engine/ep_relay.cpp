@@ -1,5 +1,7 @@
 #include "ep_relay.hpp"
 
+#include "steadymoe/kernels/cpu/activation.hpp"
+
 #include <algorithm>
 
 namespace steadymoe::ep {
@@ -62,7 +64,7 @@ size_t row_bytes(RowEncoding encoding, int64_t hidden) {
         case RowEncoding::F32: return size_t(hidden) * 4;
         case RowEncoding::Bf16: return size_t(hidden) * 2;
         case RowEncoding::Fp8OfF32:
-        case RowEncoding::Fp8OfBf16: return size_t(hidden) + size_t((hidden + 127) / 128) * 4;
+        case RowEncoding::Fp8OfBf16: return size_t(hidden) + size_t(cpu::fp8_groups(hidden)) * 4;
     }
     return 0;
 }
@@ -134,7 +136,9 @@ std::vector<Bytes> node_forward(const Nodes& n, int me, const std::vector<Bytes>
                    "rank {} groups ranks into nodes of {}, this rank into {}", s, per_node, n.per_node);
         const uint8_t encoding = r.get<uint8_t>();
         const int64_t row_bytes = r.get<int64_t>(), tokens = r.get<int64_t>();
-        SMOE_CHECK(encoding < kRowEncodings && size_t(row_bytes) == ep::row_bytes(RowEncoding(encoding), hidden) && tokens >= 0 &&
+        SMOE_CHECK(encoding < kRowEncodings, Communication,
+                   "rank {} sent a bundle with token rows in an unknown encoding {} (0 f32, 1 bf16, 2-3 FP8)", s, encoding);
+        SMOE_CHECK(size_t(row_bytes) == ep::row_bytes(RowEncoding(encoding), hidden) && tokens >= 0 &&
                        size_t(tokens) <= r.remaining() / size_t(row_bytes),
                    Communication, "rank {} sent a malformed bundle ({} rows of {} bytes in {})", s, tokens,
                    row_bytes, r.remaining());

@@ -59,7 +59,7 @@ void prepare_operand(const float* src, int64_t stride, const std::vector<int64_t
                      const float* src_scales = nullptr) {
     std::vector<float>& values = buf.values;
     grow(values, m * k);
-    const int64_t groups = (k + 127) / 128;
+    const int64_t groups = fp8_groups(k);
     const bool keep_scales = fp8_keeps_scales(mode);
     if (keep_scales) grow(buf.scales, m * groups);
     for (int64_t i = 0; i < m; ++i) {

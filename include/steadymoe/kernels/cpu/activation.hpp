@@ -31,6 +31,9 @@ void quantize_row_fp8_codes(const float* x, int64_t n, ActivationQuant mode, uin
 void fp8_codes_to_operand(const uint8_t* codes, const float* scales, int64_t n, ActivationQuant mode, float* values,
                           float* kept_scales);
 
+// How many 128-value groups (scales) quantising a row of n values makes.
+inline int64_t fp8_groups(int64_t n) { return (n + 127) / 128; }
+
 // Whether quantize_row_fp8 leaves per-group scales to apply (true for Fp8Block).
 inline bool fp8_keeps_scales(ActivationQuant mode) { return mode == ActivationQuant::Fp8Block; }
 
