@@ -35,6 +35,12 @@ if [[ $what == sanitize || $what == all ]]; then
       echo "compute-sanitizer $tool ($kernel kernel): rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool-$kernel.log" | tr '\n' ' ')"
     }
   done
+  # The few-row kernels (64-row CTAs, the FP4 decode kernel) on their own.
+  for tool in memcheck racecheck initcheck; do
+    timeout 120 $san --tool $tool --error-exitcode 3 build-gpu/tests/test_cuda_grouped_gemm \
+      --gtest_filter='CudaGroupedGemm.FewRowCtas*:CudaGroupedGemm.Fp4Decode*' >"$out/sanitize-$tool-few-rows.log" 2>&1
+    echo "compute-sanitizer $tool (few-row kernels): rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool-few-rows.log" | tr '\n' ' ')"
+  done
 fi
 if [[ $what == profile ]]; then
   for spec in "$@"; do
