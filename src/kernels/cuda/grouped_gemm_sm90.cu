@@ -3,6 +3,8 @@
 #include "grouped_gemm_stage.cuh"
 #include "wgmma.cuh"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -140,6 +142,32 @@ struct StageProducer {
 };
 #endif
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A warp's 16 x 128 results through the launch's epilogue straight from the accumulators (element 4j + r:
+// row `row` + 8 * (r / 2), feature 8j + 2 * (lane % 4) + r % 2). SwiGLU's gate fragment 2f and its up
+// partner 2f + 1 sit in the same thread.
+__device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch& g, const Tile& t, const float (&v)[64],
+                                                        int row, int lane) {
+    const int q2 = 2 * (lane & 3);
+    if (g.epilogue == GemmEpilogue::SwiGlu) {
+#pragma unroll
+        for (int f = 0; f < 8; ++f)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                epilogue_pair(g, t, row + 8 * h, 16 * f + q2, make_float2(v[8 * f + 2 * h], v[8 * f + 2 * h + 1]),
+                              make_float2(v[8 * f + 4 + 2 * h], v[8 * f + 4 + 2 * h + 1]));
+    } else {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float2 pair = make_float2(v[4 * j + 2 * h], v[4 * j + 2 * h + 1]);
+                epilogue_pair(g, t, row + 8 * h, 8 * j + q2, pair, pair);
+            }
+    }
+}
+#endif
+
 // Warp-specialised: warps 0-7 (two warpgroups, 64 rows each) run the MMAs, warp 8 streams the stages.
 // A stage is refilled once every consumer warp has released it, so weight bytes keep flowing while the
 // tensor cores work, with no block-wide barrier per stage.
@@ -147,17 +175,35 @@ struct StageProducer {
 // partial sums are folded once per 128-wide block, as for bf16: folding each MMA's k32 sum on its own
 // halved the FP8 tensor cores' rounding error but cost 25-45% of the speed
 // (bench/results/2026-12-01-cuda-fp8-tensor-cores.md).
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm>
+// kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
+// grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
+// finish the last one and run its epilogue (from registers: the stages are not free for one). The items
+// and their arithmetic are the same as one CTA each; only who computes them differs.
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
 __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
+    static_assert(!kPersistent || kWG == 2);
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
     using L = StageLayout<kCode, kFp8A, kWG>;
     static_assert(!kWiden || (L::kSub == 1 && kWG == 2));
-    const Tile t = hopper_tile<kWG>(g);
-    if (t.rows == 0) return;
+    // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item.
+    const int n_blocks = int((g.n + kTileN - 1) / kTileN), tiles = kPersistent ? tile_count(g) : 1;
+    const int items = kPersistent ? tiles * n_blocks * g.k_splits : 1;
+    const int first = kPersistent ? int(blockIdx.x) : 0, step = kPersistent ? int(gridDim.x) : 1;
+    auto item_tile = [&](int w) -> Tile {
+        if constexpr (kPersistent) {
+            const int rest = w / n_blocks;
+            return tile_at(g, rest % tiles, w % n_blocks, rest / tiles);
+        } else {
+            return hopper_tile<kWG>(g);
+        }
+    };
+    if (first >= items) return;
+    const Tile t0 = item_tile(first);
+    if (t0.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
@@ -165,7 +211,6 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
     uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* empty = full + kS;
-    const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kS; ++s) {
@@ -180,36 +225,53 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
     // it thinks divergent gets serialised (each MMA waits for the one before).
     const int lane = threadIdx.x & 31;
     const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
+    // Stages are counted across items (c): stage c % kS, in phase c / kS of its barriers.
     if (wg == kConsumers / 128) {  // the producer warp
-        const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane);
-        for (int kt = 0; kt < ktiles; ++kt) {
-            const int s = kt % kS;
-            if (kt >= kS) barrier::wait(&empty[s], uint32_t((kt / kS - 1) & 1));
-            producer.load(smem + s * kStageBytes, t.kt0 / L::kSub + kt, &full[s]);
+        int c = 0;
+        for (int w = first; w < items; w += step) {
+            const Tile t = w == first ? t0 : item_tile(w);
+            const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane);
+            const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
+            for (int kt = 0; kt < ktiles; ++kt, ++c) {
+                const int s = c % kS;
+                if (c >= kS) barrier::wait(&empty[s], uint32_t((c / kS - 1) & 1));
+                producer.load(smem + s * kStageBytes, t.kt0 / L::kSub + kt, &full[s]);
+            }
         }
         return;
     }
 
     const int warp = (threadIdx.x / 32) & 3;
-    // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
-    const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
 
     // Rows the live warpgroups read but no token fills are zeroed once in every stage, with their
     // scales (a row's products never reach another row, but the MMAs and folds should not read
     // uninitialised memory). The producer never writes them, so this runs alongside its first loads.
-    const int read_rows = t.rows <= 64 ? 64 : kRows;
+    // (A persistent CTA's later items may find rows of earlier ones there: finite values, whose
+    // products stay in rows the epilogue skips.)
+    const int read_rows = t0.rows <= 64 ? 64 : kRows;
     for (int s = 0; s < kS; ++s) {
         char* stage = smem + s * kStageBytes;
         for (int h = 0; h < L::kSub; ++h)
-            for (int c = threadIdx.x; c < (read_rows - t.rows) * (kARowBytes / 16); c += kConsumers)
-                *reinterpret_cast<uint4*>(stage + h * L::kA + t.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+            for (int c = threadIdx.x; c < (read_rows - t0.rows) * (kARowBytes / 16); c += kConsumers)
+                *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
         if constexpr (kScaled)
-            for (int row = t.rows + threadIdx.x; row < read_rows; row += kConsumers)
+            for (int row = t0.rows + threadIdx.x; row < read_rows; row += kConsumers)
                 reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
     }
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 
+    // A warp is done with a stage once its MMAs (and, scaled, its fold) have read it.
+    auto release = [&](int c) {
+        __syncwarp();
+        if (lane == 0) barrier::arrive(&empty[c % kS]);
+    };
+    int c = 0;
+    for (int w = first; w < items; w += step) {
+    const Tile t = w == first ? t0 : item_tile(w);
+    const int ktiles = t.ktiles / L::kSub;
+    // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
+    const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
     float acc[64];
     float total[kScaled ? 64 : 1];
 #pragma unroll
@@ -217,19 +279,14 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
 #pragma unroll
     for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
-    // A warp is done with a stage once its MMAs (and, scaled, its fold) have read it.
-    auto release = [&](int kt) {
-        __syncwarp();
-        if (lane == 0) barrier::arrive(&empty[kt % kS]);
-    };
-    for (int kt = 0; kt < ktiles; ++kt) {
-        barrier::wait(&full[kt % kS], uint32_t((kt / kS) & 1));
+    for (int kt = 0; kt < ktiles; ++kt, ++c) {
+        barrier::wait(&full[c % kS], uint32_t((c / kS) & 1));
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
-        const char* stage = smem + (kt % kS) * kStageBytes;
+        const char* stage = smem + (c % kS) * kStageBytes;
         const char* b_tile = stage + L::kSub * L::kA;
         if constexpr (kWiden) {
-            barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of stage kt - 2
-            char* target = widened + (kt & 1) * kBTileBytes;
+            barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of stage c - 2
+            char* target = widened + (c & 1) * kBTileBytes;
             widen_stage<kCode, kConsumers>(b_tile, target, (t.kt0 + kt) * kBK);
             b_tile = target;
             fence_async_shared();
@@ -272,17 +329,26 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
                         }
                     }
                 }
-                if (L::kSub == 1) release(kt - 1);
-                release(kt);
+                if (L::kSub == 1) release(c - 1);
+                release(c);
             }
         } else {
             if (live) wgmma_wait<1>();
-            if (kt > 0) release(kt - 1);
+            if (kt > 0) release(c - 1);
         }
     }
     if (live) {
         wgmma_wait<0>();
         fence_operands(acc);
+    }
+    if constexpr (kPersistent) {
+        if (!kScaled) release(c - 1);  // the item's last stage: its MMAs are done
+        if (live) {
+            const int row = wg * 64 + warp * 16 + (lane >> 2);
+            if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
+            else epilogue_from_registers(g, t, acc, row, lane);
+        }
+        continue;
     }
     // Every MMA has read its stage and no copy is in flight: the stages are free for the epilogue.
     barrier::sync_threads(1, kConsumers);
@@ -311,6 +377,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
         const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
         epilogue_pair(g, t, wg * 64 + warp * 16 + row, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
     }
+    }  // items
 #else
     __trap();  // wgmma needs sm_90a
 #endif
@@ -322,15 +389,29 @@ constexpr int kSmemBytes = kStages<kCode, kFp8A, kWG, kPerSm> * StageLayout<kCod
                            2 * kStages<kCode, kFp8A, kWG, kPerSm> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm>
+// Streaming multiprocessors of the current GPU (asked once per device).
+int sm_count() {
+    static std::atomic<int> counts[64] = {};
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 1;
+    int n = counts[device].load(std::memory_order_relaxed);
+    if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && n > 0)
+        counts[device].store(n, std::memory_order_relaxed);
+    return n > 0 ? n : 1;
+}
+
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
-    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent>;
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
     dim3 grid = tile_grid(g);
-    grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
+    if constexpr (kPersistent)  // as many CTAs as fit at once, or as there are items
+        grid = dim3(unsigned(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, int64_t(sm_count()) * kPerSm)), 1, 1);
+    else
+        grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     kernel<<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g);
     return cudaGetLastError();
 }
@@ -343,12 +424,21 @@ int tiled_ctas_per_sm() {
     }();
     return ctas;
 }
+// Whether two-warpgroup launches run persistent CTAs (STEADYMOE_PERSISTENT_TILES=1; see the kernel).
+bool persistent_tiles() {
+    static const bool on = [] {
+        const char* v = std::getenv("STEADYMOE_PERSISTENT_TILES");
+        return v && std::strcmp(v, "1") == 0;
+    }();
+    return on;
+}
 
 // A launch on 128-row CTAs (two warpgroups); few-row launches take half_launch's 64-row CTAs. Scaled
 // launches keep one CTA to an SM: their fold's second set of 64 accumulators does not fit two CTAs'
 // registers without spilling.
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
+    if (persistent_tiles()) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
         if (tiled_ctas_per_sm() == 2) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
     return launch_typed<kCode, kScaled, kFp8A, 2, 1>(g);
@@ -408,7 +498,7 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 }
 
 int hopper_few_row_ctas_per_sm() {
-    constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;
     constexpr int kSmem = kSmemBytes<WeightCode::Fp8, true, 1, 2>;
     int ctas = 0;
     if (allow_shared_memory<kernel>(kSmem) != cudaSuccess ||

@@ -149,17 +149,26 @@ inline dim3 tile_grid(const GroupedGemmLaunch& g) {
     return dim3(unsigned((g.n + kTileN - 1) / kTileN), unsigned(g.max_tiles), unsigned(g.k_splits));
 }
 
-// Tile i of the launch (this block's: i = blockIdx.y); rows = 0 past the batch's tile count.
-__device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g, int i) {
-    const int ktiles = int(g.k / kBK) / g.k_splits, split = int(blockIdx.z);
+// Row tile i of the launch with the output features of n-block n_block and k split `split`; rows = 0 past
+// the batch's tile count.
+__device__ __forceinline__ Tile tile_at(const GroupedGemmLaunch& g, int i, int n_block, int split) {
+    const int ktiles = int(g.k / kBK) / g.k_splits;
     if (g.identity_rows > 0) {
         const int64_t row0 = int64_t(i) * g.identity_tile_rows;
         if (row0 >= g.identity_rows) return {0, 0, 0, 0, 0, 0, 0};
         const int rows = int(g.identity_rows - row0 < g.identity_tile_rows ? g.identity_rows - row0 : g.identity_tile_rows);
-        return {0, int(row0), rows, int(blockIdx.x) * kTileN, split, split * ktiles, ktiles};
+        return {0, int(row0), rows, n_block * kTileN, split, split * ktiles, ktiles};
     }
     if (i >= *g.tile_count) return {0, 0, 0, 0, 0, 0, 0};
-    return {g.tile_expert[i], g.tile_row0[i], g.tile_rows[i], int(blockIdx.x) * kTileN, split, split * ktiles, ktiles};
+    return {g.tile_expert[i], g.tile_row0[i], g.tile_rows[i], n_block * kTileN, split, split * ktiles, ktiles};
+}
+// Row tiles in this batch.
+__device__ __forceinline__ int tile_count(const GroupedGemmLaunch& g) {
+    return g.identity_rows > 0 ? int((g.identity_rows + g.identity_tile_rows - 1) / g.identity_tile_rows) : *g.tile_count;
+}
+// Tile i of the launch with this block's features and split (blockIdx.x, blockIdx.z).
+__device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g, int i) {
+    return tile_at(g, i, int(blockIdx.x), int(blockIdx.z));
 }
 __device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g) { return tile_of_block(g, int(blockIdx.y)); }
 
