@@ -28,7 +28,7 @@ if [[ $what == tests || $what == all ]]; then
       env "$knob" timeout 300 build-gpu/tests/$t >>"$out/gpu-tests.log" 2>&1; echo "$t with $knob: rc=$?"
     done
   done
-  grep -E "^===|^\[  (PASSED|FAILED) |Failure|relative|Expected|Which is|actual" "$out/gpu-tests.log" | head -70
+  grep -E "^===|^\[  (PASSED|FAILED) |Failure|relative|Expected|Which is|actual" "$out/gpu-tests.log" | head -150
 fi
 if [[ $what == sanitize || $what == all ]]; then
   # compute-sanitizer over the tensor-core path at small sizes, both GEMM kernels.

@@ -39,8 +39,18 @@ enum class GemmEpilogue : int {
     Scatter = 2,  // out[row_dest[row]][n] = round(w * c) or round(c) (f32)
 };
 
+// How the Hopper kernel schedules a launch on its 128-row CTAs (the bits are the same; tests and
+// benchmarks compare them): one CTA per tile and n-block, one to an SM; two to an SM with shallower
+// pipelines (unscaled launches only); or one persistent CTA per SM walking every tile.
+enum class TiledSchedule : int {
+    FromEnvironment = 0,  // STEADYMOE_PERSISTENT_TILES=1, STEADYMOE_TILED_CTAS_PER_SM=2, else PerTile
+    PerTile = 1,
+    TwoPerSm = 2,
+    Persistent = 3,
+};
+
 struct GroupedGemmLaunch {
-    // Tiles: grid.x = max_tiles; tiles at or past *tile_count exit at once.
+    // Tiles: up to max_tiles of them; tiles at or past *tile_count are skipped.
     const int32_t* tile_expert = nullptr;
     const int32_t* tile_row0 = nullptr;
     const int32_t* tile_rows = nullptr;
@@ -54,6 +64,7 @@ struct GroupedGemmLaunch {
     // for FP4 weights the decode kernel (32 tokens per CTA). Each row's MMAs and folds are the same either
     // way, so the hint may follow the batch size.
     bool few_rows = false;
+    TiledSchedule schedule = TiledSchedule::FromEnvironment;
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits
     const float* a_scale = nullptr;  // [rows][k/128], or null (scale 1)

@@ -208,6 +208,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
     constexpr int kS = kStages<kCode, kFp8A, kWG, kPerSm>;
+    static_assert(kConsumerWarps * 16 * (kTileN + 4) * 4 <= kS * kStageBytes, "the parked epilogue fits in the stages");
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
     uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* empty = full + kS;
@@ -218,6 +219,20 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
             barrier::init(&empty[s], kConsumerWarps);
         }
         barrier::fence_init();
+    }
+    if constexpr (kPersistent) {
+        // Every row past the first item's is zeroed, with its scales, before the producer starts: its loads
+        // for later items may land in those rows of any stage (see the consumers' zeroing below).
+        for (int s = 0; s < kS; ++s) {
+            char* stage = smem + s * kStageBytes;
+            for (int h = 0; h < L::kSub; ++h)
+                for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += Cta<kWG>::kThreads)
+                    *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+            if constexpr (kScaled)
+                for (int row = t0.rows + threadIdx.x; row < kRows; row += Cta<kWG>::kThreads)
+                    reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
+        }
+        fence_async_shared();
     }
     __syncthreads();
 
@@ -245,10 +260,10 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
 
     // Rows the live warpgroups read but no token fills are zeroed once in every stage, with their
     // scales (a row's products never reach another row, but the MMAs and folds should not read
-    // uninitialised memory). The producer never writes them, so this runs alongside its first loads.
-    // (A persistent CTA's later items may find rows of earlier ones there: finite values, whose
-    // products stay in rows the epilogue skips.)
-    const int read_rows = t0.rows <= 64 ? 64 : kRows;
+    // uninitialised memory). The producer never writes them for this tile, so this runs alongside its
+    // first loads. (Persistent CTAs zeroed them before the producer started; a later item may find
+    // an earlier item's rows there, whose products stay in rows the epilogue skips.)
+    const int read_rows = kPersistent ? t0.rows : t0.rows <= 64 ? 64 : kRows;
     for (int s = 0; s < kS; ++s) {
         char* stage = smem + s * kStageBytes;
         for (int h = 0; h < L::kSub; ++h)
@@ -342,7 +357,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
         fence_operands(acc);
     }
     if constexpr (kPersistent) {
-        if (!kScaled) release(c - 1);  // the item's last stage: its MMAs are done
+        if (!kScaled && ktiles > 0) release(c - 1);  // the item's last stage: its MMAs are done
         if (live) {
             const int row = wg * 64 + warp * 16 + (lane >> 2);
             if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
@@ -408,7 +423,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
     dim3 grid = tile_grid(g);
-    if constexpr (kPersistent)  // as many CTAs as fit at once, or as there are items
+    if constexpr (kPersistent)  // as many CTAs as fit at once, or fewer where the batch's bound has fewer items
         grid = dim3(unsigned(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, int64_t(sm_count()) * kPerSm)), 1, 1);
     else
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
@@ -438,9 +453,13 @@ bool persistent_tiles() {
 // registers without spilling.
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
-    if (persistent_tiles()) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
+    TiledSchedule schedule = g.schedule;
+    if (schedule == TiledSchedule::FromEnvironment)
+        schedule = persistent_tiles() ? TiledSchedule::Persistent
+                   : tiled_ctas_per_sm() == 2 ? TiledSchedule::TwoPerSm : TiledSchedule::PerTile;
+    if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
-        if (tiled_ctas_per_sm() == 2) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
+        if (schedule == TiledSchedule::TwoPerSm) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
     return launch_typed<kCode, kScaled, kFp8A, 2, 1>(g);
 }
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
