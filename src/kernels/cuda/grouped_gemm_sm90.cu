@@ -283,115 +283,115 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
     };
     int c = 0;
     for (int w = first; w < items; w += step) {
-    const Tile t = w == first ? t0 : item_tile(w);
-    const int ktiles = t.ktiles / L::kSub;
-    // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
-    const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
-    float acc[64];
-    float total[kScaled ? 64 : 1];
+        const Tile t = w == first ? t0 : item_tile(w);
+        const int ktiles = t.ktiles / L::kSub;
+        // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
+        const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
+        float acc[64];
+        float total[kScaled ? 64 : 1];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
+        for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
-    for (int kt = 0; kt < ktiles; ++kt, ++c) {
-        barrier::wait(&full[c % kS], uint32_t((c / kS) & 1));
-        fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
-        const char* stage = smem + (c % kS) * kStageBytes;
-        const char* b_tile = stage + L::kSub * L::kA;
-        if constexpr (kWiden) {
-            barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of stage c - 2
-            char* target = widened + (c & 1) * kBTileBytes;
-            widen_stage<kCode, kConsumers>(b_tile, target, (t.kt0 + kt) * kBK);
-            b_tile = target;
-            fence_async_shared();
-            barrier::sync_threads(1, kConsumers);
-        }
-        if (live) {
-            fence_operands(acc);
-            wgmma_fence();
-            if constexpr (kFp8A) {
-#pragma unroll
-                for (int h = 0; h < L::kSub; ++h) {
-                    const uint64_t desc_a = smem_descriptor<512>(stage + h * L::kA + wg * 64 * kARowBytes),
-                                   desc_b = smem_descriptor<512>(b_tile + h * L::kB);
-#pragma unroll
-                    for (int ks = 0; ks < kBK / 32; ++ks) wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
-                }
-            } else {
-                const uint64_t desc_a = smem_descriptor<1024>(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor<1024>(b_tile);
-#pragma unroll
-                for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+        for (int kt = 0; kt < ktiles; ++kt, ++c) {
+            barrier::wait(&full[c % kS], uint32_t((c / kS) & 1));
+            fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
+            const char* stage = smem + (c % kS) * kStageBytes;
+            const char* b_tile = stage + L::kSub * L::kA;
+            if constexpr (kWiden) {
+                barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of stage c - 2
+                char* target = widened + (c & 1) * kBTileBytes;
+                widen_stage<kCode, kConsumers>(b_tile, target, (t.kt0 + kt) * kBK);
+                b_tile = target;
+                fence_async_shared();
+                barrier::sync_threads(1, kConsumers);
             }
-            wgmma_commit();
-        }
-        if constexpr (kScaled) {
-            if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
-                if (live) {
-                    wgmma_wait<0>();
-                    fence_operands(acc);
-                    const float* row_scale = reinterpret_cast<const float*>(stage + L::kScales);
-                    const float* fragment_scale = row_scale + kRows;
-                    const int row = wg * 64 + warp * 16 + (lane >> 2);
-                    const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
+            if (live) {
+                fence_operands(acc);
+                wgmma_fence();
+                if constexpr (kFp8A) {
 #pragma unroll
-                    for (int j = 0; j < 16; ++j) {
-                        const float sw = kCode == WeightCode::Fp8 ? fragment_scale[j] : 1.0f;
+                    for (int h = 0; h < L::kSub; ++h) {
+                        const uint64_t desc_a = smem_descriptor<512>(stage + h * L::kA + wg * 64 * kARowBytes),
+                                       desc_b = smem_descriptor<512>(b_tile + h * L::kB);
 #pragma unroll
-                        for (int r = 0; r < 4; ++r) {
-                            total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
-                            acc[j * 4 + r] = 0.0f;
+                        for (int ks = 0; ks < kBK / 32; ++ks) wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                    }
+                } else {
+                    const uint64_t desc_a = smem_descriptor<1024>(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor<1024>(b_tile);
+#pragma unroll
+                    for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                }
+                wgmma_commit();
+            }
+            if constexpr (kScaled) {
+                if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
+                    if (live) {
+                        wgmma_wait<0>();
+                        fence_operands(acc);
+                        const float* row_scale = reinterpret_cast<const float*>(stage + L::kScales);
+                        const float* fragment_scale = row_scale + kRows;
+                        const int row = wg * 64 + warp * 16 + (lane >> 2);
+                        const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
+#pragma unroll
+                        for (int j = 0; j < 16; ++j) {
+                            const float sw = kCode == WeightCode::Fp8 ? fragment_scale[j] : 1.0f;
+#pragma unroll
+                            for (int r = 0; r < 4; ++r) {
+                                total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
+                                acc[j * 4 + r] = 0.0f;
+                            }
                         }
                     }
+                    if (L::kSub == 1) release(c - 1);
+                    release(c);
                 }
-                if (L::kSub == 1) release(c - 1);
-                release(c);
+            } else {
+                if (live) wgmma_wait<1>();
+                if (kt > 0) release(c - 1);
             }
-        } else {
-            if (live) wgmma_wait<1>();
-            if (kt > 0) release(c - 1);
         }
-    }
-    if (live) {
-        wgmma_wait<0>();
-        fence_operands(acc);
-    }
-    if constexpr (kPersistent) {
-        if (!kScaled && ktiles > 0) release(c - 1);  // the item's last stage: its MMAs are done
         if (live) {
-            const int row = wg * 64 + warp * 16 + (lane >> 2);
-            if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
-            else epilogue_from_registers(g, t, acc, row, lane);
+            wgmma_wait<0>();
+            fence_operands(acc);
         }
-        continue;
-    }
-    // Every MMA has read its stage and no copy is in flight: the stages are free for the epilogue.
-    barrier::sync_threads(1, kConsumers);
-    if (!live) return;
+        if constexpr (kPersistent) {
+            if (!kScaled && ktiles > 0) release(c - 1);  // the item's last stage: its MMAs are done
+            if (live) {
+                const int row = wg * 64 + warp * 16 + (lane >> 2);
+                if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
+                else epilogue_from_registers(g, t, acc, row, lane);
+            }
+            continue;
+        }
+        // Every MMA has read its stage and no copy is in flight: the stages are free for the epilogue.
+        barrier::sync_threads(1, kConsumers);
+        if (!live) return;
 
-    // Epilogue through shared memory: each warp parks its 16 x 128 block there with fixed register
-    // indices, then one rolled loop applies the epilogue. Unrolled over the registers, the epilogue's
-    // code would be a hundred kilobytes, fetched cold by every launch — longer than a decode GEMM's
-    // whole weight stream. Accumulator layout: element 4j + r is row (lane/4 + 8*(r/2)) of the warp's
-    // 16, feature (8j + 2*(lane%4) + r%2).
-    constexpr int kLd = kTileN + 4;  // floats per parked row, padded against bank conflicts
-    float* block = reinterpret_cast<float*>(smem) + (wg * 4 + warp) * 16 * kLd;
-    const float* result = kScaled ? total : acc;
+        // Epilogue through shared memory: each warp parks its 16 x 128 block there with fixed register
+        // indices, then one rolled loop applies the epilogue. Unrolled over the registers, the epilogue's
+        // code would be a hundred kilobytes, fetched cold by every launch — longer than a decode GEMM's
+        // whole weight stream. Accumulator layout: element 4j + r is row (lane/4 + 8*(r/2)) of the warp's
+        // 16, feature (8j + 2*(lane%4) + r%2).
+        constexpr int kLd = kTileN + 4;  // floats per parked row, padded against bank conflicts
+        float* block = reinterpret_cast<float*>(smem) + (wg * 4 + warp) * 16 * kLd;
+        const float* result = kScaled ? total : acc;
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+        for (int j = 0; j < 16; ++j)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-            block[((lane >> 2) + 8 * (r >> 1)) * kLd + 8 * j + 2 * (lane & 3) + (r & 1)] = result[4 * j + r];
-    __syncwarp();
-    const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
+            for (int r = 0; r < 4; ++r)
+                block[((lane >> 2) + 8 * (r >> 1)) * kLd + 8 * j + 2 * (lane & 3) + (r & 1)] = result[4 * j + r];
+        __syncwarp();
+        const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
 #pragma unroll 1
-    for (int i = lane; i < 16 * (kTileN / 2); i += 32) {
-        const int row = i / (kTileN / 2), col = (i % (kTileN / 2)) * 2;
-        if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
-        const float* v = block + row * kLd + col;
-        const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
-        epilogue_pair(g, t, wg * 64 + warp * 16 + row, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
-    }
+        for (int i = lane; i < 16 * (kTileN / 2); i += 32) {
+            const int row = i / (kTileN / 2), col = (i % (kTileN / 2)) * 2;
+            if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
+            const float* v = block + row * kLd + col;
+            const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
+            epilogue_pair(g, t, wg * 64 + warp * 16 + row, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
+        }
     }  // items
 #else
     __trap();  // wgmma needs sm_90a
