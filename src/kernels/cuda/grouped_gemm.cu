@@ -2,9 +2,8 @@
 // shared stages of grouped_gemm_stage.cuh (cp.async pipeline, ldmatrix). Hopper takes
 // grouped_gemm_sm90.cu instead; which one runs depends only on the GPU.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
+#include "env_switch.hpp"
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_stage.cuh"
 
@@ -243,10 +242,7 @@ int grouped_gemm_few_row_ctas_per_sm() {
 }
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {
-    static const bool enabled = [] {
-        const char* v = std::getenv("STEADYMOE_FP8_TENSOR_CORES");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
+    static const bool enabled = !env_equals("STEADYMOE_FP8_TENSOR_CORES", "0");
     return code == WeightCode::Fp8 && enabled && hopper_gemm_available();
 }
 

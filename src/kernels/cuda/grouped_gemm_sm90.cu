@@ -1,12 +1,11 @@
 #include "grouped_gemm_sm90.hpp"
 #include "async_barrier.cuh"
+#include "env_switch.hpp"
 #include "grouped_gemm_stage.cuh"
 #include "wgmma.cuh"
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 namespace steadymoe::cuda {
@@ -433,18 +432,12 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 
 // How many two-warpgroup CTAs share an SM (see Cta): 1, or 2 with STEADYMOE_TILED_CTAS_PER_SM=2.
 int tiled_ctas_per_sm() {
-    static const int ctas = [] {
-        const char* v = std::getenv("STEADYMOE_TILED_CTAS_PER_SM");
-        return v && std::strcmp(v, "2") == 0 ? 2 : 1;
-    }();
+    static const int ctas = env_equals("STEADYMOE_TILED_CTAS_PER_SM", "2") ? 2 : 1;
     return ctas;
 }
 // Whether two-warpgroup launches run persistent CTAs (STEADYMOE_PERSISTENT_TILES=1; see the kernel).
 bool persistent_tiles() {
-    static const bool on = [] {
-        const char* v = std::getenv("STEADYMOE_PERSISTENT_TILES");
-        return v && std::strcmp(v, "1") == 0;
-    }();
+    static const bool on = env_equals("STEADYMOE_PERSISTENT_TILES", "1");
     return on;
 }
 
@@ -478,8 +471,7 @@ __global__ void sm90a_probe_kernel(int* has_wgmma) {
 // Whether the kernels of this build run wgmma on the current GPU: a Hopper, a build for sm_90a, and
 // no STEADYMOE_GEMM_KERNEL=mma in the environment.
 bool probe_hopper() {
-    const char* forced = std::getenv("STEADYMOE_GEMM_KERNEL");
-    if (forced && std::strcmp(forced, "mma") == 0) return false;
+    if (env_equals("STEADYMOE_GEMM_KERNEL", "mma")) return false;
     int device = 0, major = 0, minor = 0;
     if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
@@ -503,10 +495,7 @@ bool probe_hopper() {
 }  // namespace
 
 bool hopper_few_row_kernels() {
-    static const bool enabled = [] {
-        const char* v = std::getenv("STEADYMOE_FEW_ROW_KERNELS");
-        return !(v && std::strcmp(v, "0") == 0);
-    }();
+    static const bool enabled = !env_equals("STEADYMOE_FEW_ROW_KERNELS", "0");
     return enabled;
 }
 
