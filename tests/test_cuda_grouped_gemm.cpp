@@ -56,6 +56,17 @@ WeightMatrix fp4_matrix(int64_t rows, int64_t cols, const std::vector<uint8_t>& 
     return w;
 }
 
+// A bf16 matrix [rows][cols] whose element i is value(i) (exact in bf16).
+template <typename Value>
+WeightMatrix bf16_matrix(int64_t rows, int64_t cols, Value value, const std::string& name) {
+    WeightMatrix w;
+    w.format = ExpertFormat::Dense;
+    w.rows = rows, w.cols = cols, w.name = name;
+    w.data = Tensor::zeros(DType::BF16, {rows, cols});
+    for (int64_t i = 0; i < rows * cols; ++i) w.data.mutable_data<uint16_t>()[i] = f32_to_bf16(value(i));
+    return w;
+}
+
 struct Problem {
     bool fp4 = false;
     bool bf16 = false;  // the weight codes' e4m3 values stored as bf16 (exact), scale 1
@@ -125,18 +136,10 @@ cuda::DeviceExpertGroup upload(const Problem& p) {
         e.up = fp4_matrix(kK, kN, gu, gu_exp, "up");
         e.down = fp4_matrix(kN, kK, p.w, p.w_exp, "down");
     } else if (p.bf16) {
-        auto matrix = [](int64_t rows, int64_t cols, const std::vector<uint8_t>& codes, const std::string& name) {
-            WeightMatrix w;
-            w.format = ExpertFormat::Dense;
-            w.rows = rows, w.cols = cols, w.name = name;
-            w.data = Tensor::zeros(DType::BF16, {rows, cols});
-            for (int64_t i = 0; i < rows * cols; ++i)
-                w.data.mutable_data<uint16_t>()[i] = f32_to_bf16(codes.empty() ? 1.0f : e4m3_to_f32(codes[size_t(i)]));
-            return w;
-        };
-        e.gate = matrix(kK, kN, {}, "gate");
-        e.up = matrix(kK, kN, {}, "up");
-        e.down = matrix(kN, kK, p.w, "down");
+        const auto one = [](int64_t) { return 1.0f; };
+        e.gate = bf16_matrix(kK, kN, one, "gate");
+        e.up = bf16_matrix(kK, kN, one, "up");
+        e.down = bf16_matrix(kN, kK, [&](int64_t i) { return e4m3_to_f32(p.w[size_t(i)]); }, "down");
     } else {
         const std::vector<uint8_t> gu(size_t(kK * kN), 0x38);  // 1.0
         const std::vector<float> gu_scale(size_t((kK / 128) * (kN / 128)), 1.0f);
@@ -322,16 +325,10 @@ TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
     constexpr int64_t N = 150 * 128, K = 256, rows = 150;
     std::mt19937 rng(21);
     std::uniform_int_distribution<int> small(-3, 3);
-    auto dense = [&](int64_t r, int64_t c, bool random, const std::string& name) {
-        WeightMatrix w;
-        w.format = ExpertFormat::Dense;
-        w.rows = r, w.cols = c, w.name = name;
-        w.data = Tensor::zeros(DType::BF16, {r, c});
-        for (int64_t i = 0; i < r * c; ++i) w.data.mutable_data<uint16_t>()[i] = f32_to_bf16(random ? float(small(rng)) : 1.0f);
-        return w;
-    };
+    const auto one = [](int64_t) { return 1.0f; };
     ExpertWeights e;
-    e.gate = dense(K, N, false, "gate"), e.up = dense(K, N, false, "up"), e.down = dense(N, K, true, "down");
+    e.gate = bf16_matrix(K, N, one, "gate"), e.up = bf16_matrix(K, N, one, "up");
+    e.down = bf16_matrix(N, K, [&](int64_t) { return float(small(rng)); }, "down");
     const cuda::DeviceExpertGroup group = cuda::upload_expert_group({&e}, "schedule test");
     std::vector<uint16_t> a(size_t(rows * K));
     for (uint16_t& v : a) v = f32_to_bf16(float(small(rng)));
