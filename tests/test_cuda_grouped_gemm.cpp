@@ -315,60 +315,75 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
     }
 }
 
-// The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs —
-// on a launch with more (tile, n-block) items than an H200 has SMs, k too short to fill a pipeline, and a
-// partial tile first in the list: on small integers every sum is exact, so each schedule must give the
-// float64 result bit for bit, with and without activation scales (powers of two).
+// The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs,
+// wide CTAs (256 features) — on a launch with more (tile, n-block) items than an H200 has SMs, an odd
+// count of 128-feature tiles (a wide CTA's last is half), k too short to fill a pipeline, and a partial
+// tile first in the list. On small integers every sum is exact, so each schedule must give the float64
+// result bit for bit, with and without activation scales (powers of two); on random values every
+// schedule must give the bits of one CTA per tile (the same MMAs per row, whatever their width).
 TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
-    constexpr int64_t N = 150 * 128, K = 256, rows = 150;
+    constexpr int64_t N = 151 * 128, K = 256, rows = 150;
     std::mt19937 rng(21);
     std::uniform_int_distribution<int> small(-3, 3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
     const auto one = [](int64_t) { return 1.0f; };
-    ExpertWeights e;
-    e.gate = bf16_matrix(K, N, one, "gate"), e.up = bf16_matrix(K, N, one, "up");
-    e.down = bf16_matrix(N, K, [&](int64_t) { return float(small(rng)); }, "down");
-    const cuda::DeviceExpertGroup group = cuda::upload_expert_group({&e}, "schedule test");
-    std::vector<uint16_t> a(size_t(rows * K));
-    for (uint16_t& v : a) v = f32_to_bf16(float(small(rng)));
-    std::vector<float> scales(size_t(rows * (K / 128)));
-    for (float& s : scales) s = std::ldexp(1.0f, small(rng) % 2);  // 0.5, 1 or 2
-    const std::vector<int32_t> tile_list = {0, 0, 0, 22, 22, 128, 2};  // experts, first rows, rows, count
-    cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(a.size() * 2, "a"), scale_buf(scales.size() * 4, "scales"),
-        out_buf(size_t(rows * N) * 4, "out");
-    tile_buf.upload(tile_list.data(), tile_list.size() * 4);
-    a_buf.upload(a.data(), a.size() * 2);
-    scale_buf.upload(scales.data(), scales.size() * 4);
-    const uint16_t* w = static_cast<const uint16_t*>(e.down.data.raw());
-    for (bool scaled : {false, true}) {
-        std::vector<double> want(size_t(rows * N));
-        for (int64_t r = 0; r < rows; ++r)
-            for (int64_t n = 0; n < N; ++n) {
-                double sum = 0;
-                for (int64_t k = 0; k < K; ++k)
-                    sum += double(bf16_to_f32(a[size_t(r * K + k)])) * bf16_to_f32(w[size_t(n * K + k)]) *
-                           (scaled ? scales[size_t(r * (K / 128) + k / 128)] : 1.0);
-                want[size_t(r * N + n)] = sum;
+    for (bool integers : {true, false}) {
+        ExpertWeights e;
+        e.gate = bf16_matrix(K, N, one, "gate"), e.up = bf16_matrix(K, N, one, "up");
+        e.down = bf16_matrix(N, K, [&](int64_t) { return integers ? float(small(rng)) : normal(rng); }, "down");
+        const cuda::DeviceExpertGroup group = cuda::upload_expert_group({&e}, "schedule test");
+        std::vector<uint16_t> a(size_t(rows * K));
+        for (uint16_t& v : a) v = f32_to_bf16(integers ? float(small(rng)) : normal(rng));
+        std::vector<float> scales(size_t(rows * (K / 128)));
+        for (float& s : scales) s = std::ldexp(1.0f, small(rng) % 2);  // 0.5, 1 or 2
+        const std::vector<int32_t> tile_list = {0, 0, 0, 22, 22, 128, 2};  // experts, first rows, rows, count
+        cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(a.size() * 2, "a"), scale_buf(scales.size() * 4, "scales"),
+            out_buf(size_t(rows * N) * 4, "out");
+        tile_buf.upload(tile_list.data(), tile_list.size() * 4);
+        a_buf.upload(a.data(), a.size() * 2);
+        scale_buf.upload(scales.data(), scales.size() * 4);
+        const uint16_t* w = static_cast<const uint16_t*>(e.down.data.raw());
+        for (bool scaled : {false, true}) {
+            std::vector<double> want(size_t(rows * N));
+            for (int64_t r = 0; integers && r < rows; ++r)
+                for (int64_t n = 0; n < N; ++n) {
+                    double sum = 0;
+                    for (int64_t k = 0; k < K; ++k)
+                        sum += double(bf16_to_f32(a[size_t(r * K + k)])) * bf16_to_f32(w[size_t(n * K + k)]) *
+                               (scaled ? scales[size_t(r * (K / 128) + k / 128)] : 1.0);
+                    want[size_t(r * N + n)] = sum;
+                }
+            std::vector<float> per_tile;  // random values: the bits of the first schedule
+            for (cuda::TiledSchedule schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::TwoPerSm, cuda::TiledSchedule::Persistent,
+                                                 cuda::TiledSchedule::Wide, cuda::TiledSchedule::WidePersistent}) {
+                SCOPED_TRACE(std::string(integers ? "small integers, " : "random values, ") + (scaled ? "scaled, " : "unscaled, ") +
+                             "schedule " + std::to_string(int(schedule)));
+                cuda::GroupedGemmLaunch g;
+                const int32_t* t = tile_buf.as<int32_t>();
+                g.tile_expert = t, g.tile_row0 = t + 2, g.tile_rows = t + 4, g.tile_count = t + 6, g.max_tiles = 2;
+                g.a = a_buf.as<uint16_t>(), g.a_scale = scaled ? scale_buf.as<float>() : nullptr, g.scaled = scaled;
+                const cuda::DeviceMatrixSet& m = group.down;
+                g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
+                g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
+                ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
+                ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
+                ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+                std::vector<float> got(size_t(rows * N));
+                out_buf.download(got.data(), got.size() * 4);
+                if (!integers && per_tile.empty()) {
+                    per_tile = got;
+                    EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); }));
+                    continue;
+                }
+                int64_t wrong = 0, first = -1;
+                for (size_t i = 0; i < got.size(); ++i) {
+                    const bool same = integers ? double(got[i]) == want[i] : std::memcmp(&got[i], &per_tile[i], 4) == 0;
+                    if (!same && wrong++ == 0) first = int64_t(i);
+                }
+                EXPECT_EQ(wrong, 0) << "first at row " << first / N << " feature " << first % N;
             }
-        for (cuda::TiledSchedule schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::TwoPerSm, cuda::TiledSchedule::Persistent}) {
-            SCOPED_TRACE(std::string(scaled ? "scaled, " : "unscaled, ") + "schedule " + std::to_string(int(schedule)));
-            cuda::GroupedGemmLaunch g;
-            const int32_t* t = tile_buf.as<int32_t>();
-            g.tile_expert = t, g.tile_row0 = t + 2, g.tile_rows = t + 4, g.tile_count = t + 6, g.max_tiles = 2;
-            g.a = a_buf.as<uint16_t>(), g.a_scale = scaled ? scale_buf.as<float>() : nullptr, g.scaled = scaled;
-            const cuda::DeviceMatrixSet& m = group.down;
-            g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
-            g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
-            ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
-            ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
-            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            std::vector<float> got(size_t(rows * N));
-            out_buf.download(got.data(), got.size() * 4);
-            int64_t wrong = 0, first = -1;
-            for (size_t i = 0; i < want.size(); ++i)
-                if (double(got[i]) != want[i] && wrong++ == 0) first = int64_t(i);
-            EXPECT_EQ(wrong, 0) << "first at row " << first / N << " feature " << first % N;
         }
     }
 }

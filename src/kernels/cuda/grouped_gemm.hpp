@@ -40,13 +40,15 @@ enum class GemmEpilogue : int {
 };
 
 // How the Hopper kernel schedules a launch on its 128-row CTAs (the bits are the same; tests and
-// benchmarks compare them): one CTA per tile and n-block, one to an SM; two to an SM with shallower
-// pipelines (unscaled launches only); or one persistent CTA per SM walking every tile.
+// benchmarks compare them). A schedule a launch's format cannot run falls back to PerTile (TwoPerSm,
+// Wide) or Persistent (WidePersistent).
 enum class TiledSchedule : int {
-    FromEnvironment = 0,  // STEADYMOE_PERSISTENT_TILES=1, STEADYMOE_TILED_CTAS_PER_SM=2, else PerTile
-    PerTile = 1,
-    TwoPerSm = 2,
-    Persistent = 3,
+    Automatic = 0,       // STEADYMOE_TILED_SCHEDULE if set, else the fastest measured for the format
+    PerTile = 1,         // one CTA per tile and n-block, one to an SM, deep pipelines
+    TwoPerSm = 2,        // two to an SM with shallower pipelines (unscaled launches)
+    Persistent = 3,      // one CTA per SM walking every (tile, n-block) with one pipeline
+    Wide = 4,            // 128 x 256 CTAs, one per tile and pair of n-blocks (unscaled bf16 weights)
+    WidePersistent = 5,  // wide CTAs, persistent
 };
 
 struct GroupedGemmLaunch {
@@ -64,7 +66,7 @@ struct GroupedGemmLaunch {
     // for FP4 weights the decode kernel (32 tokens per CTA). Each row's MMAs and folds are the same either
     // way, so the hint may follow the batch size.
     bool few_rows = false;
-    TiledSchedule schedule = TiledSchedule::FromEnvironment;
+    TiledSchedule schedule = TiledSchedule::Automatic;
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits
     const float* a_scale = nullptr;  // [rows][k/128], or null (scale 1)
