@@ -492,12 +492,17 @@ TiledSchedule schedule_from_environment() {
 // set of accumulators does not fit two CTAs' registers without spilling, nor beside 128 wide ones), and
 // only bf16 weights run wide CTAs.
 // Automatic takes what measured fastest on an H200 (bench/results/2026-12-02-cuda-prefill-schedules.md):
-// unscaled launches two CTAs to an SM, scaled ones persistent CTAs.
+// scaled launches persistent CTAs; unscaled bf16 gate/up GEMMs (long k, SwiGLU from registers) wide
+// persistent CTAs; other unscaled launches two CTAs to an SM (their persistent epilogue from registers,
+// a scatter, cost more than the overlap saved).
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
-    TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
-    if (schedule == TiledSchedule::Automatic) schedule = kScaled ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
     constexpr bool kWideable = kCode == WeightCode::Bf16 && !kScaled;
+    TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
+    if (schedule == TiledSchedule::Automatic)
+        schedule = kScaled                                           ? TiledSchedule::Persistent
+                   : kWideable && g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::WidePersistent
+                                                                     : TiledSchedule::TwoPerSm;
     if constexpr (kWideable) {
         if (schedule == TiledSchedule::Wide) return launch_typed<kCode, kScaled, kFp8A, 2, 1, false, 2>(g);
         if (schedule == TiledSchedule::WidePersistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, 2>(g);
