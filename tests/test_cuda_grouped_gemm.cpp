@@ -318,7 +318,8 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
 // The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs,
 // wide CTAs (256 features) — on a launch with more (tile, n-block) items than an H200 has SMs, an odd
 // count of 128-feature tiles (a wide CTA's last is half), k too short to fill a pipeline, and a partial
-// tile first in the list. On small integers every sum is exact, so each schedule must give the float64
+// tile first in the list; rows by the producer's cp.async and by tensor copies (whose boxes also bring
+// the other tile's rows). On small integers every sum is exact, so each schedule must give the float64
 // result bit for bit, with and without activation scales (powers of two); on random values every
 // schedule must give the bits of one CTA per tile (the same MMAs per row, whatever their width).
 TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
@@ -356,14 +357,16 @@ TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
                     want[size_t(r * N + n)] = sum;
                 }
             std::vector<float> per_tile;  // random values: the bits of the first schedule
-            for (cuda::TiledSchedule schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::TwoPerSm, cuda::TiledSchedule::Persistent,
-                                                 cuda::TiledSchedule::Wide, cuda::TiledSchedule::WidePersistent}) {
+            for (int variant = 0; variant < 10; ++variant) {
+                const cuda::TiledSchedule schedule = cuda::TiledSchedule(1 + variant % 5);  // PerTile .. WidePersistent
+                const bool tensor_copies = variant >= 5;
                 SCOPED_TRACE(std::string(integers ? "small integers, " : "random values, ") + (scaled ? "scaled, " : "unscaled, ") +
-                             "schedule " + std::to_string(int(schedule)));
+                             "schedule " + std::to_string(int(schedule)) + (tensor_copies ? ", rows by tensor copies" : ""));
                 cuda::GroupedGemmLaunch g;
                 const int32_t* t = tile_buf.as<int32_t>();
                 g.tile_expert = t, g.tile_row0 = t + 2, g.tile_rows = t + 4, g.tile_count = t + 6, g.max_tiles = 2;
                 g.a = a_buf.as<uint16_t>(), g.a_scale = scaled ? scale_buf.as<float>() : nullptr, g.scaled = scaled;
+                g.a_rows = tensor_copies ? rows : 0;
                 const cuda::DeviceMatrixSet& m = group.down;
                 g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
                 g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;

@@ -62,6 +62,17 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
                  : "memory");
 }
 
+// Copies the box at (x, y) (x the inner coordinate, in elements) of the tensor map at `map` (a
+// __grid_constant__ kernel parameter) into shared memory, laid out and swizzled as the map says,
+// completing its bytes on `bar`. Box rows outside the tensor arrive as zeros and count all the same.
+__device__ __forceinline__ void tensor_copy_2d(void* dst, const void* map, int x, int y, uint64_t* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+            shared_address(dst)),
+        "l"(map), "r"(x), "r"(y), "r"(shared_address(bar))
+        : "memory");
+}
+
 // A barrier among the first `threads` threads of the block (id 0 is __syncthreads').
 __device__ __forceinline__ void sync_threads(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

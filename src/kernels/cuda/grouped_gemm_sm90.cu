@@ -2,6 +2,7 @@
 #include "async_barrier.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm_stage.cuh"
+#include "tensor_map.hpp"
 #include "wgmma.cuh"
 
 #include <algorithm>
@@ -78,8 +79,10 @@ __device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
 }
 
 // The producer warp's view of one tile: per pipeline stage it copies the stored weight tiles (and an
-// FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows and the stage's 128-block
-// scales with cp.async, and announces all of it on the stage's "full" barrier.
+// FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows with one tensor copy (bf16
+// rows with a map) or with cp.async, the stage's 128-block scales with cp.async, and announces all of it
+// on the stage's "full" barrier. A tensor copy brings the CTA's whole box of rows: past the tile's own
+// come other tiles' rows (or zeros past the matrix), whose products stay in rows the epilogue skips.
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kNT>
 struct StageProducer {
     using L = StageLayout<kCode, kFp8A, kWG, kNT>;
@@ -89,13 +92,14 @@ struct StageProducer {
     const GroupedGemmLaunch& g;
     const Tile& t;
     int lane;
+    const CUtensorMap* rows_map;  // bf16 rows by tensor copies, or null (cp.async)
     const char* weights;     // this n-tile's stage tiles, contiguous
     const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
     const char* scales;      // the expert's FP8 weight scales
     bool second_tile;        // wide CTAs: whether the second n-tile holds features (n may end after the first)
 
-    __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id)
-        : g(launch), t(tile), lane(lane_id) {
+    __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id, const CUtensorMap* map)
+        : g(launch), t(tile), lane(lane_id), rows_map(map) {
         const int64_t tiles_before = int64_t(t.n0 / kTileN) * (g.k / kBK);
         weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes + tiles_before * kWeightBytes;
         scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
@@ -109,7 +113,8 @@ struct StageProducer {
         const int kt = ks * L::kSub, block = kt * kBK / 128;
         char* b_tile = stage + L::kSub * L::kA;
         if (lane == 0) {
-            barrier::arrive_expect_bytes(full, (second_tile ? 2 : 1) * L::kSub * kWeightBytes + kFp4ScaleBytes);
+            barrier::arrive_expect_bytes(full, (second_tile ? 2 : 1) * L::kSub * kWeightBytes + kFp4ScaleBytes + (rows_map ? L::kA : 0));
+            if (!kFp8A && rows_map) barrier::tensor_copy_2d(stage, rows_map, kt * kBK, t.row0, full);
             barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
             if (second_tile)  // the next n-tile's stage tile: (k / 64) tiles further on
                 barrier::bulk_copy(b_tile + kWeightBytes, weights + (g.k / kBK + kt) * kWeightBytes, kWeightBytes, full);
@@ -124,7 +129,7 @@ struct StageProducer {
                 const int64_t step = 8 * g.k;
                 for (int row = lane >> 2; row < t.rows; row += 8, src += step) cp_async16(stage + h * L::kA + swizzle64(row, chunk), src, true);
             }
-        } else {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, + 8, ...
+        } else if (!rows_map) {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, + 8, ...
             const int k0 = kt * kBK, chunk = lane & 7;
             const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + k0 + chunk * 8);
             const int64_t step = 4 * g.k * 2;
@@ -189,8 +194,10 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 // kNT = 2 (wide CTAs): 128 rows x 256 features, each warpgroup's MMAs m64n256k16 — the A tile read
 // once for twice the features, halving the shared-memory and L2 traffic per MMA of 128-wide CTAs,
 // which bounds prefill. Unscaled bf16 weights only (256 accumulators a thread would not fit beside a fold's).
+// rows_map / by_map: bf16 activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, int kNT = 1>
-__global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_kernel(const GroupedGemmLaunch g) {
+__global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
+    grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
@@ -247,7 +254,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
                     for (int c = threadIdx.x; c < kBTileBytes / 16; c += Cta<kWG>::kThreads)
                         *reinterpret_cast<uint4*>(stage + L::kA + kBTileBytes + c * 16) = make_uint4(0, 0, 0, 0);
             if constexpr (kPersistent) {
-                for (int h = 0; h < L::kSub; ++h)
+                for (int h = 0; h < L::kSub && !by_map; ++h)  // tensor copies fill every row themselves
                     for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += Cta<kWG>::kThreads)
                         *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
                 if constexpr (kScaled)
@@ -268,7 +275,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
         int c = 0;
         for (int w = first; w < items; w += step) {
             const Tile t = w == first ? t0 : item_tile(w);
-            const StageProducer<kCode, kScaled, kFp8A, kWG, kNT> producer(g, t, lane);
+            const StageProducer<kCode, kScaled, kFp8A, kWG, kNT> producer(g, t, lane, by_map ? &rows_map : nullptr);
             const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
             for (int kt = 0; kt < ktiles; ++kt, ++c) {
                 const int s = c % kS;
@@ -286,11 +293,12 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm) grouped_gemm_sm90_
     // uninitialised memory). The producer never writes them for this tile, so this runs alongside its
     // first loads. (Persistent CTAs zeroed them before the producer started; a later item may find
     // an earlier item's rows there, whose products stay in rows the epilogue skips.)
-    const int read_rows = kPersistent ? t0.rows : t0.rows <= 64 ? 64 : kRows;
+    // Tensor copies fill every row of the box themselves (only the scales are left).
+    const int read_rows = kPersistent ? t0.rows : t0.rows <= 64 ? 64 : kRows, zeroed_a_rows = by_map ? t0.rows : read_rows;
     for (int s = 0; s < kS; ++s) {
         char* stage = smem + s * kStageBytes;
         for (int h = 0; h < L::kSub; ++h)
-            for (int c = threadIdx.x; c < (read_rows - t0.rows) * (kARowBytes / 16); c += kConsumers)
+            for (int c = threadIdx.x; c < (zeroed_a_rows - t0.rows) * (kARowBytes / 16); c += kConsumers)
                 *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
         if constexpr (kScaled)
             for (int row = t0.rows + threadIdx.x; row < read_rows; row += kConsumers)
@@ -455,6 +463,13 @@ int sm_count() {
     return n > 0 ? n : 1;
 }
 
+// Whether bf16 activation rows come by tensor copies where the launch says how many rows `a` holds
+// (STEADYMOE_ROW_TENSOR_COPIES=0: by the producer warp's cp.async, to compare; the same bits).
+bool row_tensor_copies() {
+    static const bool on = !env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
+    return on;
+}
+
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, int kNT = 1>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kNT>;
@@ -468,7 +483,9 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
         grid = dim3(unsigned(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, int64_t(sm_count()) * kPerSm)), 1, 1);
     else
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
-    kernel<<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g);
+    CUtensorMap rows_map{};
+    const bool by_map = !kFp8A && g.a_rows > 0 && row_tensor_copies() && encode_bf16_row_map(rows_map, g.a, g.a_rows, g.k, Cta<kWG>::kRows);
+    kernel<<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g, rows_map, by_map);
     return cudaGetLastError();
 }
 
