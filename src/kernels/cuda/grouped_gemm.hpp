@@ -40,15 +40,12 @@ enum class GemmEpilogue : int {
 };
 
 // How the Hopper kernel schedules a launch on its 128-row CTAs (the bits are the same; tests and
-// benchmarks compare them). A schedule a launch's format cannot run falls back to PerTile (TwoPerSm,
-// Wide) or Persistent (WidePersistent).
+// benchmarks compare them).
 enum class TiledSchedule : int {
-    Automatic = 0,       // STEADYMOE_TILED_SCHEDULE if set, else the fastest measured for the format
-    PerTile = 1,         // one CTA per tile and n-block, one to an SM, deep pipelines
-    TwoPerSm = 2,        // two to an SM with shallower pipelines (unscaled launches)
-    Persistent = 3,      // one CTA per SM walking every (tile, n-block) with one pipeline
-    Wide = 4,            // 128 x 256 CTAs, one per tile and pair of n-blocks (unscaled bf16 weights)
-    WidePersistent = 5,  // wide CTAs, persistent
+    Automatic = 0,   // STEADYMOE_TILED_SCHEDULE if set, else the fastest measured for the launch
+    PerTile = 1,     // one CTA per tile and n-block, one to an SM, deep pipelines
+    TwoPerSm = 2,    // two to an SM with shallower pipelines (unscaled launches; scaled ones run PerTile)
+    Persistent = 3,  // one CTA per SM walking every (tile, n-block) with one pipeline
 };
 
 struct GroupedGemmLaunch {

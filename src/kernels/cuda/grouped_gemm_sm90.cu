@@ -23,7 +23,7 @@ using namespace wgmma;
 // more). A row's MMAs are the same either way, so is its result. Two-warpgroup CTAs run on one of the
 // schedules of TiledSchedule: one to an SM with deep pipelines, two to an SM with three stages each (a
 // prefill launch is thousands of short CTAs, and one CTA's prologue and epilogue then overlap the other's
-// MMAs), persistent, or wide (256 features).
+// MMAs), or persistent.
 template <int kWG>
 struct Cta {
     static_assert(kWG == 1 || kWG == 2);
@@ -39,23 +39,20 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // bulk copy brings a stage's weights: a CTA's stream is limited per copy more than by the bytes in
 // flight, and 8 KB copies streamed slower than bf16's 16 KB ones
 // (bench/results/2026-12-01-cuda-streaming.md). The MMAs and folds are those of two 64-wide stages.
-// kNT n-tiles of 128 features per CTA: wide CTAs (kNT = 2, bf16 weights, unscaled) hold two weight
-// tiles back to back, which the MMAs read as one 256-row operand.
-template <WeightCode kCode, bool kFp8A, int kWG, int kNT = 1>
+template <WeightCode kCode, bool kFp8A, int kWG>
 struct StageLayout {
     static constexpr int kSub = kFp8A ? 2 : 1;
     static constexpr int kA = Cta<kWG>::kRows * a_row_bytes(kFp8A);  // one sub-stage's activation rows
-    static constexpr int kB = kNT * raw_b_bytes(kCode);    // one sub-stage's stored weights (and FP4 scales)
+    static constexpr int kB = raw_b_bytes(kCode);          // one sub-stage's stored weights (and FP4 scales)
     static constexpr int kScales = kSub * (kA + kB);       // offset of the rows' then the fragments' scales
     static constexpr int kBytes = (kScales + kScaleBytes + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
 };
 // Pipeline depth per weight format: as many stages as shared memory holds, so that few-token batches
 // (which only stream weights) keep many bytes in flight.
 // e4m3 activations halve the A tile, and FP8 weights need no widened copy: more bytes fit. Two 64-row
-// CTAs share an SM's shared memory, four stages each; two 128-row CTAs, three each; wide CTAs' 48 KB
-// stages, four.
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, int kNT = 1>
-constexpr int kStages = kNT == 2 ? 4 : kWG == 1 ? 4 : kPerSm == 2 ? 3 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
+// CTAs share an SM's shared memory, four stages each; two 128-row CTAs, three each.
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm>
+constexpr int kStages = kWG == 1 ? 4 : kPerSm == 2 ? 3 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
 // FP8 / FP4 weights meeting bf16 activations are widened to bf16 in two spare tiles (one may still be
 // read by the previous stage's MMAs).
 template <WeightCode kCode, bool kFp8A>
@@ -65,10 +62,10 @@ constexpr bool kWidens = kCode != WeightCode::Bf16 && !kFp8A;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // This CTA's rows: a tile of the launch's list, or, for one-warpgroup CTAs, half of one (blockIdx.y =
 // 2 * tile + half).
-template <int kWG, int kNT>
+template <int kWG>
 __device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
     if constexpr (kWG == 2) {
-        return tile_at(g, int(blockIdx.y), int(blockIdx.x) * kNT, int(blockIdx.z));
+        return tile_of_block(g);
     } else {
         Tile t = tile_of_block(g, int(blockIdx.y) >> 1);
         const int skip = (int(blockIdx.y) & 1) * 64;
@@ -83,9 +80,9 @@ __device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
 // rows with a map) or with cp.async, the stage's 128-block scales with cp.async, and announces all of it
 // on the stage's "full" barrier. A tensor copy brings the CTA's whole box of rows: past the tile's own
 // come other tiles' rows (or zeros past the matrix), whose products stay in rows the epilogue skips.
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kNT>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG>
 struct StageProducer {
-    using L = StageLayout<kCode, kFp8A, kWG, kNT>;
+    using L = StageLayout<kCode, kFp8A, kWG>;
     static constexpr uint32_t kWeightBytes = kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
     static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 ? kTileN * 4 : 0;  // per 128-wide k block
 
@@ -96,7 +93,6 @@ struct StageProducer {
     const char* weights;     // this n-tile's stage tiles, contiguous
     const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
     const char* scales;      // the expert's FP8 weight scales
-    bool second_tile;        // wide CTAs: whether the second n-tile holds features (n may end after the first)
 
     __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id, const CUtensorMap* map)
         : g(launch), t(tile), lane(lane_id), rows_map(map) {
@@ -104,7 +100,6 @@ struct StageProducer {
         weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes + tiles_before * kWeightBytes;
         scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
         fp4_scales = scales + int64_t(t.n0 / kTileN) * (g.k / 128) * kFp4ScaleBytes;
-        second_tile = kNT == 2 && t.n0 + kTileN < g.n;
     }
 
     // Stage `ks` of the tile's k range: 64-wide sub-stages kt = ks * kSub, ... (the stored weight tiles
@@ -113,11 +108,9 @@ struct StageProducer {
         const int kt = ks * L::kSub, block = kt * kBK / 128;
         char* b_tile = stage + L::kSub * L::kA;
         if (lane == 0) {
-            barrier::arrive_expect_bytes(full, (second_tile ? 2 : 1) * L::kSub * kWeightBytes + kFp4ScaleBytes + (rows_map ? L::kA : 0));
+            barrier::arrive_expect_bytes(full, L::kSub * kWeightBytes + kFp4ScaleBytes + (rows_map ? L::kA : 0));
             if (!kFp8A && rows_map) barrier::tensor_copy_2d(stage, rows_map, kt * kBK, t.row0, full);
             barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
-            if (second_tile)  // the next n-tile's stage tile: (k / 64) tiles further on
-                barrier::bulk_copy(b_tile + kWeightBytes, weights + (g.k / kBK + kt) * kWeightBytes, kWeightBytes, full);
             if constexpr (kFp4ScaleBytes > 0)
                 barrier::bulk_copy(b_tile + kWeightBytes, fp4_scales + int64_t(block) * kFp4ScaleBytes, kFp4ScaleBytes, full);
         }
@@ -191,32 +184,28 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one). The items
 // and their arithmetic are the same as one CTA each; only who computes them differs.
-// kNT = 2 (wide CTAs): 128 rows x 256 features, each warpgroup's MMAs m64n256k16 — the A tile read
-// once for twice the features, halving the shared-memory and L2 traffic per MMA of 128-wide CTAs,
-// which bounds prefill. Unscaled bf16 weights only (256 accumulators a thread would not fit beside a fold's).
 // rows_map / by_map: bf16 activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, int kNT = 1>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
 __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
-    static_assert(kNT == 1 || (kNT == 2 && kCode == WeightCode::Bf16 && !kScaled && kWG == 2 && kPerSm == 1));
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
-    using L = StageLayout<kCode, kFp8A, kWG, kNT>;
+    using L = StageLayout<kCode, kFp8A, kWG>;
     static_assert(!kWiden || (L::kSub == 1 && kWG == 2));
     // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item.
-    const int n_blocks = int((g.n + kNT * kTileN - 1) / (kNT * kTileN)), tiles = kPersistent ? tile_count(g) : 1;
+    const int n_blocks = int((g.n + kTileN - 1) / kTileN), tiles = kPersistent ? tile_count(g) : 1;
     const int items = kPersistent ? tiles * n_blocks * g.k_splits : 1;
     const int first = kPersistent ? int(blockIdx.x) : 0, step = kPersistent ? int(gridDim.x) : 1;
     auto item_tile = [&](int w) -> Tile {
         if constexpr (kPersistent) {
             const int rest = w / n_blocks;
-            return tile_at(g, rest % tiles, (w % n_blocks) * kNT, rest / tiles);
+            return tile_at(g, rest % tiles, w % n_blocks, rest / tiles);
         } else {
-            return hopper_tile<kWG, kNT>(g);
+            return hopper_tile<kWG>(g);
         }
     };
     if (first >= items) return;
@@ -225,8 +214,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
-    constexpr int kS = kStages<kCode, kFp8A, kWG, kPerSm, kNT>;
-    static_assert(kConsumerWarps * 16 * (kNT * kTileN + 4) * 4 <= kS * kStageBytes, "the parked epilogue fits in the stages");
+    constexpr int kS = kStages<kCode, kFp8A, kWG, kPerSm>;
+    static_assert(kConsumerWarps * 16 * (kTileN + 4) * 4 <= kS * kStageBytes, "the parked epilogue fits in the stages");
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
     uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* empty = full + kS;
@@ -238,29 +227,17 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         }
         barrier::fence_init();
     }
-    if constexpr (kPersistent || kNT == 2) {
-        // Persistent CTAs: every row past the first item's is zeroed, with its scales, before the producer
-        // starts: its loads for later items may land in those rows of any stage (see the consumers' zeroing
-        // below). Wide CTAs whose first item has no second n-tile: that half of every stage's weights is
-        // zeroed, as the MMAs read it (one MMA shape keeps the accumulators in place; a narrower one in a
-        // branch made the compiler serialise every MMA). Persistent wide CTAs zero it wherever some item
-        // may lack one (an odd count of n-tiles): a later item may find an earlier item's weights there,
-        // whose products stay in features the epilogue skips.
-        const bool half_wide = kPersistent ? (g.n + kTileN - 1) / kTileN % 2 == 1 : t0.n0 + kTileN >= g.n;
+    if constexpr (kPersistent) {
+        // Every row past the first item's is zeroed, with its scales, before the producer starts: its loads
+        // for later items may land in those rows of any stage (see the consumers' zeroing below).
         for (int s = 0; s < kS; ++s) {
             char* stage = smem + s * kStageBytes;
-            if constexpr (kNT == 2)
-                if (half_wide)
-                    for (int c = threadIdx.x; c < kBTileBytes / 16; c += Cta<kWG>::kThreads)
-                        *reinterpret_cast<uint4*>(stage + L::kA + kBTileBytes + c * 16) = make_uint4(0, 0, 0, 0);
-            if constexpr (kPersistent) {
-                for (int h = 0; h < L::kSub && !by_map; ++h)  // tensor copies fill every row themselves
-                    for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += Cta<kWG>::kThreads)
-                        *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
-                if constexpr (kScaled)
-                    for (int row = t0.rows + threadIdx.x; row < kRows; row += Cta<kWG>::kThreads)
-                        reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
-            }
+            for (int h = 0; h < L::kSub && !by_map; ++h)  // tensor copies fill every row themselves
+                for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += Cta<kWG>::kThreads)
+                    *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+            if constexpr (kScaled)
+                for (int row = t0.rows + threadIdx.x; row < kRows; row += Cta<kWG>::kThreads)
+                    reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
         }
         fence_async_shared();
     }
@@ -275,7 +252,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         int c = 0;
         for (int w = first; w < items; w += step) {
             const Tile t = w == first ? t0 : item_tile(w);
-            const StageProducer<kCode, kScaled, kFp8A, kWG, kNT> producer(g, t, lane, by_map ? &rows_map : nullptr);
+            const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane, by_map ? &rows_map : nullptr);
             const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
             for (int kt = 0; kt < ktiles; ++kt, ++c) {
                 const int s = c % kS;
@@ -318,12 +295,10 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         const int ktiles = t.ktiles / L::kSub;
         // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
         const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
-        // Wide CTAs: whether the second n-tile holds features (as the producer decides; uniform).
-        const bool second_tile = kNT == 2 && t.n0 + kTileN < g.n;
-        float acc[64 * kNT];
+        float acc[64];
         float total[kScaled ? 64 : 1];
 #pragma unroll
-        for (int i = 0; i < 64 * kNT; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
 #pragma unroll
         for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
@@ -353,13 +328,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                     }
                 } else {
                     const uint64_t desc_a = smem_descriptor<1024>(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor<1024>(b_tile);
-                    if constexpr (kNT == 2) {  // without a second n-tile, its half multiplies zeros (see above)
 #pragma unroll
-                        for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n256k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);
-                    } else {
-#pragma unroll
-                        for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
-                    }
+                    for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
                 }
                 wgmma_commit();
             }
@@ -398,17 +368,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
             if (!kScaled && ktiles > 0) release(c - 1);  // the item's last stage: its MMAs are done
             if (live) {
                 const int row = wg * 64 + warp * 16 + (lane >> 2);
-                if constexpr (kScaled) {
-                    epilogue_from_registers(g, t, total, row, lane);
-                } else {
-                    epilogue_from_registers(g, t, first_half(acc), row, lane);
-                    if constexpr (kNT == 2)
-                        if (second_tile) {  // features 128-255 of a wide CTA, as a tile of their own
-                            Tile right = t;
-                            right.n0 += kTileN;
-                            epilogue_from_registers(g, right, last_half(acc), row, lane);
-                        }
-                }
+                if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
+                else epilogue_from_registers(g, t, acc, row, lane);
             }
             continue;
         }
@@ -420,21 +381,20 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         // indices, then one rolled loop applies the epilogue. Unrolled over the registers, the epilogue's
         // code would be a hundred kilobytes, fetched cold by every launch — longer than a decode GEMM's
         // whole weight stream. Accumulator layout: element 4j + r is row (lane/4 + 8*(r/2)) of the warp's
-        // 16, feature (8j + 2*(lane%4) + r%2) — in wide CTAs, j runs on to 31 over features 128-255.
-        constexpr int kWidth = kNT * kTileN;
-        constexpr int kLd = kWidth + 4;  // floats per parked row, padded against bank conflicts
+        // 16, feature (8j + 2*(lane%4) + r%2).
+        constexpr int kLd = kTileN + 4;  // floats per parked row, padded against bank conflicts
         float* block = reinterpret_cast<float*>(smem) + (wg * 4 + warp) * 16 * kLd;
         const float* result = kScaled ? total : acc;
 #pragma unroll
-        for (int j = 0; j < 16 * kNT; ++j)
+        for (int j = 0; j < 16; ++j)
 #pragma unroll
             for (int r = 0; r < 4; ++r)
                 block[((lane >> 2) + 8 * (r >> 1)) * kLd + 8 * j + 2 * (lane & 3) + (r & 1)] = result[4 * j + r];
         __syncwarp();
         const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
 #pragma unroll 1
-        for (int i = lane; i < 16 * (kWidth / 2); i += 32) {
-            const int row = i / (kWidth / 2), col = (i % (kWidth / 2)) * 2;
+        for (int i = lane; i < 16 * (kTileN / 2); i += 32) {
+            const int row = i / (kTileN / 2), col = (i % (kTileN / 2)) * 2;
             if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
             const float* v = block + row * kLd + col;
             const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
@@ -446,10 +406,10 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
 #endif
 }
 
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, int kNT = 1>
-constexpr int kSmemBytes = kStages<kCode, kFp8A, kWG, kPerSm, kNT> * StageLayout<kCode, kFp8A, kWG, kNT>::kBytes +
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm>
+constexpr int kSmemBytes = kStages<kCode, kFp8A, kWG, kPerSm> * StageLayout<kCode, kFp8A, kWG>::kBytes +
                            (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
-                           2 * kStages<kCode, kFp8A, kWG, kPerSm, kNT> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
+                           2 * kStages<kCode, kFp8A, kWG, kPerSm> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
 // Streaming multiprocessors of the current GPU (asked once per device).
@@ -464,27 +424,28 @@ int sm_count() {
 }
 
 // Whether bf16 activation rows come by tensor copies where the launch says how many rows `a` holds
-// (STEADYMOE_ROW_TENSOR_COPIES=0: by the producer warp's cp.async, to compare; the same bits).
-bool row_tensor_copies() {
+// (STEADYMOE_ROW_TENSOR_COPIES=0: by the producer warp's cp.async, to compare; the same bits). Not in
+// few-row launches: a copy brings the CTA's whole box of rows where cp.async brings only the tile's,
+// and a decode tile holds a few (bench/results/2026-12-02-cuda-prefill-schedules.md).
+bool row_tensor_copies(const GroupedGemmLaunch& g) {
     static const bool on = !env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
-    return on;
+    return on && g.a_rows > 0 && !g.few_rows;
 }
 
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, int kNT = 1>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kNT>;
+    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
-    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kNT>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent>;
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
     dim3 grid = tile_grid(g);
-    grid.x = (grid.x + kNT - 1) / kNT;  // wide CTAs: a pair of n-tiles each
     if constexpr (kPersistent)  // as many CTAs as fit at once, or fewer where the batch's bound has fewer items
         grid = dim3(unsigned(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, int64_t(sm_count()) * kPerSm)), 1, 1);
     else
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     CUtensorMap rows_map{};
-    const bool by_map = !kFp8A && g.a_rows > 0 && row_tensor_copies() && encode_bf16_row_map(rows_map, g.a, g.a_rows, g.k, Cta<kWG>::kRows);
+    const bool by_map = !kFp8A && row_tensor_copies(g) && encode_bf16_row_map(rows_map, g.a, g.a_rows, g.k, Cta<kWG>::kRows);
     kernel<<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g, rows_map, by_map);
     return cudaGetLastError();
 }
@@ -494,9 +455,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 TiledSchedule schedule_from_environment() {
     static const TiledSchedule chosen = [] {
         const std::pair<const char*, TiledSchedule> names[] = {
-            {"per-tile", TiledSchedule::PerTile},      {"two-per-sm", TiledSchedule::TwoPerSm},
-            {"persistent", TiledSchedule::Persistent}, {"wide", TiledSchedule::Wide},
-            {"wide-persistent", TiledSchedule::WidePersistent}};
+            {"per-tile", TiledSchedule::PerTile}, {"two-per-sm", TiledSchedule::TwoPerSm}, {"persistent", TiledSchedule::Persistent}};
         for (const auto& [name, schedule] : names)
             if (env_equals("STEADYMOE_TILED_SCHEDULE", name)) return schedule;
         return TiledSchedule::Automatic;
@@ -504,28 +463,18 @@ TiledSchedule schedule_from_environment() {
     return chosen;
 }
 
-// A launch on 128-row CTAs (two warpgroups); few-row launches take half_launch's 64-row CTAs. A schedule
-// the launch's format cannot run falls back: scaled launches keep one CTA to an SM (their fold's second
-// set of accumulators does not fit two CTAs' registers without spilling, nor beside 128 wide ones), and
-// only bf16 weights run wide CTAs.
+// A launch on 128-row CTAs (two warpgroups); few-row launches take half_launch's 64-row CTAs. Scaled
+// launches keep one CTA to an SM: their fold's second set of 64 accumulators does not fit two CTAs'
+// registers without spilling (TwoPerSm falls back to PerTile).
 // Automatic takes what measured fastest on an H200 (bench/results/2026-12-02-cuda-prefill-schedules.md):
-// scaled launches persistent CTAs; unscaled bf16 gate/up GEMMs (long k, SwiGLU from registers) wide
-// persistent CTAs; other unscaled launches two CTAs to an SM (their persistent epilogue from registers,
-// a scatter, cost more than the overlap saved).
+// persistent CTAs for scaled launches and for gate/up (SwiGLU) ones; two CTAs to an SM for the others
+// (the down GEMM: short k, and a scatter that the persistent epilogue runs from registers).
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
-    constexpr bool kWideable = kCode == WeightCode::Bf16 && !kScaled;
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
-        schedule = kScaled                                           ? TiledSchedule::Persistent
-                   : kWideable && g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::WidePersistent
-                                                                     : TiledSchedule::TwoPerSm;
-    if constexpr (kWideable) {
-        if (schedule == TiledSchedule::Wide) return launch_typed<kCode, kScaled, kFp8A, 2, 1, false, 2>(g);
-        if (schedule == TiledSchedule::WidePersistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, 2>(g);
-    }
-    if (schedule == TiledSchedule::Persistent || schedule == TiledSchedule::WidePersistent)
-        return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
+        schedule = kScaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
+    if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
         if (schedule == TiledSchedule::TwoPerSm) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
     return launch_typed<kCode, kScaled, kFp8A, 2, 1>(g);
