@@ -22,7 +22,7 @@ if [[ $what == tests || $what == all ]]; then
     STEADYMOE_GEMM_KERNEL=mma build-gpu/tests/$t >>"$out/gpu-tests.log" 2>&1; echo "$t with the mma.sync kernel: rc=$?"
   done
   # The tiled kernel's other schedules give the same bits.
-  for knob in STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES=0; do
+  for knob in STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES={0,all}; do
     for t in test_cuda_grouped_gemm test_cuda_tensor_core test_cuda_layer; do
       echo "=== $t ($knob)" >>"$out/gpu-tests.log"
       env "$knob" timeout 300 build-gpu/tests/$t >>"$out/gpu-tests.log" 2>&1; echo "$t with $knob: rc=$?"

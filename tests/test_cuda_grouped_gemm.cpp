@@ -8,6 +8,7 @@
 
 #include "../src/kernels/cuda/expert_group.hpp"
 #include "../src/kernels/cuda/grouped_gemm.hpp"
+#include "../src/kernels/cuda/tensor_map.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -188,6 +189,7 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
     if (p.bf16) g.w_scale = nullptr, g.scale_expert_bytes = 0;
     g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = kN;
     g.few_rows = few_rows;
+    g.a_rows = kRows;  // the buffer's rows: tiled launches may take them by tensor copies (see grouped_gemm_sm90.cu)
     EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> out(size_t(kRows * kN));
@@ -318,7 +320,7 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
 // The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs —
 // on a launch with more (tile, n-block) items than an H200 has SMs, k too short to fill a pipeline, and a
 // partial tile first in the list; rows by the producer's cp.async and by tensor copies (whose boxes also bring
-// the other tile's rows). On small integers every sum is exact, so each schedule must give the float64
+// the other tiles' rows, and for the last tile zeros past the buffer). On small integers every sum is exact, so each schedule must give the float64
 // result bit for bit, with and without activation scales (powers of two); on random values every
 // schedule must give the bits of one CTA per tile.
 TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
@@ -338,12 +340,14 @@ TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
         for (uint16_t& v : a) v = f32_to_bf16(integers ? float(small(rng)) : normal(rng));
         std::vector<float> scales(size_t(rows * (K / 128)));
         for (float& s : scales) s = std::ldexp(1.0f, small(rng) % 2);  // 0.5, 1 or 2
-        const std::vector<int32_t> tile_list = {0, 0, 0, 22, 22, 128, 2};  // experts, first rows, rows, count
+        const std::vector<int32_t> tile_list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3};  // experts, first rows, rows, count
         cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(a.size() * 2, "a"), scale_buf(scales.size() * 4, "scales"),
             out_buf(size_t(rows * N) * 4, "out");
         tile_buf.upload(tile_list.data(), tile_list.size() * 4);
         a_buf.upload(a.data(), a.size() * 2);
         scale_buf.upload(scales.data(), scales.size() * 4);
+        CUtensorMap map;  // what the kernel's launch encodes: if it could not, "tensor copies" would test cp.async
+        ASSERT_TRUE(cuda::encode_row_map(map, a_buf.get(), rows, K, cuda::RowElement::Bf16, 128));
         const uint16_t* w = static_cast<const uint16_t*>(e.down.data.raw());
         for (bool scaled : {false, true}) {
             std::vector<double> want(size_t(rows * N));
@@ -363,7 +367,7 @@ TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
                              "schedule " + std::to_string(int(schedule)) + (tensor_copies ? ", rows by tensor copies" : ""));
                 cuda::GroupedGemmLaunch g;
                 const int32_t* t = tile_buf.as<int32_t>();
-                g.tile_expert = t, g.tile_row0 = t + 2, g.tile_rows = t + 4, g.tile_count = t + 6, g.max_tiles = 2;
+                g.tile_expert = t, g.tile_row0 = t + 3, g.tile_rows = t + 6, g.tile_count = t + 9, g.max_tiles = 3;
                 g.a = a_buf.as<uint16_t>(), g.a_scale = scaled ? scale_buf.as<float>() : nullptr, g.scaled = scaled;
                 g.a_rows = tensor_copies ? rows : 0;
                 const cuda::DeviceMatrixSet& m = group.down;

@@ -104,7 +104,7 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
     cuda::GroupedGemmLaunch g = gemm_launch(w, *r.perm, r.max_tiles, a.as<const uint16_t>(),
                                             mode == 1 || fp8 ? a_scale.as<const float>() : nullptr, s);
     if (fp8) g.a_fp8 = a.as<const uint8_t>();
-    else g.a_rows = int64_t(a.bytes() / (size_t(width) * 2));
+    g.a_rows = int64_t(a.bytes() / (size_t(width) * (fp8 ? 1 : 2)));
     // At most 32 rows per expert on average (a decode batch): most tiles are less than half full, so
     // Hopper runs its few-row kernels (64-row CTAs, two per SM; FP4's decode kernel) — the same
     // arithmetic per row.

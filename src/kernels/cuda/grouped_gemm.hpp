@@ -66,8 +66,8 @@ struct GroupedGemmLaunch {
     TiledSchedule schedule = TiledSchedule::Automatic;
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits
-    // Rows `a` holds (its allocation), or 0: with it, Hopper loads bf16 row tiles by tensor copies, which
-    // may read rows past a tile's own (never past a_rows).
+    // Rows `a` (or `a_fp8`) holds (its allocation), or 0: with it, Hopper may load row tiles by tensor
+    // copies, which read rows past a tile's own (never past a_rows).
     int64_t a_rows = 0;
     const float* a_scale = nullptr;  // [rows][k/128], or null (scale 1)
     // Instead of `a`: e4m3 codes [rows][k] with their scales in a_scale — only where

@@ -89,7 +89,7 @@ struct StageProducer {
     const GroupedGemmLaunch& g;
     const Tile& t;
     int lane;
-    const CUtensorMap* rows_map;  // bf16 rows by tensor copies, or null (cp.async)
+    const CUtensorMap* rows_map;  // activation rows by tensor copies, or null (cp.async)
     const char* weights;     // this n-tile's stage tiles, contiguous
     const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
     const char* scales;      // the expert's FP8 weight scales
@@ -108,25 +108,28 @@ struct StageProducer {
         const int kt = ks * L::kSub, block = kt * kBK / 128;
         char* b_tile = stage + L::kSub * L::kA;
         if (lane == 0) {
-            barrier::arrive_expect_bytes(full, L::kSub * kWeightBytes + kFp4ScaleBytes + (rows_map ? L::kA : 0));
-            if (!kFp8A && rows_map) barrier::tensor_copy_2d(stage, rows_map, kt * kBK, t.row0, full);
+            barrier::arrive_expect_bytes(full, L::kSub * (kWeightBytes + (rows_map ? L::kA : 0)) + kFp4ScaleBytes);
+            if (rows_map)  // one box of 64 k per sub-stage
+                for (int h = 0; h < L::kSub; ++h) barrier::tensor_copy_2d(stage + h * L::kA, rows_map, (kt + h) * kBK, t.row0, full);
             barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
             if constexpr (kFp4ScaleBytes > 0)
                 barrier::bulk_copy(b_tile + kWeightBytes, fp4_scales + int64_t(block) * kFp4ScaleBytes, kFp4ScaleBytes, full);
         }
-        if constexpr (kFp8A) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, + 16, ...
-            const int chunk = lane & 3;
+        if (!rows_map) {  // (else the tensor copies above bring the rows)
+            if constexpr (kFp8A) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, + 16, ...
+                const int chunk = lane & 3;
 #pragma unroll
-            for (int h = 0; h < L::kSub; ++h) {
-                const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + (kt + h) * kBK + chunk * 16);
-                const int64_t step = 8 * g.k;
-                for (int row = lane >> 2; row < t.rows; row += 8, src += step) cp_async16(stage + h * L::kA + swizzle64(row, chunk), src, true);
+                for (int h = 0; h < L::kSub; ++h) {
+                    const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + (kt + h) * kBK + chunk * 16);
+                    const int64_t step = 8 * g.k;
+                    for (int row = lane >> 2; row < t.rows; row += 8, src += step) cp_async16(stage + h * L::kA + swizzle64(row, chunk), src, true);
+                }
+            } else {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, + 8, ...
+                const int k0 = kt * kBK, chunk = lane & 7;
+                const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + k0 + chunk * 8);
+                const int64_t step = 4 * g.k * 2;
+                for (int row = lane >> 3; row < t.rows; row += 4, src += step) cp_async16(stage + swizzle(row, chunk), src, true);
             }
-        } else if (!rows_map) {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, + 8, ...
-            const int k0 = kt * kBK, chunk = lane & 7;
-            const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + k0 + chunk * 8);
-            const int64_t step = 4 * g.k * 2;
-            for (int row = lane >> 3; row < t.rows; row += 4, src += step) cp_async16(stage + swizzle(row, chunk), src, true);
         }
         // The stage that ends a 128-wide block carries the block's scales, so the fold at its end never
         // waits on memory. Only the tile's rows are copied (the others were zeroed once): a stage's small
@@ -184,7 +187,7 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one). The items
 // and their arithmetic are the same as one CTA each; only who computes them differs.
-// rows_map / by_map: bf16 activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
+// rows_map / by_map: activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
 __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map) {
@@ -423,13 +426,14 @@ int sm_count() {
     return n > 0 ? n : 1;
 }
 
-// Whether bf16 activation rows come by tensor copies where the launch says how many rows `a` holds
-// (STEADYMOE_ROW_TENSOR_COPIES=0: by the producer warp's cp.async, to compare; the same bits). Not in
-// few-row launches: a copy brings the CTA's whole box of rows where cp.async brings only the tile's,
-// and a decode tile holds a few (bench/results/2026-12-02-cuda-prefill-schedules.md).
+// Whether activation rows come by tensor copies where the launch says how many rows its input holds
+// (the same bits either way). STEADYMOE_ROW_TENSOR_COPIES: unset or 1, bf16 rows; "all", e4m3 rows
+// too (not yet run on a GPU, so not the default); 0, none (the producer warp's cp.async, to compare).
+// Not in few-row launches: a copy brings the CTA's whole box of rows where cp.async brings only the
+// tile's, and a decode tile holds a few (bench/results/2026-12-02-cuda-prefill-schedules.md).
 bool row_tensor_copies(const GroupedGemmLaunch& g) {
-    static const bool on = !env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
-    return on && g.a_rows > 0 && !g.few_rows;
+    static const bool none = env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0"), e4m3 = env_equals("STEADYMOE_ROW_TENSOR_COPIES", "all");
+    return !none && (g.a_fp8 == nullptr || e4m3) && g.a_rows > 0 && !g.few_rows;
 }
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
@@ -445,7 +449,8 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     else
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     CUtensorMap rows_map{};
-    const bool by_map = !kFp8A && row_tensor_copies(g) && encode_bf16_row_map(rows_map, g.a, g.a_rows, g.k, Cta<kWG>::kRows);
+    const bool by_map = row_tensor_copies(g) && encode_row_map(rows_map, kFp8A ? static_cast<const void*>(g.a_fp8) : g.a, g.a_rows, g.k,
+                                                               kFp8A ? RowElement::E4m3 : RowElement::Bf16, Cta<kWG>::kRows);
     kernel<<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g, rows_map, by_map);
     return cudaGetLastError();
 }

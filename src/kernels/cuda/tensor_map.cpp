@@ -15,29 +15,30 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
     std::call_once(once, [] {
         void* p = nullptr;
         cudaDriverEntryPointQueryResult found{};
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) == cudaSuccess &&
-            found == cudaDriverEntryPointSuccess)
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) != cudaSuccess)
+            cudaGetLastError();  // this lookup's error only: none other was pending before a successful call
+        else if (found == cudaDriverEntryPointSuccess)
             fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-        cudaGetLastError();
     });
     return fn;
 }
 
 }  // namespace
 
-bool encode_bf16_row_map(CUtensorMap& map, const void* base, int64_t rows, int64_t k, int box_rows) {
+bool encode_row_map(CUtensorMap& map, const void* base, int64_t rows, int64_t k, RowElement element, int box_rows) {
     const auto encode = encoder();
     if (encode == nullptr || base == nullptr || rows <= 0 || k <= 0 || k % 64 != 0 || box_rows <= 0 || box_rows > 256 ||
         (reinterpret_cast<uintptr_t>(base) & 15) != 0 || rows >= (int64_t(1) << 31))
         return false;
+    const bool bf16 = element == RowElement::Bf16;
     const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
-    const cuuint64_t strides[1] = {cuuint64_t(k) * 2};
-    const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};  // 128 bytes: one swizzle span per row
+    const cuuint64_t strides[1] = {cuuint64_t(k) * (bf16 ? 2 : 1)};
+    const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};  // one swizzle span per row: 128 or 64 bytes
     const cuuint32_t steps[2] = {1, 1};
     CUtensorMap encoded;
-    if (encode(&encoded, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, steps,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    if (encode(&encoded, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims,
+               strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, bf16 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
         return false;
     map = encoded;
     return true;
