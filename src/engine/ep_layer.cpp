@@ -103,14 +103,13 @@ std::string EpMoeLayer::fingerprint(const MoeLayer& layer, const ExpertPlacement
 EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transport& transport)
     : layer_(layer), placement_(std::move(placement)), transport_(transport),
       queue_(std::make_unique<CollectiveQueue>(transport_)) {
-    agree(placement_, true);
     // FP8 rows need every routed expert quantised: each rank vouches for the experts it loaded (together
-    // they hold every expert), and all must. Experts moved in later are copies of loaded ones.
+    // they hold every expert), and all must — a vote in the agreement's collective. Experts moved in later
+    // are copies of loaded ones.
     bool quantised = layer_.activation_quant() != ActivationQuant::None;
     for (int64_t e = 0; e < layer_.config().n_routed_experts && quantised; ++e)
         if (holds(e)) quantised = packed_expert(e).gate.quantized;
-    fp8_rows_ = true;
-    for (const Bytes& said : gather(Bytes{uint8_t(quantised)})) fp8_rows_ = fp8_rows_ && said.size() == 1 && said[0] == 1;
+    fp8_rows_ = agree(placement_, true, quantised);
 }
 
 std::vector<Bytes> EpMoeLayer::gather(const Bytes& mine) const { return queue_->all_gather(mine).get(); }
@@ -138,7 +137,7 @@ const cpu::PackedExpert& EpMoeLayer::packed_expert(int64_t e) const {
     return layer_.weights().experts[size_t(e)].held() ? layer_.packed().experts[size_t(e)] : moved_.at(e)->packed;
 }
 
-void EpMoeLayer::agree(const ExpertPlacement& placement, bool require_held) const {
+bool EpMoeLayer::agree(const ExpertPlacement& placement, bool require_held, bool vote) const {
     SMOE_CHECK(placement.ranks() == transport_.size() && placement.logical_experts() == layer_.config().n_routed_experts,
                InvalidArgument, "a placement of {} experts on {} ranks for {} experts on {} ranks",
                placement.logical_experts(), placement.ranks(), layer_.config().n_routed_experts, transport_.size());
@@ -149,16 +148,21 @@ void EpMoeLayer::agree(const ExpertPlacement& placement, bool require_held) cons
         if (needed[e] && !holds(int64_t(e)))
             missing = fmt::format("rank {} did not load expert {}, which its slots hold", transport_.rank(), e);
     const std::string mine = fingerprint(layer_, placement);
-    const std::string said = mine + "\n" + missing;
+    const std::string said = (vote ? "1" : "0") + mine + "\n" + missing;  // vote, fingerprint, what is missing
     const std::vector<Bytes> all = gather(Bytes(said.begin(), said.end()));
+    bool all_yes = true;
     for (int r = 0; r < transport_.size(); ++r) {
-        const std::string theirs(all[size_t(r)].begin(), all[size_t(r)].end());
+        const std::string with_vote(all[size_t(r)].begin(), all[size_t(r)].end());
+        SMOE_CHECK(!with_vote.empty(), Communication, "rank {} sent rank {} an empty agreement message", r, transport_.rank());
+        all_yes = all_yes && with_vote[0] == '1';
+        const std::string theirs = with_vote.substr(1);
         const size_t cut = theirs.find('\n');
         SMOE_CHECK(theirs.substr(0, cut) == mine, Communication, "rank {} runs {} but rank {} runs {}",
                    transport_.rank(), mine, r, theirs.substr(0, cut));
         SMOE_CHECK(cut == std::string::npos || cut + 1 == theirs.size(), InvalidArgument, "placement: {}",
                    theirs.substr(cut + 1));
     }
+    return all_yes;
 }
 
 size_t EpMoeLayer::change_placement(ExpertPlacement next) {

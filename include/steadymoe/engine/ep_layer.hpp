@@ -123,7 +123,8 @@ private:
     struct MovedExpert;
     // Throws Error(Communication) unless every rank runs this layer with `placement`; with
     // `require_held`, also InvalidArgument on every rank when some rank lacks an expert its slots hold.
-    void agree(const ExpertPlacement& placement, bool require_held) const;
+    // `vote` travels in the same collective: the result says whether every rank voted yes.
+    bool agree(const ExpertPlacement& placement, bool require_held, bool vote = true) const;
     // An all-gather through the communication thread.
     std::vector<Bytes> gather(const Bytes& mine) const;
     // Throws once a failure may have left the ranks' exchanges out of step.
