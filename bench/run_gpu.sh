@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One device call: build, run the GPU tests, then the GPU benchmarks beside their floors and peers.
-# usage: bench/run_gpu.sh OUT_DIR [tests|bench|sanitize|profile|ncu|ep|all] [workload:format ...]
+# usage: bench/run_gpu.sh OUT_DIR [tests|bench|schedules|sanitize|profile|ncu|ep|all] [workload:format ...]
+# schedules: prefill (4096 and 16384 tokens, or BENCH_ARGS) under each tiled-kernel schedule and row copy,
+# one table of gate/up and down µs per workload (the same bits; see docs/cli.md). Each variant is a bench
+# run of its own: deepseek-v3 spends about a minute setting up each.
 # ep: the layer over every GPU of the machine (--ep-ranks) beside one GPU, and NCCL's all-to-all.
 # BENCH_ARGS adds options to every bench command (e.g. "--tokens 1,256,16384").
 set -uo pipefail
@@ -82,6 +85,19 @@ if [[ $what == bench || $what == all ]]; then
     [[ -f $json ]] && records+=("$json")
   done
   [[ ${#records[@]} -gt 0 ]] && python3 bench/gpu_peers.py "$out/peers.json" "${records[@]}" 2>&1 | tee "$out/peers.md"
+fi
+if [[ $what == schedules ]]; then
+  for spec in "$@"; do
+    wl=${spec%%:*}; fmt=${spec#*:}
+    for variant in default STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES={0,all}; do
+      knob=(); [[ $variant != default ]] && knob=("$variant")
+      name=${variant,,}; name=${name//[^a-z0-9-]/_}
+      env "${knob[@]}" timeout 300 ./build-gpu/steadymoe bench --backend cuda --workload "$wl" --format "$fmt" \
+        ${BENCH_ARGS:---tokens 4096,16384} --json "$out/schedule-$wl-$fmt-$name.json" >/dev/null 2>>"$out/schedule-$wl-$fmt.err"
+      python3 bench/schedule_table.py "$out/schedule-$wl-$fmt-$name.json" "$wl $fmt $variant" 2>&1 | tee -a "$out/schedules.txt"
+    done
+  done
+  ( cd "$out" && tar czf schedules-json.tgz --remove-files ./schedule-*.json ./schedule-*.err 2>/dev/null ) || true
 fi
 if [[ $what == ep ]]; then
   gpus=$(nvidia-smi --list-gpus | wc -l)
