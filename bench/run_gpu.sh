@@ -12,6 +12,9 @@ mkdir -p "$out"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/device.txt"
+# The tiled kernel's variants besides its defaults (the same bits; docs/cli.md): its schedules, and rows by
+# cp.async or by tensor copies for e4m3 inputs too.
+variants=(STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES={0,all})
 if [[ $what == tests || $what == all ]]; then
   for t in build-gpu/tests/test_cuda_* build-gpu/tests/test_cli; do
     [[ -x $t ]] || continue
@@ -25,7 +28,7 @@ if [[ $what == tests || $what == all ]]; then
     STEADYMOE_GEMM_KERNEL=mma build-gpu/tests/$t >>"$out/gpu-tests.log" 2>&1; echo "$t with the mma.sync kernel: rc=$?"
   done
   # The tiled kernel's other schedules give the same bits.
-  for knob in STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES={0,all}; do
+  for knob in "${variants[@]}"; do
     for t in test_cuda_grouped_gemm test_cuda_tensor_core test_cuda_layer; do
       echo "=== $t ($knob)" >>"$out/gpu-tests.log"
       env "$knob" timeout 300 build-gpu/tests/$t >>"$out/gpu-tests.log" 2>&1; echo "$t with $knob: rc=$?"
@@ -89,7 +92,7 @@ fi
 if [[ $what == schedules ]]; then
   for spec in "$@"; do
     wl=${spec%%:*}; fmt=${spec#*:}
-    for variant in default STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES={0,all}; do
+    for variant in default "${variants[@]}"; do
       knob=(); [[ $variant != default ]] && knob=("$variant")
       name=${variant,,}; name=${name//[^a-z0-9-]/_}
       env "${knob[@]}" timeout 300 ./build-gpu/steadymoe bench --backend cuda --workload "$wl" --format "$fmt" \
