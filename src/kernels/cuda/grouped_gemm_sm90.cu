@@ -76,8 +76,8 @@ __device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
 }
 
 // The producer warp's view of one tile: per pipeline stage it copies the stored weight tiles (and an
-// FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows with one tensor copy (bf16
-// rows with a map) or with cp.async, the stage's 128-block scales with cp.async, and announces all of it
+// FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows with a tensor copy per 64 k
+// (given a map) or with cp.async, the stage's 128-block scales with cp.async, and announces all of it
 // on the stage's "full" barrier. A tensor copy brings the CTA's whole box of rows: past the tile's own
 // come other tiles' rows (or zeros past the matrix), whose products stay in rows the epilogue skips.
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG>
@@ -426,14 +426,13 @@ int sm_count() {
     return n > 0 ? n : 1;
 }
 
-// Whether activation rows come by tensor copies where the launch says how many rows its input holds
-// (the same bits either way). STEADYMOE_ROW_TENSOR_COPIES: unset or 1, bf16 rows; "all", e4m3 rows
-// too (not yet run on a GPU, so not the default); 0, none (the producer warp's cp.async, to compare).
-// Not in few-row launches: a copy brings the CTA's whole box of rows where cp.async brings only the
-// tile's, and a decode tile holds a few (bench/results/2026-12-02-cuda-prefill-schedules.md).
+// Whether activation rows (bf16 or e4m3) come by tensor copies where the launch says how many rows its
+// input holds (the same bits either way); STEADYMOE_ROW_TENSOR_COPIES=0 keeps the producer warp's cp.async,
+// to compare. Not in few-row launches: a copy brings the CTA's whole box of rows where cp.async brings only
+// the tile's, and a decode tile holds a few (bench/results/2026-12-02-cuda-prefill-schedules.md).
 bool row_tensor_copies(const GroupedGemmLaunch& g) {
-    static const bool none = env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0"), e4m3 = env_equals("STEADYMOE_ROW_TENSOR_COPIES", "all");
-    return !none && (g.a_fp8 == nullptr || e4m3) && g.a_rows > 0 && !g.few_rows;
+    static const bool none = env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
+    return !none && g.a_rows > 0 && !g.few_rows;
 }
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
