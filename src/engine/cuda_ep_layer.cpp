@@ -142,7 +142,7 @@ EpBatchState CudaEpMoeLayer::Impl::prepare(const MoeInput& input) {
         SMOE_CUDA_CHECK(
             cuda::launch_permute_shared(active.as<const uint8_t>(), T, 0, b.tiles.tile_m, view, side));
         tc::run_group({&*shared, &view, T, b.tiles.token_tiles, view.load, &shared_stage, 0.0f, false},
-                      hidden.get(), b.bf16, H, layer.activation_quant(), shared_out.as<float>(), side, false);
+                      hidden.get(), b.bf16, H, layer.activation_quant(), {shared_out.as<float>(), false}, side, false);
     }
     SMOE_CUDA_CHECK(cudaEventRecord(join, side));
     if (T > 0)
@@ -193,7 +193,7 @@ void CudaEpMoeLayer::Impl::run_experts(const EpBatchState& b, int64_t bound, con
                                                 pair_row.as<const int32_t>(), live_pairs));
     tc::run_group({&local, &view, bound, tiles.pair_tiles, view.offsets + S, &stage, float(cfg.swiglu_limit),
                    cfg.weight_placement == WeightPlacement::BeforeDown},
-                  rows, b.bf16, cfg.hidden_size, layer.activation_quant(), results, main, false);
+                  rows, b.bf16, cfg.hidden_size, layer.activation_quant(), {results, false}, main, false);
 }
 
 void CudaEpMoeLayer::Impl::combine(const EpBatchState& b, const float* back_rows) {

@@ -88,23 +88,25 @@ void EventTimer::record(cudaEvent_t e, cudaStream_t s, bool capturing) {
 
 namespace {
 
-// Gathers (and quantises) one GEMM's input rows into `a` / `a_scale` and points a launch over `w` at
-// them: e4m3 codes where the GEMM takes FP8 activations, their exact bf16 values otherwise.
-cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, const void* src,
-                                        bool src_bf16, int64_t width, const int32_t* rows, ActivationQuant aq,
-                                        DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
+// How one GEMM over `w` takes its input rows: e4m3 codes where it takes FP8 activations, else their
+// exact bf16 values, quantised per 128 values (mode 1 or 2: cuda::activation_quant_mode) or not (0).
+struct InputForm {
+    int mode;
+    bool fp8;
+};
+
+InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, ActivationQuant aq) {
     const int mode = cuda::activation_quant_mode(aq, w.quantized);
-    const bool fp8 = mode != 0 && r.fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code);
-    if (fp8)
-        SMOE_CUDA_CHECK(cuda::launch_gather_fp8(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, mode == 2,
-                                                a.as<uint8_t>(), a_scale.as<float>(), s));
-    else
-        SMOE_CUDA_CHECK(cuda::launch_gather_bf16(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, mode,
-                                                 a.as<uint16_t>(), a_scale.as<float>(), s));
+    return {mode, mode != 0 && r.fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code)};
+}
+
+// A launch over `w` whose input rows are in `a` / `a_scale` in form `f`.
+cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, int64_t width, InputForm f,
+                                     DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
     cuda::GroupedGemmLaunch g = gemm_launch(w, *r.perm, r.max_tiles, a.as<const uint16_t>(),
-                                            mode == 1 || fp8 ? a_scale.as<const float>() : nullptr, s);
-    if (fp8) g.a_fp8 = a.as<const uint8_t>();
-    g.a_rows = int64_t(a.bytes() / (size_t(width) * (fp8 ? 1 : 2)));
+                                            f.mode == 1 || f.fp8 ? a_scale.as<const float>() : nullptr, s);
+    if (f.fp8) g.a_fp8 = a.as<const uint8_t>();
+    g.a_rows = int64_t(a.bytes() / (size_t(width) * (f.fp8 ? 1 : 2)));
     // At most 32 rows per expert on average (a decode batch): most tiles are less than half full, so
     // Hopper runs its few-row kernels (64-row CTAs, two per SM; FP4's decode kernel) — the same
     // arithmetic per row.
@@ -112,16 +114,34 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
     return g;
 }
 
+// Gathers (and quantises) one GEMM's input rows into `a` / `a_scale` and points a launch over `w` at them.
+cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, const void* src,
+                                        bool src_bf16, int64_t width, const int32_t* rows, InputForm f,
+                                        DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
+    if (f.fp8)
+        SMOE_CUDA_CHECK(cuda::launch_gather_fp8(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, f.mode == 2,
+                                                a.as<uint8_t>(), a_scale.as<float>(), s));
+    else
+        SMOE_CUDA_CHECK(cuda::launch_gather_bf16(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, f.mode,
+                                                 a.as<uint16_t>(), a_scale.as<float>(), s));
+    return input_launch(r, w, width, f, a, a_scale, s);
+}
+
 }  // namespace
 
 void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
-               float* contributions, cudaStream_t s, bool capturing) {
+               ContributionRows contributions, cudaStream_t s, bool capturing) {
     StageBuffers& b = *r.buffers;
     const int64_t I = r.group->intermediate;
-    cuda::GroupedGemmLaunch g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, aq, b.a1,
-                                                 b.a1_scale, s);
+    const InputForm down_form = input_form(r, r.group->down, aq);
+    // bf16 activations that the down GEMM takes unquantised: the gate/up epilogue writes its (bf16-rounded)
+    // outputs as the down GEMM's input rows, with no f32 copy and gather between them.
+    const bool direct = bf16 && down_form.mode == 0 && !down_form.fp8;
+    cuda::GroupedGemmLaunch g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows,
+                                                 input_form(r, r.group->gate_up, aq), b.a1, b.a1_scale, s);
     g1.epilogue = cuda::GemmEpilogue::SwiGlu;
-    g1.out = b.mid.as<float>();
+    if (direct) g1.out_bf16 = b.a2.as<uint16_t>();
+    else g1.out = b.mid.as<float>();
     g1.ldo = I;
     g1.row_weight = r.perm->weight;
     g1.swiglu_limit = r.swiglu_limit;
@@ -132,9 +152,12 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     if (r.gate_up_time) r.gate_up_time->end(s, capturing);
 
     cuda::GroupedGemmLaunch g2 =
-        gathered_launch(r, r.group->down, b.mid.get(), false, I, nullptr, aq, b.a2, b.a2_scale, s);
+        direct ? input_launch(r, r.group->down, I, down_form, b.a2, b.a2_scale, s)
+               : gathered_launch(r, r.group->down, b.mid.get(), false, I, nullptr, down_form, b.a2, b.a2_scale, s);
     g2.epilogue = cuda::GemmEpilogue::Scatter;
-    g2.out = contributions;
+    SMOE_CHECK(!contributions.bf16 || bf16, Internal, "bf16 contributions for f32 activations");
+    if (contributions.bf16) g2.out_bf16 = static_cast<uint16_t*>(contributions.data);
+    else g2.out = static_cast<float*>(contributions.data);
     g2.ldo = H;
     g2.row_weight = r.perm->weight;
     g2.row_dest = r.perm->dest;

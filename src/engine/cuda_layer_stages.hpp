@@ -71,10 +71,18 @@ struct GroupRun {
     bool fp8_tensor_cores = true;  // FP8 weights meet FP8 activations on the FP8 tensor cores where there are some
 };
 
+// Where the down GEMM scatters the expert outputs: f32 rows, or bf16 bits where the activations are bf16
+// (each expert output is rounded to the activation dtype before the combine, DESIGN.md §2, so bf16 holds
+// it exactly in half the bytes).
+struct ContributionRows {
+    void* data = nullptr;
+    bool bf16 = false;
+};
+
 // The expert stages of one group on stream `s`: gather (and quantise) its rows of `hidden`, gate/up with
 // SwiGLU, quantise, down with the routing weight and scatter into `contributions` (row perm->dest).
 void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
-               float* contributions, cudaStream_t s, bool capturing);
+               ContributionRows contributions, cudaStream_t s, bool capturing);
 
 // Rows per tile of the grouped GEMMs, and the tile bounds of a batch.
 struct TileCounts {

@@ -184,7 +184,7 @@ MoeOutput CudaMoeLayer::forward(const MoeInput& input, CudaStageTimes* times) co
 
     const cuda::DeviceBuffer active = upload_vector(plan.active, "mask");
     cuda::DeviceBuffer out(plan.out.output.nbytes(), "output");
-    SMOE_CUDA_CHECK(cuda::launch_combine(contributions.as<const float>(), T, K, H, active.as<const uint8_t>(),
+    SMOE_CUDA_CHECK(cuda::launch_combine(contributions.as<const float>(), false, T, K, H, active.as<const uint8_t>(),
                                          packed.has_shared, bf16, out.get(), nullptr));
     out.download(plan.out.output.mutable_raw(), plan.out.output.nbytes());
     cuda::synchronize();

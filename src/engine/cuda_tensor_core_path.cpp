@@ -123,7 +123,7 @@ bool TensorCorePath::reserve(const Shape& b) const {
     if (b.hash) grow(ws.token_ids, size_t(T) * 8, "token ids", moved);
     router_.reserve(ws.router, T, b.tiles, b.bf16, moved);
     ws.routed_perm.reserve(b.pairs, b.tiles.pair_tiles, E, moved);
-    grow(ws.contributions, size_t((T * K + T) * H) * 4, "expert contributions", moved);
+    grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", moved);
     ws.routed.reserve(b.pairs, H, routed_.intermediate, moved);
     if (shared_) {
         ws.shared_perm.reserve(T, b.tiles.token_tiles, 1, moved);
@@ -150,7 +150,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
                     b.hash ? ws.token_ids.as<const int64_t>() : nullptr, T, b.tiles, b.bf16, main);
     end(&StageTimers::router, main);
 
-    float* contributions = ws.contributions.as<float>();
+    const tc::ContributionRows contributions{ws.contributions.get(), b.bf16};
     const float limit = float(cfg.swiglu_limit);
     const bool before = cfg.weight_placement == WeightPlacement::BeforeDown;
 
@@ -181,7 +181,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
 
     begin(&StageTimers::combine, main);
-    SMOE_CUDA_CHECK(cuda::launch_combine(contributions, T, K, H, ws.active.as<const uint8_t>(), shared_.has_value(),
+    SMOE_CUDA_CHECK(cuda::launch_combine(contributions.data, contributions.bf16, T, K, H, ws.active.as<const uint8_t>(), shared_.has_value(),
                                          b.bf16, ws.out.get(), main));
     end(&StageTimers::combine, main);
     end(&StageTimers::total, main);

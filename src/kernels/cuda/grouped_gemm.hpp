@@ -93,6 +93,10 @@ struct GroupedGemmLaunch {
 
     GemmEpilogue epilogue = GemmEpilogue::Store;
     float* out = nullptr;
+    // SwiGlu and Scatter with round_bf16: the outputs as bf16 bits here instead of `out` (they are rounded
+    // to bf16 already, so the same values in half the bytes; a bf16 SwiGLU output is the down GEMM's input
+    // as it is). ldo counts elements either way.
+    uint16_t* out_bf16 = nullptr;
     int64_t ldo = 0;
     const float* row_weight = nullptr;  // SwiGlu (weight before down) and Scatter
     const int64_t* row_dest = nullptr;  // Scatter

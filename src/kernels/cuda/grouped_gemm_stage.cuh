@@ -298,29 +298,32 @@ __device__ __forceinline__ const float* stage_scales(const char* stage) {
 // Two adjacent output elements (row, features n and n + 1 of the tile; n even) through the launch's
 // epilogue. For SwiGlu, v are gate features and up the matching up features; their outputs are the
 // adjacent intermediate features j, j + 1. Pairs are stored as one 8-byte write.
+__device__ __forceinline__ void store_pair(const GroupedGemmLaunch& g, int64_t offset, float2 v) {
+    if (g.out_bf16)
+        *reinterpret_cast<uint32_t*>(g.out_bf16 + offset) = uint32_t(f32_to_bf16(v.x)) | uint32_t(f32_to_bf16(v.y)) << 16;
+    else
+        *reinterpret_cast<float2*>(g.out + offset) = v;
+}
+
 __device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const Tile& t, int row, int n, float2 v,
                                               float2 up) {
     if (row >= t.rows) return;
     const int64_t grow = t.row0 + row, col = t.n0 + n;
-    float2* dst = nullptr;
-    float2 out = v;
     if (g.epilogue == GemmEpilogue::Store) {
-        dst = reinterpret_cast<float2*>(g.out + t.split * g.split_stride + grow * g.ldo + col);
+        if (col < g.n) *reinterpret_cast<float2*>(g.out + t.split * g.split_stride + grow * g.ldo + col) = v;
     } else if (g.epilogue == GemmEpilogue::Scatter) {
         const float w = g.row_weight[grow];
-        out = g.weight_before_down ? v : make_float2(w * v.x, w * v.y);
+        float2 out = g.weight_before_down ? v : make_float2(w * v.x, w * v.y);
         out = make_float2(round_act(out.x, g.round_bf16), round_act(out.y, g.round_bf16));
-        dst = reinterpret_cast<float2*>(g.out + g.row_dest[grow] * g.ldo + col);
+        // n is even and N a multiple of 8 (checked on the host): the pair is whole
+        if (col < g.n) store_pair(g, g.row_dest[grow] * g.ldo + col, out);
     } else {  // gate feature col sits in fragment 2f, its up partner in 2f + 1: intermediate feature f*8 + col%8
         const float w = g.row_weight ? g.row_weight[grow] : 1.0f;
-        out = make_float2(swiglu_stage(v.x, up.x, g.swiglu_limit, g.weight_before_down, w, g.round_bf16),
-                          swiglu_stage(v.y, up.y, g.swiglu_limit, g.weight_before_down, w, g.round_bf16));
+        const float2 out = make_float2(swiglu_stage(v.x, up.x, g.swiglu_limit, g.weight_before_down, w, g.round_bf16),
+                                       swiglu_stage(v.y, up.y, g.swiglu_limit, g.weight_before_down, w, g.round_bf16));
         const int64_t j = (col / 16) * 8 + col % 8;
-        if (j >= g.n / 2) return;
-        *reinterpret_cast<float2*>(g.out + grow * g.ldo + j) = out;
-        return;
+        if (j < g.n / 2) store_pair(g, grow * g.ldo + j, out);
     }
-    if (col < g.n) *dst = out;  // n is even and N a multiple of 8 (checked on the host): the pair is whole
 }
 
 }  // namespace steadymoe::cuda::stage

@@ -56,19 +56,32 @@ __global__ void scatter_kernel(const float* down, int64_t m, int64_t h, const in
     contributions[dest[r] * h + n] = round_act(before ? v : weights[r] * v, bf16);
 }
 
+__device__ __forceinline__ float contribution(float v) { return v; }
+__device__ __forceinline__ float contribution(uint16_t bf16) { return bf16_to_f32(bf16); }
+
 // The slots in ascending order, then the shared expert: the CPU layer's combine, operation for operation.
-__global__ void combine_kernel(const float* routed, const int64_t* index, const float* shared, int64_t t, int64_t k,
+// C: the contributions' element, f32 or bf16 bits (each contribution is rounded to the activation dtype).
+template <typename C>
+__global__ void combine_kernel(const C* routed, const int64_t* index, const C* shared, int64_t t, int64_t k,
                                int64_t h, const uint8_t* active, bool bf16, void* out) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= t * h) return;
     const int64_t tok = i / h, n = i % h;
     float acc = 0.0f;
     if (active[tok]) {
-        for (int64_t s = 0; s < k; ++s) acc += routed[(index ? index[tok * k + s] : tok * k + s) * h + n];
-        if (shared) acc += shared[tok * h + n];
+        for (int64_t s = 0; s < k; ++s) acc += contribution(routed[(index ? index[tok * k + s] : tok * k + s) * h + n]);
+        if (shared) acc += contribution(shared[tok * h + n]);
     }
     if (bf16) static_cast<uint16_t*>(out)[i] = active[tok] ? f32_to_bf16(acc) : uint16_t(0);
     else static_cast<float*>(out)[i] = acc;
+}
+
+template <typename C>
+cudaError_t launch_combine_of(const C* routed, const int64_t* index, const C* shared, int64_t t, int64_t k, int64_t h,
+                              const uint8_t* active, bool bf16, void* out, cudaStream_t stream) {
+    if (t * h > 0)
+        combine_kernel<C><<<blocks_for(t * h), kThreads, 0, stream>>>(routed, index, shared, t, k, h, active, bf16, out);
+    return cudaGetLastError();
 }
 
 }  // namespace
@@ -96,17 +109,19 @@ cudaError_t launch_scatter(const float* down, int64_t m, int64_t h, const int64_
     return cudaGetLastError();
 }
 
-cudaError_t launch_combine(const float* contributions, int64_t t, int64_t k, int64_t h, const uint8_t* active,
-                           bool has_shared, bool bf16, void* out, cudaStream_t stream) {
-    return launch_combine_indexed(contributions, nullptr, has_shared ? contributions + t * k * h : nullptr, t, k, h,
-                                  active, bf16, out, stream);
+cudaError_t launch_combine(const void* contributions, bool contributions_bf16, int64_t t, int64_t k, int64_t h,
+                           const uint8_t* active, bool has_shared, bool bf16, void* out, cudaStream_t stream) {
+    if (contributions_bf16) {
+        const auto* c = static_cast<const uint16_t*>(contributions);
+        return launch_combine_of(c, nullptr, has_shared ? c + t * k * h : nullptr, t, k, h, active, bf16, out, stream);
+    }
+    const auto* c = static_cast<const float*>(contributions);
+    return launch_combine_of(c, nullptr, has_shared ? c + t * k * h : nullptr, t, k, h, active, bf16, out, stream);
 }
 
 cudaError_t launch_combine_indexed(const float* routed, const int64_t* index, const float* shared, int64_t t, int64_t k,
                                    int64_t h, const uint8_t* active, bool bf16, void* out, cudaStream_t stream) {
-    if (t * h > 0)
-        combine_kernel<<<blocks_for(t * h), kThreads, 0, stream>>>(routed, index, shared, t, k, h, active, bf16, out);
-    return cudaGetLastError();
+    return launch_combine_of(routed, index, shared, t, k, h, active, bf16, out, stream);
 }
 
 }  // namespace steadymoe::cuda
