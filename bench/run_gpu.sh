@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build, run the GPU tests, then the GPU benchmarks beside their floors and peers.
 # usage: bench/run_gpu.sh OUT_DIR [tests|bench|schedules|sanitize|profile|ncu|ep|all] [workload:format ...]
+# profile: GPU time per kernel of one bench run (16384 tokens, or BENCH_ARGS).
 # schedules: prefill (4096 and 16384 tokens, or BENCH_ARGS) under each tiled-kernel schedule and row copy,
 # one table of gate/up and down µs per workload (the same bits; see docs/cli.md). Each variant is a bench
 # run of its own: deepseek-v3 spends about a minute setting up each.
@@ -56,14 +57,17 @@ if [[ $what == sanitize || $what == all ]]; then
   done
 fi
 if [[ $what == profile ]]; then
+  # GPU time per kernel (the profiler's duration metric only: one pass per launch, clocks left alone; it
+  # serialises launches and flushes caches between them, so the times are each kernel's own, cold).
   for spec in "$@"; do
     wl=${spec%%:*}; fmt=${spec#*:}
-    nsys profile --cuda-graph-trace=node -o "$out/prof-$wl" --force-overwrite true ./build-gpu/steadymoe bench --backend cuda --workload "$wl" \
-      --format "$fmt" ${BENCH_ARGS:---tokens 1,256,16384 --repeat 3} --json "$out/prof-$wl.json" >/dev/null 2>&1
-    nsys stats --report cuda_gpu_kern_sum --format csv "$out/prof-$wl.nsys-rep" 2>/dev/null \
-      | python3 -c "import csv,sys; r=list(csv.DictReader(l for l in sys.stdin if l.count(',')>3)); [print(f\"{float(x['Total Time (ns)'])/1e3:12.1f} us {int(x['Instances']):6d} x {float(x['Avg (ns)'])/1e3:9.1f} us  {x['Name'][:90]}\") for x in r[:16]]" | tee "$out/prof-$wl.txt"
-    rm -f "$out"/prof-*.nsys-rep "$out"/prof-*.sqlite
+    /usr/local/cuda/bin/ncu --clock-control none --csv --metrics gpu__time_duration.sum ./build-gpu/steadymoe bench \
+      --backend cuda --workload "$wl" --format "$fmt" ${BENCH_ARGS:---tokens 16384 --repeat 1} \
+      >"$out/kernels-$wl-$fmt.csv" 2>"$out/kernels-$wl-$fmt.err"
+    echo "== $wl $fmt (rc=$?)" | tee -a "$out/kernels.txt"
+    python3 bench/kernel_times.py "$out/kernels-$wl-$fmt.csv" | tee -a "$out/kernels.txt"
   done
+  ( cd "$out" && tar czf kernels-raw.tgz --remove-files ./kernels-*.csv ./kernels-*.err 2>/dev/null ) || true
 fi
 if [[ $what == ncu ]]; then
   # Per-kernel hardware counters (cold caches, as a decode layer meets them; clocks not locked), one

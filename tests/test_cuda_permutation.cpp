@@ -96,7 +96,8 @@ void check(const Case& c, uint32_t seed) {
         rows_of_pair_buf(std::max<size_t>(4, row_of_pair.size() * 4), "rows of pairs"), live_buf(4, "live"),
         rows(size_t(c.pairs) * 4, "rows"), dest(size_t(c.pairs) * 8, "dest"),
         weight(size_t(c.pairs) * 4, "weight"), tiles(size_t(3 * max_tiles + 1) * 4, "tiles"),
-        load(size_t(c.experts) * 4, "load"), offsets(size_t(2 * (c.experts + 1)) * 4, "offsets");
+        load(size_t(c.experts) * 4, "load"), offsets(size_t(2 * (c.experts + 1)) * 4, "offsets"),
+        chunk_counts(size_t(std::max<int64_t>(1, cuda::permutation_chunks(c.pairs) * c.experts)) * 4, "chunk counts");
     ids_buf.upload(ids.data(), ids.size() * 4);
     weights_buf.upload(weights.data(), weights.size() * 4);
     if (c.with_rows) rows_of_pair_buf.upload(row_of_pair.data(), row_of_pair.size() * 4);
@@ -106,7 +107,7 @@ void check(const Case& c, uint32_t seed) {
     int32_t* o = offsets.as<int32_t>();
     const cuda::PermutationOut out{
         rows.as<int32_t>(), dest.as<int64_t>(), weight.as<float>(), t, t + max_tiles,
-        t + 2 * max_tiles,  t + 3 * max_tiles,  load.as<int32_t>(), o, o + c.experts + 1};
+        t + 2 * max_tiles,  t + 3 * max_tiles,  load.as<int32_t>(), o, o + c.experts + 1, chunk_counts.as<int32_t>()};
     ASSERT_EQ(cuda::launch_permute_routed(ids_buf.as<int32_t>(), weights_buf.as<float>(), c.pairs, c.top_k,
                                           c.experts, tile_m, out, nullptr,
                                           c.with_rows ? rows_of_pair_buf.as<int32_t>() : nullptr,
@@ -135,6 +136,7 @@ TEST(CudaPermutation, MatchesAHostCountingSortOnBothSidesOfTheOneBlockLimit) {
          {Case{1, -1, 8, 1, false}, Case{8, -1, 256, 8, false}, Case{96, -1, 8, 2, false},
           Case{128, -1, 512, 8, false}, Case{128, 77, 256, 8, false}, Case{100, -1, 16, 1, true},
           Case{129, -1, 256, 8, false}, Case{1000, 613, 256, 8, false}, Case{4096, -1, 8, 2, false},
-          Case{3000, -1, 64, 1, true}})
+          Case{3000, -1, 64, 1, true}, Case{131072, -1, 256, 8, false}, Case{50000, 20000, 512, 8, false},
+          Case{4097, 1025, 128, 1, true}})
         check(c, seed++);
 }

@@ -25,13 +25,14 @@ void PermBuffers::reserve(int64_t max_rows, int64_t tiles_bound, int64_t experts
     grow(tiles, size_t(3 * tiles_bound + 1) * 4, "tile list", moved);
     grow(load, size_t(experts) * 4, "expert loads", moved);
     grow(offsets, size_t(2 * (experts + 1)) * 4, "expert offsets", moved);
+    grow(chunk_counts, size_t(cuda::permutation_chunks(max_rows) * experts) * 4, "permutation chunk counts", moved);
 }
 
 cuda::PermutationOut PermBuffers::view(int64_t tiles_bound, int64_t experts) {
     int32_t* t = tiles.as<int32_t>();
     int32_t* o = offsets.as<int32_t>();
     return {rows.as<int32_t>(),  dest.as<int64_t>(),  weight.as<float>(), t, t + tiles_bound,
-            t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1};
+            t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1, chunk_counts.as<int32_t>()};
 }
 
 void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved) {

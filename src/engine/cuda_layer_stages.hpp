@@ -23,7 +23,7 @@ void grow(DeviceBuffer& b, size_t bytes, const char* what, bool& moved);
 
 // A permutation's device buffers, grown to the largest batch so far.
 struct PermBuffers {
-    DeviceBuffer rows, dest, weight, tiles, load, offsets;
+    DeviceBuffer rows, dest, weight, tiles, load, offsets, chunk_counts;
 
     void reserve(int64_t max_rows, int64_t tiles_bound, int64_t experts, bool& moved);
     cuda::PermutationOut view(int64_t tiles_bound, int64_t experts);

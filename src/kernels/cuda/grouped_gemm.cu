@@ -168,15 +168,23 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
     const int lane = threadIdx.x & 31;
     const int64_t r = item / groups, group = item % groups, c0 = group * 128 + lane * 4;
     const int64_t row = (rows ? int64_t(rows[r]) : r) * stride + c0;
+    // One vector load and store per lane (k and the stride are multiples of 128, c0 of 4).
     float v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-        v[j] = src_bf16 ? bf16_to_f32(static_cast<const uint16_t*>(src)[row + j])
-                        : static_cast<const float*>(src)[row + j];
-    uint16_t* dst = static_cast<uint16_t*>(out) + r * k + c0;
+    if (src_bf16) {
+        const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(src) + row);
+        v[0] = bf16_to_f32(uint16_t(b.x)), v[1] = bf16_to_f32(uint16_t(b.x >> 16));
+        v[2] = bf16_to_f32(uint16_t(b.y)), v[3] = bf16_to_f32(uint16_t(b.y >> 16));
+    } else {
+        const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(src) + row);
+        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    }
+    uint2* dst = reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + r * k + c0);
+    auto store_bf16 = [&](const uint16_t (&b)[4]) {
+        *dst = make_uint2(uint32_t(b[0]) | uint32_t(b[1]) << 16, uint32_t(b[2]) | uint32_t(b[3]) << 16);
+    };
     if (!kFp8Out && mode == 0) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) dst[j] = f32_to_bf16(v[j]);
+        const uint16_t b[4] = {f32_to_bf16(v[0]), f32_to_bf16(v[1]), f32_to_bf16(v[2]), f32_to_bf16(v[3])};
+        store_bf16(b);
         return;
     }
     float amax = 0.0f;
@@ -201,11 +209,13 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
         if (lane == 0) scales[r * groups + group] = s;
     } else {
         const bool keep = mode == 1;
+        uint16_t b[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const float q = e4m3_to_f32(f32_to_e4m3(v[j] / s));
-            dst[j] = f32_to_bf16(keep ? q : q * s);
+            b[j] = f32_to_bf16(keep ? q : q * s);
         }
+        store_bf16(b);
         if (scales && lane == 0) scales[r * groups + group] = keep ? s : 1.0f;
     }
 }

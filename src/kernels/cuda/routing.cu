@@ -174,17 +174,58 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
 
 constexpr int kPermuteThreads = 256;
 using BlockScan = cub::BlockScan<int, kPermuteThreads>;
+constexpr int kChunkWarps = kPermuteThreads / 32;
+constexpr int kChunkRounds = kPermuteChunk / kPermuteThreads;
 
-__global__ void __launch_bounds__(kPermuteThreads) count_kernel(const int32_t* ids, int64_t pairs, const int32_t* live,
-                                                                int32_t* load) {
-    using Reduce = cub::BlockReduce<int, kPermuteThreads>;
-    __shared__ typename Reduce::TempStorage temp;
-    const int e = blockIdx.x;
+// A large permutation works on chunks of kPermuteChunk pairs, a block each, in rounds of one pair per
+// thread: a pair's rank among its expert's pairs of the chunk is its rank in its warp (a warp match),
+// plus the earlier warps' counts of that expert, plus the earlier rounds'. Pairs then stay in ascending
+// order within each expert, as the one-block kernel and the CPU place them.
+struct ChunkCounts {
+    int warp[kChunkWarps][kMaxRoutedExperts];  // this round's pairs per warp and expert
+    int before[kMaxRoutedExperts];             // running: earlier chunks' and rounds' pairs (+ first row)
+};
+
+// This thread's pair of round `round` of the block's chunk: its expert (-1 for none: masked pairs and
+// pairs past the live ones) and its rank among the round's pairs of that expert; fills c.warp.
+__device__ int2 round_ranks(const int32_t* ids, int64_t pairs, int32_t experts, int round, ChunkCounts& c) {
+    const int64_t i = int64_t(blockIdx.x) * kPermuteChunk + round * kPermuteThreads + threadIdx.x;
+    int e = i < pairs ? ids[i] : -1;
+    if (e < 0 || e >= experts) e = -1;
+    for (int x = threadIdx.x; x < kChunkWarps * experts; x += kPermuteThreads) c.warp[x / experts][x % experts] = 0;
+    __syncthreads();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    int rank = __popc(same & ((1u << lane) - 1u));
+    if (e >= 0 && rank == 0) c.warp[warp][e] = __popc(same);
+    __syncthreads();
+    if (e >= 0)
+        for (int w = 0; w < warp; ++w) rank += c.warp[w][e];
+    return make_int2(e, rank);
+}
+
+// Adds the round's pairs per expert to c.before (after every thread has read it for the round).
+__device__ void end_round(int32_t experts, ChunkCounts& c) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < experts; e += kPermuteThreads) {
+        int n = 0;
+        for (int w = 0; w < kChunkWarps; ++w) n += c.warp[w][e];
+        c.before[e] += n;
+    }
+    __syncthreads();  // before the next round clears c.warp (and before c.before is read)
+}
+
+// chunk_counts[chunk][e] = the chunk's pairs of expert e.
+__global__ void __launch_bounds__(kPermuteThreads) chunk_count_kernel(const int32_t* ids, int64_t pairs, const int32_t* live,
+                                                                      int32_t experts, int32_t* chunk_counts) {
+    __shared__ ChunkCounts c;
     if (live) pairs = min(pairs, int64_t(*live));
-    int n = 0;
-    for (int64_t i = threadIdx.x; i < pairs; i += kPermuteThreads) n += ids[i] == e;
-    const int total = Reduce(temp).Sum(n);
-    if (threadIdx.x == 0) load[e] = total;
+    for (int e = threadIdx.x; e < experts; e += kPermuteThreads) c.before[e] = 0;
+    for (int round = 0; round < kChunkRounds; ++round) {
+        (void)round_ranks(ids, pairs, experts, round, c);
+        end_round(experts, c);
+    }
+    for (int e = threadIdx.x; e < experts; e += kPermuteThreads) chunk_counts[int64_t(blockIdx.x) * experts + e] = c.before[e];
 }
 
 constexpr int kScanThreads = kMaxRoutedExperts;
@@ -204,12 +245,6 @@ __device__ int2 expert_offsets(int rows, int32_t experts, int32_t tile_m, const 
     return make_int2(first, first_tile);
 }
 
-__global__ void __launch_bounds__(kScanThreads) offsets_kernel(int32_t experts, int32_t tile_m, PermutationOut out) {
-    __shared__ OffsetScan::TempStorage temp;
-    const int e = threadIdx.x;
-    (void)expert_offsets(e < experts ? out.load[e] : 0, experts, tile_m, out, temp);
-}
-
 // The tiles of one expert's rows, tiles j = first_j, first_j + step, ... written by the calling thread.
 __device__ void write_tiles(int expert, int first_row, int rows, int first_tile, int tile_m, const PermutationOut& out,
                             int first_j, int step) {
@@ -220,28 +255,49 @@ __device__ void write_tiles(int expert, int first_row, int rows, int first_tile,
     }
 }
 
-__global__ void __launch_bounds__(kPermuteThreads) place_kernel(const int32_t* ids, const float* topk_weights,
-                                                                const int32_t* row_of_pair, int64_t pairs,
-                                                                const int32_t* live, int32_t top_k, int32_t tile_m,
-                                                                PermutationOut out) {
-    __shared__ typename BlockScan::TempStorage temp;
-    const int e = blockIdx.x;
-    if (live) pairs = min(pairs, int64_t(*live));
-    int base = out.offsets[e];
-    for (int64_t c0 = 0; c0 < pairs; c0 += kPermuteThreads) {
-        const int64_t i = c0 + threadIdx.x;
-        const int flag = i < pairs && ids[i] == e;
-        int rank = 0, count = 0;
-        BlockScan(temp).ExclusiveSum(flag, rank, count);
-        if (flag) {
-            out.rows[base + rank] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
-            out.dest[base + rank] = i;
-            out.weight[base + rank] = topk_weights[i];
+// Thread e: expert e's rows (its chunk counts added in chunk order, each replaced by the rows before
+// it), then every expert's first row and tiles.
+__global__ void __launch_bounds__(kScanThreads) chunk_offsets_kernel(int32_t experts, int32_t tile_m, int64_t chunks,
+                                                                     int32_t* chunk_counts, PermutationOut out) {
+    __shared__ OffsetScan::TempStorage temp;
+    const int e = threadIdx.x;
+    int rows = 0;
+    if (e < experts) {
+#pragma unroll 8
+        for (int64_t c = 0; c < chunks; ++c) {
+            const int n = chunk_counts[c * experts + e];
+            chunk_counts[c * experts + e] = rows;
+            rows += n;
         }
-        base += count;
-        __syncthreads();  // the scan's storage is reused
     }
-    write_tiles(e, out.offsets[e], out.load[e], out.tile_offsets[e], tile_m, out, threadIdx.x, blockDim.x);
+    const int2 first = expert_offsets(rows, experts, tile_m, out, temp);
+    if (e < experts) {
+        out.load[e] = rows;
+        write_tiles(e, first.x, rows, first.y, tile_m, out, 0, 1);
+    }
+}
+
+// The block's chunk of pairs into their rows: expert e's first row, plus its rows in earlier chunks,
+// plus its rank within the chunk.
+__global__ void __launch_bounds__(kPermuteThreads) chunk_place_kernel(const int32_t* ids, const float* topk_weights,
+                                                                      const int32_t* row_of_pair, int64_t pairs,
+                                                                      const int32_t* live, int32_t top_k, int32_t experts,
+                                                                      const int32_t* chunk_rows_before, PermutationOut out) {
+    __shared__ ChunkCounts c;
+    if (live) pairs = min(pairs, int64_t(*live));
+    for (int e = threadIdx.x; e < experts; e += kPermuteThreads)
+        c.before[e] = out.offsets[e] + chunk_rows_before[int64_t(blockIdx.x) * experts + e];
+    for (int round = 0; round < kChunkRounds; ++round) {
+        const int2 er = round_ranks(ids, pairs, experts, round, c);  // (its barriers publish c.before too)
+        if (er.x >= 0) {
+            const int64_t i = int64_t(blockIdx.x) * kPermuteChunk + round * kPermuteThreads + threadIdx.x;
+            const int slot = c.before[er.x] + er.y;
+            out.rows[slot] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
+            out.dest[slot] = i;
+            out.weight[slot] = topk_weights[i];
+        }
+        end_round(experts, c);
+    }
 }
 
 // A decode batch's permutation in one block, where count_kernel, offsets_kernel and place_kernel take
@@ -326,10 +382,13 @@ cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_wei
                                                              top_k, experts, tile_m, out);
         return cudaGetLastError();
     }
-    count_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, pairs, live_pairs, out.load);
-    offsets_kernel<<<1, kScanThreads, 0, stream>>>(experts, tile_m, out);
-    place_kernel<<<experts, kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, row_of_pair, pairs, live_pairs, top_k,
-                                                          tile_m, out);
+    if (!out.chunk_counts) return cudaErrorInvalidValue;
+    const int64_t chunks = permutation_chunks(pairs);
+    if (chunks > 0x7fffffff) return cudaErrorInvalidValue;
+    chunk_count_kernel<<<unsigned(chunks), kPermuteThreads, 0, stream>>>(topk_ids, pairs, live_pairs, experts, out.chunk_counts);
+    chunk_offsets_kernel<<<1, kScanThreads, 0, stream>>>(experts, tile_m, chunks, out.chunk_counts, out);
+    chunk_place_kernel<<<unsigned(chunks), kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, row_of_pair, pairs, live_pairs,
+                                                                         top_k, experts, out.chunk_counts, out);
     return cudaGetLastError();
 }
 

@@ -57,7 +57,12 @@ struct PermutationOut {
     int32_t* load = nullptr;         // [experts] rows per expert
     int32_t* offsets = nullptr;      // [experts + 1] scratch: first row of each expert
     int32_t* tile_offsets = nullptr; // [experts + 1] scratch
+    int32_t* chunk_counts = nullptr; // [permutation_chunks(pairs)][experts] scratch, for more than 128 pairs
 };
+
+// A large permutation's chunks of pairs (each counted and placed by one block).
+inline constexpr int64_t kPermuteChunk = 1024;
+inline constexpr int64_t permutation_chunks(int64_t pairs) { return (pairs + kPermuteChunk - 1) / kPermuteChunk; }
 
 // Tiles hold tile_m rows (grouped_gemm_tile_rows()).
 // Routed experts: pair i = t*K + k with id e >= 0 becomes a row of expert e with dest i, reading input
