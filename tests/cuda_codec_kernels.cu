@@ -5,6 +5,7 @@
 #include "cuda_codec_kernels.hpp"
 
 #include "../src/kernels/cuda/grouped_gemm_stage.cuh"
+#include "../src/kernels/cuda/stage_math.cuh"
 
 namespace steadymoe::test {
 
@@ -42,7 +43,39 @@ __global__ void widen_kernel(const uint32_t* codes, const uint32_t* scales, uint
     }
 }
 
+// Thread i takes the patterns 4i .. 4i + 3 (rotated through the four positions, so every value meets
+// every byte of the word).
+__global__ void e4m3x4_check_kernel(unsigned long long* bad, uint32_t* first) {
+    const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+    for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t(1) << 30); i += stride) {
+        uint32_t bits[4];
+        for (int j = 0; j < 4; ++j) bits[j] = uint32_t(4 * i + ((j + i) & 3));
+        const uint32_t codes = cuda::f32x4_to_e4m3x4(f32_from_bits(bits[0]), f32_from_bits(bits[1]),
+                                                     f32_from_bits(bits[2]), f32_from_bits(bits[3]));
+        for (int j = 0; j < 4; ++j)
+            if (uint8_t(codes >> (8 * j)) != f32_to_e4m3(f32_from_bits(bits[j]))) {
+                atomicAdd(bad, 1ull);
+                atomicMin(first, bits[j]);
+            }
+    }
+}
+
 }  // namespace
+
+int64_t count_e4m3x4_mismatches(uint32_t* first_bits) {
+    unsigned long long* bad = nullptr;
+    uint32_t* first = nullptr;
+    if (cudaMalloc(&bad, sizeof(*bad)) != cudaSuccess || cudaMalloc(&first, 4) != cudaSuccess) return -1;
+    cudaMemset(bad, 0, sizeof(*bad));
+    cudaMemset(first, 0xFF, 4);
+    e4m3x4_check_kernel<<<4096, 256>>>(bad, first);
+    unsigned long long host_bad = 0;
+    const bool ok = cudaMemcpy(&host_bad, bad, sizeof(host_bad), cudaMemcpyDeviceToHost) == cudaSuccess &&
+                    cudaMemcpy(first_bits, first, 4, cudaMemcpyDeviceToHost) == cudaSuccess;
+    cudaFree(bad);
+    cudaFree(first);
+    return ok ? int64_t(host_bad) : -1;
+}
 
 int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, bool fp4) {
     const size_t out_words = size_t(n) * (fp4 ? 4 : 2);

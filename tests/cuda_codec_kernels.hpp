@@ -24,4 +24,8 @@ int run_codec_on_device(const uint32_t* in, uint32_t* out, int64_t n, int which)
 // (two words out), or eight e2m1 codes with e8m0 exponent scales[i] to eight bf16 (four words out).
 int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, bool fp4);
 
+// Every float32 bit pattern (2^32) through the kernels' four-value e4m3 conversion, against the codec
+// on the GPU: the number that differ (0 on success), the first in *first_bits; -1 on a CUDA error.
+int64_t count_e4m3x4_mismatches(uint32_t* first_bits);
+
 }  // namespace steadymoe::test

@@ -79,6 +79,16 @@ TEST(CudaCodecs, DeviceAndHostAgreeOnEveryCodeAndEveryEncoderInput) {
     expect_same_on_device(kEncodeF16, floats, "f16 encode");
 }
 
+// The activation quantisers' hardware e4m3 conversion (four values to a word) gives the codec's code for
+// every float32: all 2^32 bit patterns, spread over the word's four byte positions.
+TEST(CudaCodecs, HardwareE4m3ConversionMatchesTheCodecOnEveryFloat) {
+    SMOE_SKIP_WITHOUT_GPU();
+    uint32_t first = 0;
+    const int64_t bad = count_e4m3x4_mismatches(&first);
+    ASSERT_GE(bad, 0) << "CUDA error";
+    EXPECT_EQ(bad, 0) << "first differing input 0x" << std::hex << first;
+}
+
 // The grouped GEMM's widening of stored FP8 / FP4 weights to bf16 (byte permutes and one exact bf16
 // multiply) gives the bf16 of the decoded value for every code in every position, and for FP4 at
 // scales across the accepted e8m0 range; NaN codes stay NaN.

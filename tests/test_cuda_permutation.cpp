@@ -1,7 +1,7 @@
 // The permutation of (token, expert) pairs to expert rows on the GPU against a host counting sort:
 // per-expert loads and first rows, the tile lists, and each row's input row, contribution row and
-// weight, exactly. Batches of up to 128 pairs take the one-block kernel, larger ones three launches;
-// both sides of that line are checked, with masked tokens' pairs (id -1), a live-pair bound below the
+// weight, exactly. Batches of up to 128 pairs take the one-block kernel, larger ones three launches over
+// chunks of 1024 pairs; both sides of that line and batches of many chunks are checked, with masked tokens' pairs (id -1), a live-pair bound below the
 // pair count, and pairs that name their input rows (expert parallelism). Skips, saying so, without a GPU.
 #include <gtest/gtest.h>
 

@@ -35,7 +35,11 @@ cuda::PermutationOut PermBuffers::view(int64_t tiles_bound, int64_t experts) {
             t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1, chunk_counts.as<int32_t>()};
 }
 
-void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved) {
+void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows) {
+    if (source_rows > 0) {
+        grow(source_codes, size_t(source_rows * H), "quantised expert inputs", moved);
+        grow(source_scales, size_t(source_rows * (H / 128)) * 4, "quantised expert input scales", moved);
+    }
     grow(a1, size_t(rows * H) * 2, "expert inputs", moved);
     grow(a1_scale, size_t(rows * (H / 128)) * 4, "expert input scales", moved);
     grow(mid, size_t(rows * I) * 4, "SwiGLU outputs", moved);
@@ -96,9 +100,12 @@ struct InputForm {
     bool fp8;
 };
 
-InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, ActivationQuant aq) {
+InputForm input_form(const cuda::DeviceMatrixSet& w, ActivationQuant aq, bool fp8_tensor_cores) {
     const int mode = cuda::activation_quant_mode(aq, w.quantized);
-    return {mode, mode != 0 && r.fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code)};
+    return {mode, mode != 0 && fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code)};
+}
+InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, ActivationQuant aq) {
+    return input_form(w, aq, r.fp8_tensor_cores);
 }
 
 // A launch over `w` whose input rows are in `a` / `a_scale` in form `f`.
@@ -130,6 +137,10 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
 
 }  // namespace
 
+bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores) {
+    return input_form(group.gate_up, aq, fp8_tensor_cores).fp8;
+}
+
 void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
                ContributionRows contributions, cudaStream_t s, bool capturing) {
     StageBuffers& b = *r.buffers;
@@ -138,8 +149,18 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     // bf16 activations that the down GEMM takes unquantised: the gate/up epilogue writes its (bf16-rounded)
     // outputs as the down GEMM's input rows, with no f32 copy and gather between them.
     const bool direct = bf16 && down_form.mode == 0 && !down_form.fp8;
-    cuda::GroupedGemmLaunch g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows,
-                                                 input_form(r, r.group->gate_up, aq), b.a1, b.a1_scale, s);
+    const InputForm up_form = input_form(r, r.group->gate_up, aq);
+    cuda::GroupedGemmLaunch g1;
+    if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
+        SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, r.source_rows, nullptr, H, up_form.mode == 2,
+                                                b.source_codes.as<uint8_t>(), b.source_scales.as<float>(), s));
+        SMOE_CUDA_CHECK(cuda::launch_gather_e4m3_rows(b.source_codes.as<const uint8_t>(), b.source_scales.as<const float>(),
+                                                      r.perm->rows, r.max_rows, r.live_rows, H, b.a1.as<uint8_t>(),
+                                                      b.a1_scale.as<float>(), s));
+        g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
+    } else {
+        g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, up_form, b.a1, b.a1_scale, s);
+    }
     g1.epilogue = cuda::GemmEpilogue::SwiGlu;
     if (direct) g1.out_bf16 = b.a2.as<uint16_t>();
     else g1.out = b.mid.as<float>();

@@ -32,8 +32,9 @@ struct PermBuffers {
 // One group's stage buffers.
 struct StageBuffers {
     DeviceBuffer a1, a1_scale, mid, a2, a2_scale;
+    DeviceBuffer source_codes, source_scales;  // the group's source rows quantised once (GroupRun::source_rows)
 
-    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved);
+    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0);
 };
 
 // The grouped GEMM over weight set `w` for the tiles of `perm`.
@@ -69,6 +70,9 @@ struct GroupRun {
     EventTimer* gate_up_time = nullptr;  // around the gate/up GEMM, when timing
     EventTimer* down_time = nullptr;
     bool fp8_tensor_cores = true;  // FP8 weights meet FP8 activations on the FP8 tensor cores where there are some
+    // Rows of the input that perm->rows points into (0: not known). Where several GEMM rows read each (a
+    // token's K slots) and they go in as e4m3, each is quantised once and its codes gathered.
+    int64_t source_rows = 0;
 };
 
 // Where the down GEMM scatters the expert outputs: f32 rows, or bf16 bits where the activations are bf16
@@ -78,6 +82,10 @@ struct ContributionRows {
     void* data = nullptr;
     bool bf16 = false;
 };
+
+// Whether the group's gate/up GEMM takes its input rows as e4m3 codes (FP8 weights meeting FP8-quantised
+// activations on FP8 tensor cores): then GroupRun::source_rows saves quantising a row once per slot.
+bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores);
 
 // The expert stages of one group on stream `s`: gather (and quantise) its rows of `hidden`, gate/up with
 // SwiGLU, quantise, down with the routing weight and scatter into `contributions` (row perm->dest).

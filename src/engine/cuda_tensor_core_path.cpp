@@ -124,13 +124,17 @@ bool TensorCorePath::reserve(const Shape& b) const {
     router_.reserve(ws.router, T, b.tiles, b.bf16, moved);
     ws.routed_perm.reserve(b.pairs, b.tiles.pair_tiles, E, moved);
     grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", moved);
-    ws.routed.reserve(b.pairs, H, routed_.intermediate, moved);
+    ws.routed.reserve(b.pairs, H, routed_.intermediate, moved, routed_source_rows(T));
     if (shared_) {
         ws.shared_perm.reserve(T, b.tiles.token_tiles, 1, moved);
         ws.shared.reserve(T, H, shared_->intermediate, moved);
     }
     grow(ws.out, b.out_bytes, "output", moved);
     return moved;
+}
+
+int64_t TensorCorePath::routed_source_rows(int64_t tokens) const {
+    return tc::gate_up_takes_e4m3(routed_, layer_.activation_quant(), fp8_tensor_cores_) ? tokens : 0;
 }
 
 void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
@@ -175,7 +179,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
                                                 ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
                                                 int32_t(E), b.tiles.tile_m, routed_perm, main));
     tc::run_group({&routed_, &routed_perm, b.pairs, b.tiles.pair_tiles, routed_perm.offsets + E, &ws.routed, limit,
-                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_},
+                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, routed_source_rows(T)},
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));

@@ -202,17 +202,16 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
     float s = amax / kE4M3Max;
     if (mode == 2) s = e8m0_to_f32(e8m0_from_f32_ceil(s));
     if constexpr (kFp8Out) {
-        uint32_t codes = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) codes |= uint32_t(f32_to_e4m3(v[j] / s)) << (8 * j);
+        const uint32_t codes = f32x4_to_e4m3x4(v[0] / s, v[1] / s, v[2] / s, v[3] / s);
         *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(out) + r * k + c0) = codes;
         if (lane == 0) scales[r * groups + group] = s;
     } else {
         const bool keep = mode == 1;
+        const uint32_t codes = f32x4_to_e4m3x4(v[0] / s, v[1] / s, v[2] / s, v[3] / s);
         uint16_t b[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const float q = e4m3_to_f32(f32_to_e4m3(v[j] / s));
+            const float q = e4m3_to_f32(uint8_t(codes >> (8 * j)));
             b[j] = f32_to_bf16(keep ? q : q * s);
         }
         store_bf16(b);
@@ -229,6 +228,18 @@ __global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, co
     const int64_t items = live * (k / 128), warps = int64_t(gridDim.x) * blockDim.x / 32;
     for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < items; item += warps)
         gather_group<kFp8Out>(src, src_bf16, stride, rows, item, k, mode, out, scales);
+}
+
+// 16 bytes of codes per thread, and a row's scales by the threads of its first k/128 chunks.
+__global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
+                                        const int32_t* live_rows, int64_t k, uint8_t* out, float* scales) {
+    const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
+    const int64_t chunks = k / 16, items = live * chunks, stride = int64_t(gridDim.x) * blockDim.x;
+    for (int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; item < items; item += stride) {
+        const int64_t r = item / chunks, c = item % chunks, from = rows[r];
+        reinterpret_cast<uint4*>(out + r * k)[c] = reinterpret_cast<const uint4*>(src + from * k)[c];
+        if (c < k / 128) scales[r * (k / 128) + c] = src_scales[from * (k / 128) + c];
+    }
 }
 
 template <bool kFp8Out>
@@ -284,6 +295,16 @@ cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, c
                                const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out,
                                float* scales, cudaStream_t stream) {
     return launch_gather<false>(src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales, stream);
+}
+
+cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
+                                   const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream) {
+    constexpr int64_t kMaxBlocks = 4096;
+    const int64_t threads = m * (k / 16);
+    if (threads > 0)
+        gather_e4m3_rows_kernel<<<unsigned(std::min<int64_t>((threads + 255) / 256, kMaxBlocks)), 256, 0, stream>>>(
+            src, src_scales, rows, m, live_rows, k, out, scales);
+    return cudaGetLastError();
 }
 
 cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,

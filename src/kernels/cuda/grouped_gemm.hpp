@@ -128,6 +128,13 @@ cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, co
                               const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
                               cudaStream_t stream);
 
+// Rows of e4m3 codes with their per-128 scales, copied as they are: out[r] = src[rows[r]] ([m][k] bytes,
+// scales [m][k/128]); rows at or past *live_rows (when set) are skipped. For rows quantised once
+// (launch_gather_fp8 without `rows`) that several GEMM rows read: quantising is a function of the row
+// alone, so these are the bits launch_gather_fp8 would give each copy.
+cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
+                                   const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream);
+
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                                const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out, float* scales,
                                cudaStream_t stream);

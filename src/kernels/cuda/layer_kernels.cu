@@ -56,31 +56,84 @@ __global__ void scatter_kernel(const float* down, int64_t m, int64_t h, const in
     contributions[dest[r] * h + n] = round_act(before ? v : weights[r] * v, bf16);
 }
 
-__device__ __forceinline__ float contribution(float v) { return v; }
-__device__ __forceinline__ float contribution(uint16_t bf16) { return bf16_to_f32(bf16); }
+// kVec consecutive elements of a row of contributions (f32 or bf16 bits) as floats: one 16-byte load
+// per 8 bf16 or 4 f32 where kVec is 8.
+template <int kVec>
+__device__ __forceinline__ void load_row(const float* p, float (&v)[kVec]) {
+    if constexpr (kVec == 8) {
+        const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) v[j] = p[j];
+    }
+}
+template <int kVec>
+__device__ __forceinline__ void load_row(const uint16_t* p, float (&v)[kVec]) {
+    if constexpr (kVec == 8) {
+        const uint4 a = *reinterpret_cast<const uint4*>(p);
+        const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[2 * j] = bf16_to_f32(uint16_t(w[j])), v[2 * j + 1] = bf16_to_f32(uint16_t(w[j] >> 16));
+    } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) v[j] = bf16_to_f32(p[j]);
+    }
+}
 
 // The slots in ascending order, then the shared expert: the CPU layer's combine, operation for operation.
 // C: the contributions' element, f32 or bf16 bits (each contribution is rounded to the activation dtype).
-template <typename C>
+// A thread sums kVec consecutive features (8 where h allows: vector loads and stores).
+template <typename C, int kVec>
 __global__ void combine_kernel(const C* routed, const int64_t* index, const C* shared, int64_t t, int64_t k,
                                int64_t h, const uint8_t* active, bool bf16, void* out) {
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
     if (i >= t * h) return;
     const int64_t tok = i / h, n = i % h;
-    float acc = 0.0f;
-    if (active[tok]) {
-        for (int64_t s = 0; s < k; ++s) acc += contribution(routed[(index ? index[tok * k + s] : tok * k + s) * h + n]);
-        if (shared) acc += contribution(shared[tok * h + n]);
+    float acc[kVec] = {};
+    const bool live = active[tok] != 0;
+    if (live) {
+        float v[kVec];
+        for (int64_t s = 0; s < k; ++s) {
+            load_row<kVec>(routed + (index ? index[tok * k + s] : tok * k + s) * h + n, v);
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) acc[j] += v[j];
+        }
+        if (shared) {
+            load_row<kVec>(shared + tok * h + n, v);
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) acc[j] += v[j];
+        }
     }
-    if (bf16) static_cast<uint16_t*>(out)[i] = active[tok] ? f32_to_bf16(acc) : uint16_t(0);
-    else static_cast<float*>(out)[i] = acc;
+    if (bf16) {
+        uint16_t b[kVec];
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) b[j] = live ? f32_to_bf16(acc[j]) : uint16_t(0);
+        uint16_t* o = static_cast<uint16_t*>(out) + i;
+        if constexpr (kVec == 8)
+            *reinterpret_cast<uint4*>(o) = make_uint4(b[0] | uint32_t(b[1]) << 16, b[2] | uint32_t(b[3]) << 16,
+                                                      b[4] | uint32_t(b[5]) << 16, b[6] | uint32_t(b[7]) << 16);
+        else
+            for (int j = 0; j < kVec; ++j) o[j] = b[j];
+    } else {
+        float* o = static_cast<float*>(out) + i;
+        if constexpr (kVec == 8) {
+            reinterpret_cast<float4*>(o)[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+            reinterpret_cast<float4*>(o)[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+        } else {
+            for (int j = 0; j < kVec; ++j) o[j] = acc[j];
+        }
+    }
 }
 
 template <typename C>
 cudaError_t launch_combine_of(const C* routed, const int64_t* index, const C* shared, int64_t t, int64_t k, int64_t h,
                               const uint8_t* active, bool bf16, void* out, cudaStream_t stream) {
-    if (t * h > 0)
-        combine_kernel<C><<<blocks_for(t * h), kThreads, 0, stream>>>(routed, index, shared, t, k, h, active, bf16, out);
+    if (t * h == 0) return cudaSuccess;
+    if (h % 8 == 0)
+        combine_kernel<C, 8><<<blocks_for(t * h / 8), kThreads, 0, stream>>>(routed, index, shared, t, k, h, active, bf16, out);
+    else
+        combine_kernel<C, 1><<<blocks_for(t * h), kThreads, 0, stream>>>(routed, index, shared, t, k, h, active, bf16, out);
     return cudaGetLastError();
 }
 
