@@ -14,7 +14,9 @@ def main(path):
     for r in csv.DictReader(rows):
         if r.get("Metric Name") != "gpu__time_duration.sum":
             continue
-        us = float(r["Metric Value"].replace(",", "")) * UNITS.get(r["Metric Unit"], float("nan"))
+        if r["Metric Unit"] not in UNITS:
+            sys.exit(f"kernel_times.py: unknown time unit {r['Metric Unit']!r} in {path}")
+        us = float(r["Metric Value"].replace(",", "")) * UNITS[r["Metric Unit"]]
         name = r["Kernel Name"].replace("(anonymous namespace)::", "").replace("steadymoe::cuda::", "")
         name = name.split("(")[0] if name.count("<") == 0 else name[:110]
         count, total = totals.get(name, (0, 0.0))

@@ -66,11 +66,11 @@ int64_t count_e4m3x4_mismatches(uint32_t* first_bits) {
     unsigned long long* bad = nullptr;
     uint32_t* first = nullptr;
     if (cudaMalloc(&bad, sizeof(*bad)) != cudaSuccess || cudaMalloc(&first, 4) != cudaSuccess) return -1;
-    cudaMemset(bad, 0, sizeof(*bad));
-    cudaMemset(first, 0xFF, 4);
-    e4m3x4_check_kernel<<<4096, 256>>>(bad, first);
+    bool ok = cudaMemset(bad, 0, sizeof(*bad)) == cudaSuccess && cudaMemset(first, 0xFF, 4) == cudaSuccess;
+    if (ok) e4m3x4_check_kernel<<<4096, 256>>>(bad, first);
     unsigned long long host_bad = 0;
-    const bool ok = cudaMemcpy(&host_bad, bad, sizeof(host_bad), cudaMemcpyDeviceToHost) == cudaSuccess &&
+    ok = ok && cudaGetLastError() == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+         cudaMemcpy(&host_bad, bad, sizeof(host_bad), cudaMemcpyDeviceToHost) == cudaSuccess &&
                     cudaMemcpy(first_bits, first, 4, cudaMemcpyDeviceToHost) == cudaSuccess;
     cudaFree(bad);
     cudaFree(first);

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -153,8 +154,10 @@ cuda::DeviceExpertGroup upload(const Problem& p) {
 
 // C = A . W^T on the GPU through one grouped-GEMM launch; fp8_a: A as e4m3 codes, else as bf16 values;
 // few_rows: the launch's decode hint (the few-row kernels on a Hopper where the path has them); scaled:
-// the activations' 128-block scales apply (else none: scale 1).
-std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool scaled = true) {
+// the activations' 128-block scales apply (else none: scale 1); adjust: changes to the launch (another
+// epilogue) before it runs.
+std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool scaled = true,
+                       const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}) {
     const cuda::DeviceExpertGroup group = upload(p);
     const int32_t tm = cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
     std::vector<int32_t> tile_list(size_t(3 * tiles + 1));
@@ -190,6 +193,7 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
     g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = kN;
     g.few_rows = few_rows;
     g.a_rows = kRows;  // the buffer's rows: tiled launches may take them by tensor copies (see grouped_gemm_sm90.cu)
+    if (adjust) adjust(g);
     EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<float> out(size_t(kRows * kN));
@@ -391,5 +395,84 @@ TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
                 EXPECT_EQ(wrong, 0) << "first at row " << first / N << " feature " << first % N;
             }
         }
+    }
+}
+
+// The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16
+// of the values they store as f32 — which are rounded to bf16 already — for every row and feature.
+TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const Problem p = make_problem({-3.0f, -1.0f, -0.375f, 0.5f, 1.25f, 2.0f}, {-1.5f, -0.25f, 0.75f, 1.0f}, {0.5f, 1.0f, 2.0f}, 11);
+    std::mt19937 rng(5);
+    std::vector<float> weights(static_cast<size_t>(kRows));
+    std::vector<int64_t> dest(static_cast<size_t>(kRows));
+    for (auto& w : weights) w = float(rng() % 1000) / 997.0f;
+    for (int64_t r = 0; r < kRows; ++r) dest[size_t(r)] = kRows - 1 - r;  // scattered in reverse
+    cuda::DeviceBuffer w_buf(weights.size() * 4, "row weights"), dest_buf(dest.size() * 8, "row destinations"),
+        bf16_buf(size_t(kRows * kN) * 2, "bf16 out");
+    w_buf.upload(weights.data(), weights.size() * 4);
+    dest_buf.upload(dest.data(), dest.size() * 8);
+    for (const auto epilogue : {cuda::GemmEpilogue::SwiGlu, cuda::GemmEpilogue::Scatter})
+        for (bool fp8_a : {false, true}) {
+            if (fp8_a && !fp8_path_here(false)) continue;
+            const bool swiglu = epilogue == cuda::GemmEpilogue::SwiGlu;
+            SCOPED_TRACE(std::string(swiglu ? "SwiGLU" : "scatter") + (fp8_a ? ", e4m3 activations" : ", bf16 activations"));
+            const int64_t width = swiglu ? kN / 2 : kN;
+            auto stage = [&](cuda::GroupedGemmLaunch& g) {
+                g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width;
+                g.row_weight = w_buf.as<float>(), g.row_dest = swiglu ? nullptr : dest_buf.as<int64_t>();
+            };
+            const std::vector<float> f32 = run(p, fp8_a, false, true, stage);
+            (void)run(p, fp8_a, false, true, [&](cuda::GroupedGemmLaunch& g) {
+                stage(g);
+                g.out = nullptr, g.out_bf16 = bf16_buf.as<uint16_t>();
+            });
+            std::vector<uint16_t> bf16(size_t(kRows * width));
+            bf16_buf.download(bf16.data(), bf16.size() * 2);
+            int64_t wrong = 0;
+            for (size_t i = 0; i < bf16.size(); ++i)
+                if (bf16[i] != f32_to_bf16(f32[i]) || round_to_bf16(f32[i]) != f32[i]) ++wrong;
+            EXPECT_EQ(wrong, 0);
+        }
+}
+
+// Quantising each source row once and copying its codes and scales to the rows that read it gives the
+// bytes of quantising while gathering (the layer's routed FP8 inputs: cuda_layer_stages.cpp), for both
+// scale rules, with a live-row bound below the launch's.
+TEST(CudaGroupedGemm, QuantisingOnceThenCopyingCodesGivesTheGatheredBytes) {
+    SMOE_SKIP_WITHOUT_GPU();
+    constexpr int64_t kSources = 50, kWidth = 384, kBound = 200;
+    constexpr int32_t kLive = 150;
+    std::mt19937 rng(9);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<uint16_t> src(size_t(kSources * kWidth));
+    for (auto& v : src) v = f32_to_bf16(normal(rng) * float(1 << (rng() % 12)) / 64.0f);
+    std::vector<int32_t> rows(static_cast<size_t>(kBound));
+    for (auto& r : rows) r = int32_t(rng() % kSources);
+    cuda::DeviceBuffer src_buf(src.size() * 2, "sources"), rows_buf(rows.size() * 4, "rows"), live_buf(4, "live"),
+        once(size_t(kSources * kWidth), "codes once"), once_scales(size_t(kSources * kWidth / 128) * 4, "scales once"),
+        direct(size_t(kBound * kWidth), "codes gathered"), direct_scales(size_t(kBound * kWidth / 128) * 4, "scales gathered"),
+        copied(size_t(kBound * kWidth), "codes copied"), copied_scales(size_t(kBound * kWidth / 128) * 4, "scales copied");
+    src_buf.upload(src.data(), src.size() * 2);
+    rows_buf.upload(rows.data(), rows.size() * 4);
+    live_buf.upload(&kLive, 4);
+    for (bool pow2 : {false, true}) {
+        SCOPED_TRACE(pow2 ? "power-of-two scales" : "scales kept");
+        ASSERT_EQ(cuda::launch_gather_fp8(src_buf.get(), true, kWidth, rows_buf.as<int32_t>(), kBound, live_buf.as<int32_t>(),
+                                          kWidth, pow2, direct.as<uint8_t>(), direct_scales.as<float>(), nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::launch_gather_fp8(src_buf.get(), true, kWidth, nullptr, kSources, nullptr, kWidth, pow2,
+                                          once.as<uint8_t>(), once_scales.as<float>(), nullptr), cudaSuccess);
+        ASSERT_EQ(cuda::launch_gather_e4m3_rows(once.as<uint8_t>(), once_scales.as<float>(), rows_buf.as<int32_t>(), kBound,
+                                                live_buf.as<int32_t>(), kWidth, copied.as<uint8_t>(), copied_scales.as<float>(), nullptr),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint8_t> a(size_t(kLive * kWidth)), b(a.size());
+        std::vector<float> sa(size_t(kLive * kWidth / 128)), sb(sa.size());
+        direct.download(a.data(), a.size());
+        copied.download(b.data(), b.size());
+        direct_scales.download(sa.data(), sa.size() * 4);
+        copied_scales.download(sb.data(), sb.size() * 4);
+        EXPECT_TRUE(a == b) << "codes differ";
+        EXPECT_EQ(std::memcmp(sa.data(), sb.data(), sa.size() * 4), 0) << "scales differ";
     }
 }

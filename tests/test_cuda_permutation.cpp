@@ -1,8 +1,9 @@
 // The permutation of (token, expert) pairs to expert rows on the GPU against a host counting sort:
 // per-expert loads and first rows, the tile lists, and each row's input row, contribution row and
 // weight, exactly. Batches of up to 128 pairs take the one-block kernel, larger ones three launches over
-// chunks of 1024 pairs; both sides of that line and batches of many chunks are checked, with masked tokens' pairs (id -1), a live-pair bound below the
-// pair count, and pairs that name their input rows (expert parallelism). Skips, saying so, without a GPU.
+// chunks of 1024 pairs; both sides of that line and batches of many chunks are checked, with masked
+// tokens' pairs (id -1) and ids past the experts, a live-pair bound below the pair count (zero too), and
+// pairs that name their input rows (expert parallelism). Skips, saying so, without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,7 +41,7 @@ Permutation host_permutation(const std::vector<int32_t>& ids, const std::vector<
     Permutation p;
     p.load.assign(size_t(experts), 0);
     for (int64_t i = 0; i < live; ++i)
-        if (ids[size_t(i)] >= 0) ++p.load[size_t(ids[size_t(i)])];
+        if (ids[size_t(i)] >= 0 && ids[size_t(i)] < experts) ++p.load[size_t(ids[size_t(i)])];
     int32_t first = 0;
     for (int32_t e = 0; e < experts; ++e) {
         p.offsets.push_back(first);
@@ -80,10 +81,11 @@ void check(const Case& c, uint32_t seed) {
     const int64_t live = c.live < 0 ? c.pairs : c.live;
     std::vector<int32_t> ids(size_t(c.pairs)), row_of_pair;
     std::vector<float> weights(size_t(c.pairs));
-    // A few hot experts, some masked pairs, the rest spread: loads from 0 to beyond one tile.
+    // A few hot experts, some masked pairs (-1) and ids past the experts (no row either), the rest spread:
+    // loads from 0 to beyond one tile.
     for (auto& id : ids) {
-        const uint32_t r = rng() % 10;
-        id = r == 0 ? -1 : r < 4 ? int32_t(rng() % 3) : int32_t(rng() % uint32_t(c.experts));
+        const uint32_t r = rng() % 20;
+        id = r == 0 ? -1 : r == 1 ? c.experts : r < 8 ? int32_t(rng() % 3) : int32_t(rng() % uint32_t(c.experts));
     }
     for (auto& w : weights) w = float(rng() % 1000) / 7.0f;
     if (c.with_rows)
@@ -137,6 +139,6 @@ TEST(CudaPermutation, MatchesAHostCountingSortOnBothSidesOfTheOneBlockLimit) {
           Case{128, -1, 512, 8, false}, Case{128, 77, 256, 8, false}, Case{100, -1, 16, 1, true},
           Case{129, -1, 256, 8, false}, Case{1000, 613, 256, 8, false}, Case{4096, -1, 8, 2, false},
           Case{3000, -1, 64, 1, true}, Case{131072, -1, 256, 8, false}, Case{50000, 20000, 512, 8, false},
-          Case{4097, 1025, 128, 1, true}})
+          Case{4097, 1025, 128, 1, true}, Case{3000, 0, 64, 8, false}})
         check(c, seed++);
 }

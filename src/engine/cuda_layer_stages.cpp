@@ -35,14 +35,14 @@ cuda::PermutationOut PermBuffers::view(int64_t tiles_bound, int64_t experts) {
             t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1, chunk_counts.as<int32_t>()};
 }
 
-void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows) {
+void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows, bool f32_mid) {
     if (source_rows > 0) {
         grow(source_codes, size_t(source_rows * H), "quantised expert inputs", moved);
         grow(source_scales, size_t(source_rows * (H / 128)) * 4, "quantised expert input scales", moved);
     }
     grow(a1, size_t(rows * H) * 2, "expert inputs", moved);
     grow(a1_scale, size_t(rows * (H / 128)) * 4, "expert input scales", moved);
-    grow(mid, size_t(rows * I) * 4, "SwiGLU outputs", moved);
+    if (f32_mid) grow(mid, size_t(rows * I) * 4, "SwiGLU outputs", moved);
     grow(a2, size_t(rows * I) * 2, "down inputs", moved);
     grow(a2_scale, size_t(rows * (I / 128)) * 4, "down input scales", moved);
 }
@@ -137,18 +137,22 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
 
 }  // namespace
 
+bool swiglu_outputs_direct(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16) {
+    const InputForm f = input_form(group.down, aq, fp8_tensor_cores);
+    return bf16 && f.mode == 0 && !f.fp8;
+}
+
 bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores) {
     return input_form(group.gate_up, aq, fp8_tensor_cores).fp8;
 }
 
 void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
                ContributionRows contributions, cudaStream_t s, bool capturing) {
+    SMOE_CHECK(!contributions.bf16 || bf16, Internal, "bf16 contributions for f32 activations");
     StageBuffers& b = *r.buffers;
     const int64_t I = r.group->intermediate;
     const InputForm down_form = input_form(r, r.group->down, aq);
-    // bf16 activations that the down GEMM takes unquantised: the gate/up epilogue writes its (bf16-rounded)
-    // outputs as the down GEMM's input rows, with no f32 copy and gather between them.
-    const bool direct = bf16 && down_form.mode == 0 && !down_form.fp8;
+    const bool direct = swiglu_outputs_direct(*r.group, aq, r.fp8_tensor_cores, bf16);
     const InputForm up_form = input_form(r, r.group->gate_up, aq);
     cuda::GroupedGemmLaunch g1;
     if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
@@ -177,7 +181,6 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
         direct ? input_launch(r, r.group->down, I, down_form, b.a2, b.a2_scale, s)
                : gathered_launch(r, r.group->down, b.mid.get(), false, I, nullptr, down_form, b.a2, b.a2_scale, s);
     g2.epilogue = cuda::GemmEpilogue::Scatter;
-    SMOE_CHECK(!contributions.bf16 || bf16, Internal, "bf16 contributions for f32 activations");
     if (contributions.bf16) g2.out_bf16 = static_cast<uint16_t*>(contributions.data);
     else g2.out = static_cast<float*>(contributions.data);
     g2.ldo = H;

@@ -34,7 +34,8 @@ struct StageBuffers {
     DeviceBuffer a1, a1_scale, mid, a2, a2_scale;
     DeviceBuffer source_codes, source_scales;  // the group's source rows quantised once (GroupRun::source_rows)
 
-    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0);
+    // source_rows: see GroupRun; f32_mid: false where swiglu_outputs_direct (no f32 SwiGLU outputs).
+    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0, bool f32_mid = true);
 };
 
 // The grouped GEMM over weight set `w` for the tiles of `perm`.
@@ -82,6 +83,11 @@ struct ContributionRows {
     void* data = nullptr;
     bool bf16 = false;
 };
+
+// Whether the gate/up epilogue writes its SwiGLU outputs straight into the down GEMM's input rows: bf16
+// activations that the down GEMM takes unquantised (the outputs are rounded to bf16 already), so no f32
+// copy and gather between the GEMMs.
+bool swiglu_outputs_direct(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16);
 
 // Whether the group's gate/up GEMM takes its input rows as e4m3 codes (FP8 weights meeting FP8-quantised
 // activations on FP8 tensor cores): then GroupRun::source_rows saves quantising a row once per slot.

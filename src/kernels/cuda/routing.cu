@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(kPermuteThreads) chunk_place_kernel(const int3
     }
 }
 
-// A decode batch's permutation in one block, where count_kernel, offsets_kernel and place_kernel take
+// A decode batch's permutation in one block, where chunk_count_kernel, chunk_offsets_kernel and chunk_place_kernel take
 // three launches (each a few µs of a decode layer): thread e counts and tiles expert e, thread i places
 // pair i after the earlier pairs of its expert — the same prefix sums, so the same rows, slots and tiles.
 constexpr int kSmallPairs = 128;
