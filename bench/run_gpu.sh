@@ -49,6 +49,15 @@ if [[ $what == sanitize || $what == all ]]; then
       echo "compute-sanitizer $tool ($kernel kernel): rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool-$kernel.log" | tr '\n' ' ')"
     }
   done
+  # The layer's element-wise stages: the chunked permutation, the combine, the gathers and bf16 epilogues.
+  for tool in memcheck racecheck initcheck; do
+    for run in "test_cuda_permutation:*" "test_cuda_combine:*" \
+               "test_cuda_grouped_gemm:CudaGroupedGemm.Quantising*:CudaGroupedGemm.Bf16Epilogues*"; do
+      t=${run%%:*}; filter=${run#*:}
+      timeout 120 $san --tool $tool --error-exitcode 3 build-gpu/tests/$t --gtest_filter="$filter" >"$out/sanitize-$tool-$t.log" 2>&1
+      echo "compute-sanitizer $tool ($t): rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool-$t.log" | tr '\n' ' ')"
+    done
+  done
   # The few-row kernels (64-row CTAs, the FP4 decode kernel) on their own.
   for tool in memcheck racecheck initcheck; do
     timeout 120 $san --tool $tool --error-exitcode 3 build-gpu/tests/test_cuda_grouped_gemm \
