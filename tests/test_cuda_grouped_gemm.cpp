@@ -171,6 +171,7 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
         scale_buf(p.a_scale.size() * 4, "a scales"), out_buf(size_t(kRows * kN) * 4, "out");
     tile_buf.upload(tile_list.data(), tile_list.size() * 4);
     scale_buf.upload(p.a_scale.data(), p.a_scale.size() * 4);
+    EXPECT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(kRows * kN) * 4), cudaSuccess);  // NaN where the launch writes nothing
     cuda::GroupedGemmLaunch g;
     const int32_t* t = tile_buf.as<int32_t>();
     g.tile_expert = t, g.tile_row0 = t + tiles, g.tile_rows = t + 2 * tiles, g.tile_count = t + 3 * tiles;

@@ -100,6 +100,9 @@ void check(const Case& c, uint32_t seed) {
         weight(size_t(c.pairs) * 4, "weight"), tiles(size_t(3 * max_tiles + 1) * 4, "tiles"),
         load(size_t(c.experts) * 4, "load"), offsets(size_t(2 * (c.experts + 1)) * 4, "offsets"),
         chunk_counts(size_t(std::max<int64_t>(1, cuda::permutation_chunks(c.pairs) * c.experts)) * 4, "chunk counts");
+    // Every output starts as 0xFF bytes (-1), so whatever the launch leaves unwritten is defined and shows.
+    for (const cuda::DeviceBuffer* b : {&rows, &dest, &weight, &tiles, &load, &offsets, &chunk_counts})
+        ASSERT_EQ(cudaMemset(b->get(), 0xFF, b->bytes()), cudaSuccess);
     ids_buf.upload(ids.data(), ids.size() * 4);
     weights_buf.upload(weights.data(), weights.size() * 4);
     if (c.with_rows) rows_of_pair_buf.upload(row_of_pair.data(), row_of_pair.size() * 4);
