@@ -295,9 +295,8 @@ __device__ __forceinline__ const float* stage_scales(const char* stage) {
     return reinterpret_cast<const float*>(stage + kRows * a_row_bytes(kFp8A) + raw_b_bytes(kCode));
 }
 
-// Two adjacent output elements (row, features n and n + 1 of the tile; n even) through the launch's
-// epilogue. For SwiGlu, v are gate features and up the matching up features; their outputs are the
-// adjacent intermediate features j, j + 1. Pairs are stored as one 8-byte write.
+// Two adjacent outputs at element `offset` of the launch's output: one 8-byte f32 write, or one 4-byte
+// write of their bf16 bits (out_bf16).
 __device__ __forceinline__ void store_pair(const GroupedGemmLaunch& g, int64_t offset, float2 v) {
     if (g.out_bf16)
         *reinterpret_cast<uint32_t*>(g.out_bf16 + offset) = uint32_t(f32_to_bf16(v.x)) | uint32_t(f32_to_bf16(v.y)) << 16;
@@ -305,6 +304,9 @@ __device__ __forceinline__ void store_pair(const GroupedGemmLaunch& g, int64_t o
         *reinterpret_cast<float2*>(g.out + offset) = v;
 }
 
+// Two adjacent output elements (row, features n and n + 1 of the tile; n even) through the launch's
+// epilogue. For SwiGlu, v are gate features and up the matching up features; their outputs are the
+// adjacent intermediate features j, j + 1.
 __device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const Tile& t, int row, int n, float2 v,
                                               float2 up) {
     if (row >= t.rows) return;
