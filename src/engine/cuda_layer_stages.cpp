@@ -108,6 +108,9 @@ InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, Activati
     return input_form(w, aq, r.fp8_tensor_cores);
 }
 
+// bf16 activations that the down GEMM (input form `down`) takes unquantised: swiglu_outputs_direct.
+bool direct_form(InputForm down, bool bf16) { return bf16 && down.mode == 0 && !down.fp8; }
+
 // A launch over `w` whose input rows are in `a` / `a_scale` in form `f`.
 cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, int64_t width, InputForm f,
                                      DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
@@ -138,8 +141,7 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
 }  // namespace
 
 bool swiglu_outputs_direct(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16) {
-    const InputForm f = input_form(group.down, aq, fp8_tensor_cores);
-    return bf16 && f.mode == 0 && !f.fp8;
+    return direct_form(input_form(group.down, aq, fp8_tensor_cores), bf16);
 }
 
 bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores) {
@@ -152,7 +154,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     StageBuffers& b = *r.buffers;
     const int64_t I = r.group->intermediate;
     const InputForm down_form = input_form(r, r.group->down, aq);
-    const bool direct = swiglu_outputs_direct(*r.group, aq, r.fp8_tensor_cores, bf16);
+    const bool direct = direct_form(down_form, bf16);
     const InputForm up_form = input_form(r, r.group->gate_up, aq);
     cuda::GroupedGemmLaunch g1;
     if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {

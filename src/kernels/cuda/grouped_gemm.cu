@@ -242,14 +242,17 @@ __global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_sca
     }
 }
 
+// Blocks of 256 threads for a grid-stride gather of `threads` items, at most 4096 (8 warps each: enough to
+// keep every SM's memory pipes busy).
+unsigned gather_blocks(int64_t threads) { return unsigned(std::min<int64_t>((threads + 255) / 256, 4096)); }
+
 template <bool kFp8Out>
 cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                           const int32_t* live_rows, int64_t k, int quant_mode, void* out, float* scales,
                           cudaStream_t stream) {
-    constexpr int64_t kMaxBlocks = 4096;  // 8 warps each: enough to keep every SM's memory pipes busy
     const int64_t threads = m * (k / 128) * 32;
     if (threads > 0)
-        gather_kernel<kFp8Out><<<unsigned(std::min<int64_t>((threads + 255) / 256, kMaxBlocks)), 256, 0, stream>>>(
+        gather_kernel<kFp8Out><<<gather_blocks(threads), 256, 0, stream>>>(
             src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales);
     return cudaGetLastError();
 }
@@ -299,10 +302,9 @@ cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, c
 
 cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
                                    const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream) {
-    constexpr int64_t kMaxBlocks = 4096;
     const int64_t threads = m * (k / 16);
     if (threads > 0)
-        gather_e4m3_rows_kernel<<<unsigned(std::min<int64_t>((threads + 255) / 256, kMaxBlocks)), 256, 0, stream>>>(
+        gather_e4m3_rows_kernel<<<gather_blocks(threads), 256, 0, stream>>>(
             src, src_scales, rows, m, live_rows, k, out, scales);
     return cudaGetLastError();
 }

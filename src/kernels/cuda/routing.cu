@@ -1,7 +1,6 @@
 #include "grouped_gemm.hpp"
 #include "routing.hpp"
 
-#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include <cmath>
