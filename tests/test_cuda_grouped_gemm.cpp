@@ -327,11 +327,14 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
 // partial tile first in the list; rows by the producer's cp.async and by tensor copies (whose boxes also bring
 // the other tiles' rows, and for the last tile zeros past the buffer). On small integers every sum is exact, so each schedule must give the float64
 // result bit for bit, with and without activation scales (powers of two); on random values every
-// schedule must give the bits of one CTA per tile.
-TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
+// schedule must give the bits of one CTA per tile. An odd and an even count of n-blocks: with the even
+// one, persistent CTAs with rows by tensor copies run in pairs that share those copies.
+class EveryTiledSchedule : public ::testing::TestWithParam<int64_t> {};
+TEST_P(EveryTiledSchedule, GivesTheExactResult) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
-    constexpr int64_t N = 151 * 128, K = 256, rows = 150;
+    const int64_t N = GetParam() * 128;
+    constexpr int64_t K = 256, rows = 150;
     std::mt19937 rng(21);
     std::uniform_int_distribution<int> small(-3, 3);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -378,6 +381,10 @@ TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
                 const cuda::DeviceMatrixSet& m = group.down;
                 g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
                 g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
+                const auto turned_off = [](const char* name) { const char* v = std::getenv(name); return v && std::string(v) == "0"; };
+                const bool pairs = schedule == cuda::TiledSchedule::Persistent && tensor_copies && GetParam() % 2 == 0 &&
+                                   !turned_off("STEADYMOE_PAIRED_CTAS") && !turned_off("STEADYMOE_ROW_TENSOR_COPIES");
+                EXPECT_EQ(cuda::grouped_gemm_pairs_ctas(g), pairs);
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
                 ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
                 ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -398,6 +405,8 @@ TEST(CudaGroupedGemm, EveryTiledScheduleGivesTheExactResult) {
         }
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(NBlocks, EveryTiledSchedule, ::testing::Values(int64_t(151), int64_t(150)));
 
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16
 // of the values they store as f32 — which are rounded to bf16 already — for every row and feature.

@@ -73,6 +73,39 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const void* map, int x
         : "memory");
 }
 
+// Two-CTA clusters, where a producer's tensor copy lands in both CTAs' shared memory (multicast) and
+// each CTA's consumers release a stage to both producers.
+
+// This CTA's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+    return rank;
+}
+
+// Every thread of the cluster that has not exited: what one CTA wrote before (its barriers' initialisation,
+// its last remote arrivals) is seen by the other CTA after.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// An arrival on the barrier at the same place in the shared memory of the cluster's CTA `rank`.
+__device__ __forceinline__ void arrive_in(uint64_t* bar, uint32_t rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(shared_address(bar)), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+
+// tensor_copy_2d into the same place of the shared memory of every CTA in `ctas` (a bit per rank), each
+// completing its bytes on its own barrier at `bar`'s place.
+__device__ __forceinline__ void tensor_copy_2d_multicast(void* dst, const void* map, int x, int y, uint64_t* bar, uint16_t ctas) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(
+            shared_address(dst)),
+        "l"(map), "r"(x), "r"(y), "r"(shared_address(bar)), "h"(ctas)
+        : "memory");
+}
+
 // A barrier among the first `threads` threads of the block (id 0 is __syncthreads').
 __device__ __forceinline__ void sync_threads(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

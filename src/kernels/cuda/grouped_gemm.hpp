@@ -113,6 +113,11 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 // has none.
 int grouped_gemm_few_row_ctas_per_sm();
 
+// Whether `launch` runs on Hopper's persistent CTAs paired in clusters of two, which copy each stage's rows
+// once for both (rows by tensor copies, an even count of 128-wide n-blocks; STEADYMOE_PAIRED_CTAS=0 turns
+// it off). The bits are the same either way.
+bool grouped_gemm_pairs_ctas(const GroupedGemmLaunch& launch);
+
 // Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 weights on a
 // Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores
 // (to compare the two). Elsewhere FP8 activations travel as their exact bf16 values.

@@ -90,12 +90,14 @@ struct StageProducer {
     const Tile& t;
     int lane;
     const CUtensorMap* rows_map;  // activation rows by tensor copies, or null (cp.async)
+    int pair_rank;                // paired CTAs: this CTA's rank, whose half of the box it copies to both; else -1
     const char* weights;     // this n-tile's stage tiles, contiguous
     const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
     const char* scales;      // the expert's FP8 weight scales
 
-    __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id, const CUtensorMap* map)
-        : g(launch), t(tile), lane(lane_id), rows_map(map) {
+    __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id, const CUtensorMap* map,
+                                             int rank)
+        : g(launch), t(tile), lane(lane_id), rows_map(map), pair_rank(rank) {
         const int64_t tiles_before = int64_t(t.n0 / kTileN) * (g.k / kBK);
         weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes + tiles_before * kWeightBytes;
         scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
@@ -109,8 +111,15 @@ struct StageProducer {
         char* b_tile = stage + L::kSub * L::kA;
         if (lane == 0) {
             barrier::arrive_expect_bytes(full, L::kSub * (kWeightBytes + (rows_map ? L::kA : 0)) + kFp4ScaleBytes);
-            if (rows_map)  // one box of 64 k per sub-stage
+            // One box of 64 k per sub-stage; paired CTAs each copy half of it (their map's box) to both.
+            if (rows_map && pair_rank >= 0) {
+                constexpr int kHalf = Cta<kWG>::kRows / 2;
+                for (int h = 0; h < L::kSub; ++h)
+                    barrier::tensor_copy_2d_multicast(stage + h * L::kA + pair_rank * (L::kA / 2), rows_map, (kt + h) * kBK,
+                                                      t.row0 + pair_rank * kHalf, full, 0b11);
+            } else if (rows_map) {
                 for (int h = 0; h < L::kSub; ++h) barrier::tensor_copy_2d(stage + h * L::kA, rows_map, (kt + h) * kBK, t.row0, full);
+            }
             barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
             if constexpr (kFp4ScaleBytes > 0)
                 barrier::bulk_copy(b_tile + kWeightBytes, fp4_scales + int64_t(block) * kFp4ScaleBytes, kFp4ScaleBytes, full);
@@ -188,9 +197,15 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 // finish the last one and run its epilogue (from registers: the stages are not free for one). The items
 // and their arithmetic are the same as one CTA each; only who computes them differs.
 // rows_map / by_map: activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
+// paired (persistent, by_map, launched in clusters of two): the two CTAs of a cluster take the two
+// n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
+// stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
+// refilled once the consumers of both have released it. Reading from L2 is what limits prefill tiles
+// (bench/results/2026-12-02-cuda-prefill-clusters.md): this halves the row bytes each CTA reads.
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
 __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
-    grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map) {
+    grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
+                             const bool paired) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
@@ -199,14 +214,17 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
     using L = StageLayout<kCode, kFp8A, kWG>;
     static_assert(!kWiden || (L::kSub == 1 && kWG == 2));
-    // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item.
+    // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item; a paired
+    // CTA's items are its cluster's, each of them n-block 2j + rank of an item's pair j.
     const int n_blocks = int((g.n + kTileN - 1) / kTileN), tiles = kPersistent ? tile_count(g) : 1;
-    const int items = kPersistent ? tiles * n_blocks * g.k_splits : 1;
-    const int first = kPersistent ? int(blockIdx.x) : 0, step = kPersistent ? int(gridDim.x) : 1;
+    const int pair_rank = kPersistent && paired ? int(barrier::cluster_rank()) : -1;
+    const int n_items = pair_rank >= 0 ? n_blocks / 2 : n_blocks, units = pair_rank >= 0 ? 2 : 1;
+    const int items = kPersistent ? tiles * n_items * g.k_splits : 1;
+    const int first = kPersistent ? int(blockIdx.x) / units : 0, step = kPersistent ? int(gridDim.x) / units : 1;
     auto item_tile = [&](int w) -> Tile {
         if constexpr (kPersistent) {
-            const int rest = w / n_blocks;
-            return tile_at(g, rest % tiles, w % n_blocks, rest / tiles);
+            const int rest = w / n_items, n_block = pair_rank >= 0 ? 2 * (w % n_items) + pair_rank : w % n_items;
+            return tile_at(g, rest % tiles, n_block, rest / tiles);
         } else {
             return hopper_tile<kWG>(g);
         }
@@ -226,7 +244,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     if (threadIdx.x == 0) {
         for (int s = 0; s < kS; ++s) {
             barrier::init(&full[s], kFullArrivals);
-            barrier::init(&empty[s], kConsumerWarps);
+            barrier::init(&empty[s], kConsumerWarps * units);
         }
         barrier::fence_init();
     }
@@ -244,7 +262,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         }
         fence_async_shared();
     }
-    __syncthreads();
+    if (pair_rank >= 0) barrier::cluster_sync();  // the other CTA's barriers are ready for its copies
+    else __syncthreads();
 
     // Role and liveness go through a shuffle so the compiler sees them as warp-uniform: wgmma in a path
     // it thinks divergent gets serialised (each MMA waits for the one before).
@@ -255,7 +274,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         int c = 0;
         for (int w = first; w < items; w += step) {
             const Tile t = w == first ? t0 : item_tile(w);
-            const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane, by_map ? &rows_map : nullptr);
+            const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane, by_map ? &rows_map : nullptr, pair_rank);
             const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
             for (int kt = 0; kt < ktiles; ++kt, ++c) {
                 const int s = c % kS;
@@ -263,6 +282,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                 producer.load(smem + s * kStageBytes, t.kt0 / L::kSub + kt, &full[s]);
             }
         }
+        if (pair_rank >= 0) barrier::cluster_sync();  // see the consumers' end
         return;
     }
 
@@ -287,10 +307,14 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 
-    // A warp is done with a stage once its MMAs (and, scaled, its fold) have read it.
+    // A warp is done with a stage once its MMAs (and, scaled, its fold) have read it; paired, it tells
+    // both CTAs' producers (each copies rows into this CTA's stage).
     auto release = [&](int c) {
         __syncwarp();
-        if (lane == 0) barrier::arrive(&empty[c % kS]);
+        if (lane == 0) {
+            barrier::arrive(&empty[c % kS]);
+            if (pair_rank >= 0) barrier::arrive_in(&empty[c % kS], uint32_t(pair_rank ^ 1));
+        }
     };
     int c = 0;
     for (int w = first; w < items; w += step) {
@@ -404,6 +428,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
             epilogue_pair(g, t, wg * 64 + warp * 16 + row, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
         }
     }  // items
+    // A paired CTA leaves only with the other: the other's consumers still arrive on this CTA's barriers.
+    if (pair_rank >= 0) barrier::cluster_sync();
 #else
     __trap();  // wgmma needs sm_90a
 #endif
@@ -435,6 +461,39 @@ bool row_tensor_copies(const GroupedGemmLaunch& g) {
     return !none && g.a_rows > 0 && !g.few_rows;
 }
 
+// Whether persistent launches pair their CTAs in clusters of two that share their rows' copies (the
+// kernel's `paired`), where the rows come by tensor copies and the n-blocks pair up: the same bits either
+// way; STEADYMOE_PAIRED_CTAS=0 keeps every CTA on its own, to compare.
+bool pairs_ctas(const GroupedGemmLaunch& g) {
+    static const bool none = env_equals("STEADYMOE_PAIRED_CTAS", "0");
+    return !none && row_tensor_copies(g) && tile_grid(g).x % 2 == 0;
+}
+
+// Clusters of two CTAs of `kernel` that run at once on the current GPU (asked once per device): a
+// persistent launch of more would run its last clusters after the others.
+template <auto kKernel>
+int concurrent_pairs(int threads, int smem) {
+    static std::atomic<int> counts[64] = {};
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
+    int n = counts[device].load(std::memory_order_relaxed);
+    if (n > 0) return n;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(sm_count() / 2 * 2), 1, 1);
+    config.blockDim = dim3(unsigned(threads), 1, 1);
+    config.dynamicSmemBytes = size_t(smem);
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster, config.numAttrs = 1;
+    if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) != cudaSuccess || n <= 0) {
+        cudaGetLastError();
+        return 0;
+    }
+    counts[device].store(n, std::memory_order_relaxed);
+    return n;
+}
+
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm>;
@@ -442,16 +501,26 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent>;
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
-    dim3 grid = tile_grid(g);
-    if constexpr (kPersistent)  // as many CTAs as fit at once, or fewer where the batch's bound has fewer items
-        grid = dim3(unsigned(std::min<int64_t>(int64_t(grid.x) * grid.y * grid.z, int64_t(sm_count()) * kPerSm)), 1, 1);
-    else
-        grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
+    const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(Cta<kWG>::kThreads, kSmem) : 0;
     CUtensorMap rows_map{};
     const bool by_map = row_tensor_copies(g) && encode_row_map(rows_map, kFp8A ? static_cast<const void*>(g.a_fp8) : g.a, g.a_rows, g.k,
-                                                               kFp8A ? RowElement::E4m3 : RowElement::Bf16, Cta<kWG>::kRows);
-    kernel<<<grid, Cta<kWG>::kThreads, kSmem, g.stream>>>(g, rows_map, by_map);
-    return cudaGetLastError();
+                                                               kFp8A ? RowElement::E4m3 : RowElement::Bf16, Cta<kWG>::kRows / (pairs > 0 ? 2 : 1));
+    const bool paired = pairs > 0 && by_map;
+    dim3 grid = tile_grid(g);
+    const int64_t items = int64_t(grid.x) * grid.y * grid.z;
+    if (paired)  // as many clusters as run at once, or fewer where the batch's bound has fewer items
+        grid = dim3(unsigned(2 * std::min<int64_t>(items / 2, pairs)), 1, 1);
+    else if (kPersistent)  // as many CTAs as fit at once, or fewer
+        grid = dim3(unsigned(std::min<int64_t>(items, int64_t(sm_count()) * kPerSm)), 1, 1);
+    else
+        grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid, config.blockDim = dim3(Cta<kWG>::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = paired ? 2 : 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster, config.numAttrs = paired ? 1 : 0;
+    return cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
 }
 
 // STEADYMOE_TILED_SCHEDULE names a schedule for every tiled launch (to compare them; the bits are the
@@ -473,11 +542,15 @@ TiledSchedule schedule_from_environment() {
 // Automatic takes what measured fastest on an H200 (bench/results/2026-12-02-cuda-prefill-schedules.md):
 // persistent CTAs for scaled launches and for gate/up (SwiGLU) ones; two CTAs to an SM for the others
 // (the down GEMM: short k, and a scatter that the persistent epilogue runs from registers).
+TiledSchedule tiled_schedule(const GroupedGemmLaunch& g) {
+    const TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
+    if (schedule != TiledSchedule::Automatic) return schedule;
+    const bool scaled = g.scaled || g.a_fp8 || g.code == WeightCode::Fp8;
+    return scaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
+}
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
-    TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
-    if (schedule == TiledSchedule::Automatic)
-        schedule = kScaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
+    const TiledSchedule schedule = tiled_schedule(g);
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
         if (schedule == TiledSchedule::TwoPerSm) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
@@ -531,6 +604,11 @@ bool hopper_few_row_kernels() {
 // widened copies (FP4 weights have a decode kernel of their own).
 bool hopper_half_tiles(const GroupedGemmLaunch& g) {
     return hopper_few_row_kernels() && g.few_rows && (g.code == WeightCode::Bf16 || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
+}
+
+bool hopper_pairs_ctas(const GroupedGemmLaunch& g) {
+    return hopper_gemm_available() && !hopper_fp4_decode(g) && !hopper_half_tiles(g) && tiled_schedule(g) == TiledSchedule::Persistent &&
+           pairs_ctas(g);
 }
 
 int hopper_few_row_ctas_per_sm() {
