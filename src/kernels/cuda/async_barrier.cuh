@@ -89,11 +89,14 @@ __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
-// An arrival on the barrier at the same place in the shared memory of the cluster's CTA `rank`.
+// An arrival on the barrier at the same place in the shared memory of the cluster's CTA `rank`. What it
+// orders is this thread's reads of a stage before the other CTA's copies into it: the barrier's default
+// (release at CTA scope) does that; a release at cluster scope would also wait for every earlier store of
+// the thread, the epilogue's included, once per stage.
 __device__ __forceinline__ void arrive_in(uint64_t* bar, uint32_t rank) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(shared_address(bar)), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 // tensor_copy_2d into the same place of the shared memory of every CTA in `ctas` (a bit per rank), each
