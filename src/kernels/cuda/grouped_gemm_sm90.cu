@@ -166,12 +166,13 @@ struct StageProducer {
 __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch& g, const Tile& t, const float (&v)[64],
                                                         int row, int lane) {
     const int q2 = 2 * (lane & 3);
+    const EpilogueRow rows[2] = {epilogue_row(g, t, row), epilogue_row(g, t, row + 8)};  // each thread's two rows
     if (g.epilogue == GemmEpilogue::SwiGlu) {
 #pragma unroll
         for (int f = 0; f < 8; ++f)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                epilogue_pair(g, t, row + 8 * h, 16 * f + q2, make_float2(v[8 * f + 2 * h], v[8 * f + 2 * h + 1]),
+                epilogue_pair(g, t, rows[h], 16 * f + q2, make_float2(v[8 * f + 2 * h], v[8 * f + 2 * h + 1]),
                               make_float2(v[8 * f + 4 + 2 * h], v[8 * f + 4 + 2 * h + 1]));
     } else {
 #pragma unroll
@@ -179,7 +180,7 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const float2 pair = make_float2(v[4 * j + 2 * h], v[4 * j + 2 * h + 1]);
-                epilogue_pair(g, t, row + 8 * h, 8 * j + q2, pair, pair);
+                epilogue_pair(g, t, rows[h], 8 * j + q2, pair, pair);
             }
     }
 }
@@ -200,8 +201,8 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 // paired (persistent, by_map, launched in clusters of two): the two CTAs of a cluster take the two
 // n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
-// refilled once the consumers of both have released it. Reading from L2 is what limits prefill tiles
-// (bench/results/2026-12-02-cuda-prefill-clusters.md): this halves the row bytes each CTA reads.
+// refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
+// 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
 __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
@@ -331,7 +332,9 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
 
         for (int kt = 0; kt < ktiles; ++kt, ++c) {
             barrier::wait(&full[c % kS], uint32_t((c / kS) & 1));
-            fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
+            // The producer's cp.async rows, for the MMAs' (async) proxy. Tensor and bulk copies write
+            // through that proxy already (and the folds' scale reads are ordinary loads): no fence then.
+            if (!by_map) fence_async_shared();
             const char* stage = smem + (c % kS) * kStageBytes;
             const char* b_tile = stage + L::kSub * L::kA;
             if constexpr (kWiden) {
@@ -420,12 +423,15 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         __syncwarp();
         const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
 #pragma unroll 1
-        for (int i = lane; i < 16 * (kTileN / 2); i += 32) {
-            const int row = i / (kTileN / 2), col = (i % (kTileN / 2)) * 2;
-            if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
-            const float* v = block + row * kLd + col;
-            const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
-            epilogue_pair(g, t, wg * 64 + warp * 16 + row, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
+        for (int row = 0; row < 16; ++row) {  // each lane takes pairs lane and lane + 32 of every row
+            const EpilogueRow target = epilogue_row(g, t, wg * 64 + warp * 16 + row);
+            if (target.row < 0) break;  // the tile's rows end here
+            for (int col = 2 * lane; col < kTileN; col += 64) {
+                if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
+                const float* v = block + row * kLd + col;
+                const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
+                epilogue_pair(g, t, target, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
+            }
         }
     }  // items
     // A paired CTA leaves only with the other: the other's consumers still arrive on this CTA's barriers.

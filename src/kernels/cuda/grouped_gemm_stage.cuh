@@ -304,28 +304,52 @@ __device__ __forceinline__ void store_pair(const GroupedGemmLaunch& g, int64_t o
         *reinterpret_cast<float2*>(g.out + offset) = v;
 }
 
-// Two adjacent output elements (row, features n and n + 1 of the tile; n even) through the launch's
+// What the epilogue needs of one row of a tile, read once for all of the row's pairs: a pair's store may
+// alias these reads as far as the compiler knows, so reading them per pair would reload them after every
+// store (two dependent global loads per pair).
+struct EpilogueRow {
+    int64_t row = -1;      // the row in the launch's rows; -1 past the tile's rows
+    int64_t dest = 0;      // Scatter: its destination row
+    float weight = 1.0f;   // Scatter, SwiGlu: its routing weight (1 where the launch has none)
+};
+__device__ __forceinline__ EpilogueRow epilogue_row(const GroupedGemmLaunch& g, const Tile& t, int row) {
+    EpilogueRow r;
+    if (row >= t.rows) return r;
+    r.row = t.row0 + row;
+    if (g.epilogue == GemmEpilogue::Scatter) {
+        r.weight = g.row_weight[r.row];
+        r.dest = g.row_dest[r.row];
+    } else if (g.epilogue == GemmEpilogue::SwiGlu && g.row_weight) {
+        r.weight = g.row_weight[r.row];
+    }
+    return r;
+}
+
+// Two adjacent output elements (row r, features n and n + 1 of the tile; n even) through the launch's
 // epilogue. For SwiGlu, v are gate features and up the matching up features; their outputs are the
 // adjacent intermediate features j, j + 1.
-__device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const Tile& t, int row, int n, float2 v,
+__device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const Tile& t, const EpilogueRow& r, int n, float2 v,
                                               float2 up) {
-    if (row >= t.rows) return;
-    const int64_t grow = t.row0 + row, col = t.n0 + n;
+    if (r.row < 0) return;
+    const int64_t col = t.n0 + n;
     if (g.epilogue == GemmEpilogue::Store) {
-        if (col < g.n) *reinterpret_cast<float2*>(g.out + t.split * g.split_stride + grow * g.ldo + col) = v;
+        if (col < g.n) *reinterpret_cast<float2*>(g.out + t.split * g.split_stride + r.row * g.ldo + col) = v;
     } else if (g.epilogue == GemmEpilogue::Scatter) {
-        const float w = g.row_weight[grow];
+        const float w = r.weight;
         float2 out = g.weight_before_down ? v : make_float2(w * v.x, w * v.y);
         out = make_float2(round_act(out.x, g.round_bf16), round_act(out.y, g.round_bf16));
         // n is even and N a multiple of 8 (checked on the host): the pair is whole
-        if (col < g.n) store_pair(g, g.row_dest[grow] * g.ldo + col, out);
+        if (col < g.n) store_pair(g, r.dest * g.ldo + col, out);
     } else {  // gate feature col sits in fragment 2f, its up partner in 2f + 1: intermediate feature f*8 + col%8
-        const float w = g.row_weight ? g.row_weight[grow] : 1.0f;
-        const float2 out = make_float2(swiglu_stage(v.x, up.x, g.swiglu_limit, g.weight_before_down, w, g.round_bf16),
-                                       swiglu_stage(v.y, up.y, g.swiglu_limit, g.weight_before_down, w, g.round_bf16));
+        const float2 out = make_float2(swiglu_stage(v.x, up.x, g.swiglu_limit, g.weight_before_down, r.weight, g.round_bf16),
+                                       swiglu_stage(v.y, up.y, g.swiglu_limit, g.weight_before_down, r.weight, g.round_bf16));
         const int64_t j = (col / 16) * 8 + col % 8;
-        if (j < g.n / 2) store_pair(g, grow * g.ldo + j, out);
+        if (j < g.n / 2) store_pair(g, r.row * g.ldo + j, out);
     }
+}
+// The same for tile row `row`, where a caller meets each row once or twice.
+__device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const Tile& t, int row, int n, float2 v, float2 up) {
+    epilogue_pair(g, t, epilogue_row(g, t, row), n, v, up);
 }
 
 }  // namespace steadymoe::cuda::stage
