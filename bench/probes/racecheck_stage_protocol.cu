@@ -5,6 +5,8 @@
 // repository root:
 //   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I include -o probe bench/probes/racecheck_stage_protocol.cu
 //   compute-sanitizer --tool racecheck ./probe
+// On an H200 it reported 2 hazards (WAR: the consumers' loads against the producer's next copies), though
+// the barriers order them: bench/results/2026-12-02-cuda-prefill-clusters.md.
 #include <cstdio>
 #include <cstdint>
 #include "../../src/kernels/cuda/async_barrier.cuh"
