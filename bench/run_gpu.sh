@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: build, run the GPU tests, then the GPU benchmarks beside their floors and peers.
-# usage: bench/run_gpu.sh OUT_DIR [tests|bench|schedules|sanitize|profile|ncu|ep|all] [workload:format ...]
+# usage: bench/run_gpu.sh OUT_DIR [tests|bench|schedules|sanitize|profile|ncu|sass|ep|all] [workload:format ...]
 # profile: GPU time per kernel of one bench run (16384 tokens, or BENCH_ARGS).
+# sass: the sampled stalls per SASS instruction of one grouped-GEMM launch (NCU_SKIP picks which).
 # schedules: prefill (4096 and 16384 tokens, or BENCH_ARGS) under each tiled-kernel schedule and row copy,
 # one table of gate/up and down µs per workload (the same bits; see docs/cli.md). Each variant is a bench
 # run of its own: deepseek-v3 spends about a minute setting up each.
@@ -91,6 +92,20 @@ if [[ $what == ncu ]]; then
     python3 bench/ncu_table.py "$out/ncu-$wl.csv" | tee -a "$out/ncu.txt"
   done
   ( cd "$out" && tar czf ncu-raw.tgz --remove-files ./ncu-*.csv ./ncu-*.err 2>/dev/null ) || true
+fi
+if [[ $what == sass ]]; then
+  # Where the warps of one grouped-GEMM launch stall, per SASS instruction (the profiler's sampled stalls):
+  # launch NCU_SKIP (default 1: the first routed GEMM after the router's) of one bench run at 16384 tokens.
+  for spec in "$@"; do
+    wl=${spec%%:*}; fmt=${spec#*:}
+    /usr/local/cuda/bin/ncu --clock-control none --kernel-name regex:grouped_gemm_sm90 --launch-skip "${NCU_SKIP:-1}" --launch-count 1 \
+      --section SourceCounters --section WarpStateStats -f -o "$out/sass-$wl" ./build-gpu/steadymoe bench --backend cuda \
+      --workload "$wl" --format "$fmt" ${BENCH_ARGS:---tokens 16384 --repeat 1} >"$out/sass-$wl.log" 2>&1
+    /usr/local/cuda/bin/ncu --import "$out/sass-$wl.ncu-rep" --page source --print-source sass --csv >"$out/sass-$wl.csv" 2>>"$out/sass-$wl.log"
+    echo "== $wl $fmt (rc=$?)" | tee -a "$out/sass.txt"
+    python3 bench/sass_stalls.py "$out/sass-$wl.csv" | tee -a "$out/sass.txt"
+  done
+  ( cd "$out" && tar czf sass-raw.tgz --remove-files ./sass-*.csv ./sass-*.ncu-rep 2>/dev/null ) || true
 fi
 if [[ $what == bench || $what == all ]]; then
   records=()
