@@ -384,9 +384,10 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 const auto turned_off = [](const char* name) { const char* v = std::getenv(name); return v && std::string(v) == "0"; };
                 const bool pairs = schedule == cuda::TiledSchedule::Persistent && tensor_copies && GetParam() % 2 == 0 &&
                                    !turned_off("STEADYMOE_PAIRED_CTAS") && !turned_off("STEADYMOE_ROW_TENSOR_COPIES");
-                EXPECT_EQ(cuda::grouped_gemm_pairs_ctas(g), pairs);
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
+                const uint64_t paired_before = cuda::grouped_gemm_paired_launches();
                 ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
+                EXPECT_EQ(cuda::grouped_gemm_paired_launches() - paired_before, pairs ? 1u : 0u) << "paired CTAs expected: " << pairs;
                 ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
                 std::vector<float> got(size_t(rows * N));
                 out_buf.download(got.data(), got.size() * 4);

@@ -89,10 +89,12 @@ __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
-// An arrival on the barrier at the same place in the shared memory of the cluster's CTA `rank`. What it
-// orders is this thread's reads of a stage before the other CTA's copies into it: the barrier's default
-// (release at CTA scope) does that; a release at cluster scope would also wait for every earlier store of
-// the thread, the epilogue's included, once per stage.
+// An arrival on the barrier at the same place in the shared memory of the cluster's CTA `rank`, with the
+// barrier's default semantics (release at CTA scope). It hands a stage back to the other CTA's producer
+// once this warp's reads of it are complete (its MMAs waited for, its loads returned), which is what keeps
+// that producer's next copy from overwriting them. A release at cluster scope would also wait for every
+// earlier store of the thread, the epilogue's included: once per stage, it doubled prefill GEMM times
+// (bench/results/2026-12-02-cuda-prefill-clusters.md).
 __device__ __forceinline__ void arrive_in(uint64_t* bar, uint32_t rank) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(shared_address(bar)), "r"(rank));

@@ -265,7 +265,7 @@ int grouped_gemm_few_row_ctas_per_sm() {
     return hopper_gemm_available() && hopper_few_row_kernels() ? hopper_few_row_ctas_per_sm() : 0;
 }
 
-bool grouped_gemm_pairs_ctas(const GroupedGemmLaunch& g) { return hopper_pairs_ctas(g); }
+uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {
     static const bool enabled = !env_equals("STEADYMOE_FP8_TENSOR_CORES", "0");

@@ -113,10 +113,11 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 // has none.
 int grouped_gemm_few_row_ctas_per_sm();
 
-// Whether `launch` runs on Hopper's persistent CTAs paired in clusters of two, which copy each stage's rows
-// once for both (rows by tensor copies, an even count of 128-wide n-blocks; STEADYMOE_PAIRED_CTAS=0 turns
-// it off). The bits are the same either way.
-bool grouped_gemm_pairs_ctas(const GroupedGemmLaunch& launch);
+// Launches so far in this process that ran on Hopper's persistent CTAs paired in clusters of two, which
+// copy each stage's rows once for both (where rows come by tensor copies and the 128-wide n-blocks pair up;
+// STEADYMOE_PAIRED_CTAS=0 turns it off). The bits are the same either way: tests read this to know which
+// they ran.
+uint64_t grouped_gemm_paired_launches();
 
 // Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 weights on a
 // Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores

@@ -475,15 +475,17 @@ bool pairs_ctas(const GroupedGemmLaunch& g) {
     return !none && row_tensor_copies(g) && tile_grid(g).x % 2 == 0;
 }
 
-// Clusters of two CTAs of `kernel` that run at once on the current GPU (asked once per device): a
-// persistent launch of more would run its last clusters after the others.
+std::atomic<uint64_t> paired_launches{0};
+
+// Clusters of two CTAs of `kernel` that run at once on the current GPU (asked once per device; 0 where the
+// query fails): a persistent launch of more would run its last clusters after the others.
 template <auto kKernel>
 int concurrent_pairs(int threads, int smem) {
-    static std::atomic<int> counts[64] = {};
+    static std::atomic<int> counts[64] = {};  // 0: not asked yet, -1: the query failed
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
     int n = counts[device].load(std::memory_order_relaxed);
-    if (n > 0) return n;
+    if (n != 0) return n > 0 ? n : 0;
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(unsigned(sm_count() / 2 * 2), 1, 1);
     config.blockDim = dim3(unsigned(threads), 1, 1);
@@ -493,7 +495,8 @@ int concurrent_pairs(int threads, int smem) {
     cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
     config.attrs = &cluster, config.numAttrs = 1;
     if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) != cudaSuccess || n <= 0) {
-        cudaGetLastError();
+        cudaGetLastError();  // this query's error: the launch goes unpaired
+        counts[device].store(-1, std::memory_order_relaxed);
         return 0;
     }
     counts[device].store(n, std::memory_order_relaxed);
@@ -526,7 +529,10 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim.x = paired ? 2 : 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
     config.attrs = &cluster, config.numAttrs = paired ? 1 : 0;
-    return cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
+    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
+    const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
+    if (launched == cudaSuccess && last == cudaSuccess && paired) paired_launches.fetch_add(1, std::memory_order_relaxed);
+    return launched != cudaSuccess ? launched : last;
 }
 
 // STEADYMOE_TILED_SCHEDULE names a schedule for every tiled launch (to compare them; the bits are the
@@ -548,15 +554,11 @@ TiledSchedule schedule_from_environment() {
 // Automatic takes what measured fastest on an H200 (bench/results/2026-12-02-cuda-prefill-schedules.md):
 // persistent CTAs for scaled launches and for gate/up (SwiGLU) ones; two CTAs to an SM for the others
 // (the down GEMM: short k, and a scatter that the persistent epilogue runs from registers).
-TiledSchedule tiled_schedule(const GroupedGemmLaunch& g) {
-    const TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
-    if (schedule != TiledSchedule::Automatic) return schedule;
-    const bool scaled = g.scaled || g.a_fp8 || g.code == WeightCode::Fp8;
-    return scaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
-}
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
-    const TiledSchedule schedule = tiled_schedule(g);
+    TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
+    if (schedule == TiledSchedule::Automatic)
+        schedule = kScaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
         if (schedule == TiledSchedule::TwoPerSm) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
@@ -612,10 +614,7 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
     return hopper_few_row_kernels() && g.few_rows && (g.code == WeightCode::Bf16 || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
 }
 
-bool hopper_pairs_ctas(const GroupedGemmLaunch& g) {
-    return hopper_gemm_available() && !hopper_fp4_decode(g) && !hopper_half_tiles(g) && tiled_schedule(g) == TiledSchedule::Persistent &&
-           pairs_ctas(g);
-}
+uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_order_relaxed); }
 
 int hopper_few_row_ctas_per_sm() {
     constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;

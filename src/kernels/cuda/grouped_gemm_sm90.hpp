@@ -23,8 +23,8 @@ bool hopper_few_row_kernels();
 // bf16 ones use as much shared memory).
 bool hopper_half_tiles(const GroupedGemmLaunch& launch);
 int hopper_few_row_ctas_per_sm();
-// Whether `launch` runs on persistent CTAs paired in clusters of two that share their rows' copies.
-bool hopper_pairs_ctas(const GroupedGemmLaunch& launch);
+// Launches so far that ran on persistent CTAs paired in clusters of two sharing their rows' copies.
+uint64_t hopper_paired_launches();
 // Whether `launch` (FP4 weights, bf16 activations, few rows) takes the FP4 decode kernel
 // (grouped_gemm_sm90_fp4_decode.cu), and that kernel's launch.
 bool hopper_fp4_decode(const GroupedGemmLaunch& launch);
