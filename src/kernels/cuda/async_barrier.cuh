@@ -115,6 +115,11 @@ __device__ __forceinline__ void tensor_copy_2d_multicast(void* dst, const void* 
 __device__ __forceinline__ void sync_threads(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// This thread's part in named barrier `id` of `threads` threads without waiting for the others (they
+// wait in sync_threads).
+__device__ __forceinline__ void arrive_threads(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 #endif
 

@@ -203,10 +203,14 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
+// ordered (e4m3 rows, two warpgroups): the warpgroups take turns issuing each stage's MMAs — warpgroup 0
+// first, warpgroup 1 once it has — so the tensor cores run one's MMAs while the other waits for its own
+// and folds them, rather than finishing both at once and idling through both folds. The same MMAs and
+// folds: the same bits.
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
 __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
-                             const bool paired) {
+                             const bool paired, const bool ordered) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
@@ -345,6 +349,11 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                 fence_async_shared();
                 barrier::sync_threads(1, kConsumers);
             }
+            // Turns (ordered): warpgroup 1 issues stage c's MMAs after warpgroup 0 has (barrier 2);
+            // warpgroup 0 issues stage c + 1's after warpgroup 1 has issued stage c's (barrier 3).
+            const bool in_turns = kFp8A && kWG == 2 && ordered;
+            if (in_turns && wg == 1) barrier::sync_threads(2, kConsumers);
+            if (in_turns && wg == 0 && c > 0) barrier::sync_threads(3, kConsumers);
             if (live) {
                 fence_operands(acc);
                 wgmma_fence();
@@ -363,6 +372,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                 }
                 wgmma_commit();
             }
+            if (in_turns) barrier::arrive_threads(wg == 0 ? 2 : 3, kConsumers);
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
                     if (live) {
@@ -434,6 +444,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
             }
         }
     }  // items
+    // Warpgroup 0 takes up warpgroup 1's turn for the last stage, which no stage of warpgroup 0's followed.
+    if (kFp8A && kWG == 2 && ordered && wg == 0 && c > 0) barrier::sync_threads(3, kConsumers);
     // A paired CTA leaves only with the other: the other's consumers still arrive on this CTA's barriers.
     if (pair_rank >= 0) barrier::cluster_sync();
 #else
@@ -476,6 +488,14 @@ bool pairs_ctas(const GroupedGemmLaunch& g) {
 }
 
 std::atomic<uint64_t> paired_launches{0};
+
+// Whether the two warpgroups of e4m3 launches take turns issuing their MMAs (the kernel's `ordered`; the
+// same bits): STEADYMOE_ORDERED_WARPGROUPS=1 turns it on, to measure it against the free-running default
+// (not yet run on a GPU: bench/results/2026-12-02-cuda-prefill-clusters.md).
+bool ordered_warpgroups() {
+    static const bool on = env_equals("STEADYMOE_ORDERED_WARPGROUPS", "1");
+    return on;
+}
 
 // Clusters of two CTAs of `kernel` that run at once on the current GPU (asked once per device; 0 where the
 // query fails): a persistent launch of more would run its last clusters after the others.
@@ -529,7 +549,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim.x = paired ? 2 : 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
     config.attrs = &cluster, config.numAttrs = paired ? 1 : 0;
-    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
+    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired, kFp8A && kWG == 2 && ordered_warpgroups());
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && paired) paired_launches.fetch_add(1, std::memory_order_relaxed);
     return launched != cudaSuccess ? launched : last;
