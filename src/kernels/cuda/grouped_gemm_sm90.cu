@@ -497,6 +497,14 @@ bool ordered_warpgroups() {
     return on;
 }
 
+// A launch attribute: clusters of `ctas` CTAs along x.
+cudaLaunchAttribute cluster_dimension(unsigned ctas) {
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = ctas, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    return cluster;
+}
+
 // Clusters of two CTAs of `kernel` that run at once on the current GPU (asked once per device; 0 where the
 // query fails): a persistent launch of more would run its last clusters after the others.
 template <auto kKernel>
@@ -510,9 +518,7 @@ int concurrent_pairs(int threads, int smem) {
     config.gridDim = dim3(unsigned(sm_count() / 2 * 2), 1, 1);
     config.blockDim = dim3(unsigned(threads), 1, 1);
     config.dynamicSmemBytes = size_t(smem);
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 2, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    cudaLaunchAttribute cluster = cluster_dimension(2);
     config.attrs = &cluster, config.numAttrs = 1;
     if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) != cudaSuccess || n <= 0) {
         cudaGetLastError();  // this query's error: the launch goes unpaired
@@ -545,9 +551,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     cudaLaunchConfig_t config{};
     config.gridDim = grid, config.blockDim = dim3(Cta<kWG>::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = paired ? 2 : 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    cudaLaunchAttribute cluster = cluster_dimension(2);
     config.attrs = &cluster, config.numAttrs = paired ? 1 : 0;
     const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired, kFp8A && kWG == 2 && ordered_warpgroups());
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
