@@ -321,6 +321,9 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
             if (pair_rank >= 0) barrier::arrive_in(&empty[c % kS], uint32_t(pair_rank ^ 1));
         }
     };
+    // Turns (ordered): warpgroup 1 issues stage c's MMAs after warpgroup 0 has (barrier 2); warpgroup 0
+    // issues stage c + 1's after warpgroup 1 has issued stage c's (barrier 3).
+    const bool in_turns = kFp8A && kWG == 2 && ordered;
     int c = 0;
     for (int w = first; w < items; w += step) {
         const Tile t = w == first ? t0 : item_tile(w);
@@ -349,9 +352,6 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                 fence_async_shared();
                 barrier::sync_threads(1, kConsumers);
             }
-            // Turns (ordered): warpgroup 1 issues stage c's MMAs after warpgroup 0 has (barrier 2);
-            // warpgroup 0 issues stage c + 1's after warpgroup 1 has issued stage c's (barrier 3).
-            const bool in_turns = kFp8A && kWG == 2 && ordered;
             if (in_turns && wg == 1) barrier::sync_threads(2, kConsumers);
             if (in_turns && wg == 0 && c > 0) barrier::sync_threads(3, kConsumers);
             if (live) {
@@ -445,7 +445,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         }
     }  // items
     // Warpgroup 0 takes up warpgroup 1's turn for the last stage, which no stage of warpgroup 0's followed.
-    if (kFp8A && kWG == 2 && ordered && wg == 0 && c > 0) barrier::sync_threads(3, kConsumers);
+    if (in_turns && wg == 0 && c > 0) barrier::sync_threads(3, kConsumers);
     // A paired CTA leaves only with the other: the other's consumers still arrive on this CTA's barriers.
     if (pair_rank >= 0) barrier::cluster_sync();
 #else
@@ -489,8 +489,8 @@ bool pairs_ctas(const GroupedGemmLaunch& g) {
 
 std::atomic<uint64_t> paired_launches{0};
 
-// Whether the two warpgroups of e4m3 launches take turns issuing their MMAs (the kernel's `ordered`; the
-// same bits): STEADYMOE_ORDERED_WARPGROUPS=1 turns it on, to measure it against the free-running default
+// Whether the two warpgroups of e4m3 launches take turns issuing their MMAs (the kernel's `ordered`, which
+// the other launches ignore; the same bits): STEADYMOE_ORDERED_WARPGROUPS=1 turns it on, to measure it against the free-running default
 // (not yet run on a GPU: bench/results/2026-12-02-cuda-prefill-clusters.md).
 bool ordered_warpgroups() {
     static const bool on = env_equals("STEADYMOE_ORDERED_WARPGROUPS", "1");
@@ -553,7 +553,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     config.gridDim = grid, config.blockDim = dim3(Cta<kWG>::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute cluster = cluster_dimension(2);
     config.attrs = &cluster, config.numAttrs = paired ? 1 : 0;
-    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired, kFp8A && kWG == 2 && ordered_warpgroups());
+    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired, ordered_warpgroups());
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && paired) paired_launches.fetch_add(1, std::memory_order_relaxed);
     return launched != cudaSuccess ? launched : last;
