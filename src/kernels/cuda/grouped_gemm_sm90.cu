@@ -363,7 +363,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                         const uint64_t desc_a = smem_descriptor<512>(stage + h * L::kA + wg * 64 * kARowBytes),
                                        desc_b = smem_descriptor<512>(b_tile + h * L::kB);
 #pragma unroll
-                        for (int ks = 0; ks < kBK / 32; ++ks) wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                        for (int ks = 0; ks < kBK / 32; ++ks)  // +32 bytes; a stage's first MMA starts the block's sum
+                            wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks, h > 0 || ks > 0);
                     }
                 } else {
                     const uint64_t desc_a = smem_descriptor<1024>(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor<1024>(b_tile);
@@ -388,7 +389,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
 #pragma unroll
                             for (int r = 0; r < 4; ++r) {
                                 total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
-                                acc[j * 4 + r] = 0.0f;
+                                if constexpr (!kFp8A) acc[j * 4 + r] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
                             }
                         }
                     }

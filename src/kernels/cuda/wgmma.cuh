@@ -32,16 +32,20 @@ __device__ __forceinline__ uint64_t smem_descriptor(const void* tile) {
     "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
     "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-// D (64 x 128, f32) += A (64 x 32) . B (128 x 32)^T, both e4m3 K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
+// D (64 x 128, f32) = A (64 x 32) . B (128 x 32)^T (+ D where `accumulate`), both e4m3 K-major in shared
+// memory. Starting a block's sum with accumulate = false spares the fold zeroing 64 registers per block
+// (the sum is the same: a product sum of -0 becomes +0 either way once folded into a total that starts +0).
+__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
     asm volatile(
         "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
         SMOE_WGMMA_ACC_REGS
-        "%64, %65, 1, 1, 1;\n"
+        "%64, %65, p, 1, 1;\n"
         "}\n"
         : SMOE_WGMMA_ACC_OPERANDS(d)
-        : "l"(desc_a), "l"(desc_b));
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 }
 
 // D (64 x 128, f32) += A (64 x 16) . B (128 x 16)^T, both bf16 K-major in shared memory.
