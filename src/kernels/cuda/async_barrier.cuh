@@ -20,9 +20,10 @@ __device__ __forceinline__ void init(uint64_t* bar, uint32_t arrivals) {
 // Makes initialised barriers visible to the other threads and to the asynchronous proxy.
 __device__ __forceinline__ void fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 
-__device__ __forceinline__ void arrive(uint64_t* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(bar)) : "memory");
-}
+// (Each barrier operation also takes the barrier's shared-memory address: a loop that works it out once
+// spares the conversion per use.)
+__device__ __forceinline__ void arrive(uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); }
+__device__ __forceinline__ void arrive(uint64_t* bar) { arrive(shared_address(bar)); }
 
 // One arrival that also announces `bytes` still to come from bulk copies completing on this barrier.
 __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t bytes) {
@@ -37,8 +38,7 @@ __device__ __forceinline__ void arrive_after_cp_async(uint64_t* bar) {
 }
 
 // Waits until the phase of the given parity has completed.
-__device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
-    const uint32_t address = shared_address(bar);
+__device__ __forceinline__ void wait(uint32_t address, uint32_t parity) {
     uint32_t done = 0;
     do {
         asm volatile(
@@ -52,6 +52,7 @@ __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
             : "memory");
     } while (!done);
 }
+__device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) { wait(shared_address(bar), parity); }
 
 // Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory in
 // one asynchronous operation that completes its bytes on `bar`.
@@ -95,9 +96,9 @@ __device__ __forceinline__ void cluster_sync() {
 // that producer's next copy from overwriting them. A release at cluster scope would also wait for every
 // earlier store of the thread, the epilogue's included: once per stage, it doubled prefill GEMM times
 // (bench/results/2026-12-02-cuda-prefill-clusters.md).
-__device__ __forceinline__ void arrive_in(uint64_t* bar, uint32_t rank) {
+__device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank) {
     uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(shared_address(bar)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
@@ -114,11 +115,6 @@ __device__ __forceinline__ void tensor_copy_2d_multicast(void* dst, const void* 
 // A barrier among the first `threads` threads of the block (id 0 is __syncthreads').
 __device__ __forceinline__ void sync_threads(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-// This thread's part in named barrier `id` of `threads` threads without waiting for the others (they
-// wait in sync_threads).
-__device__ __forceinline__ void arrive_threads(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 #endif

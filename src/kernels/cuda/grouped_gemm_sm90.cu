@@ -148,7 +148,11 @@ struct StageProducer {
             if (g.a_scale)
                 for (int row = lane; row < t.rows; row += 32)
                     cp_async4(scale_tile + row * 4, g.a_scale + (int64_t(t.row0) + row) * (g.k / 128) + block, true);
-            if (kCode == WeightCode::Fp8 && lane < kTileN / 8) {
+            // Two weight scales serve a tile: fragment 0's for its even fragments of 8 features, fragment
+            // 1's for its odd ones. Interleaved gate/up rows put gate features in the even fragments and up
+            // features in the odd: a 128-wide tile holds 64 of each, from one 128-row block of each; a tile of
+            // plain rows lies in one block (weight_scale_offset).
+            if (kCode == WeightCode::Fp8 && lane < 2) {
                 const int64_t n = t.n0 + lane * 8;
                 const bool valid = n < g.n;
                 cp_async4(scale_tile + Cta<kWG>::kRows * 4 + lane * 4, scales + (valid ? weight_scale_offset(g, n, block) : 0), valid);
@@ -203,14 +207,10 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
-// ordered (e4m3 rows, two warpgroups): the warpgroups take turns issuing each stage's MMAs — warpgroup 0
-// first, warpgroup 1 once it has — so the tensor cores run one's MMAs while the other waits for its own
-// and folds them, rather than finishing both at once and idling through both folds. The same MMAs and
-// folds: the same bits.
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
 __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
-                             const bool paired, const bool ordered) {
+                             const bool paired) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
@@ -274,17 +274,20 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     // it thinks divergent gets serialised (each MMA waits for the one before).
     const int lane = threadIdx.x & 31;
     const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
-    // Stages are counted across items (c): stage c % kS, in phase c / kS of its barriers.
+    // Stages are counted across items (c): stage s = c % kS, in phase c / kS of its barriers (kept as
+    // the stage and the phase's parity: the loops stay free of divisions).
+    const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty);
     if (wg == kConsumers / 128) {  // the producer warp
-        int c = 0;
+        int s = 0;
+        uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
         for (int w = first; w < items; w += step) {
             const Tile t = w == first ? t0 : item_tile(w);
             const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane, by_map ? &rows_map : nullptr, pair_rank);
             const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
-            for (int kt = 0; kt < ktiles; ++kt, ++c) {
-                const int s = c % kS;
-                if (c >= kS) barrier::wait(&empty[s], uint32_t((c / kS - 1) & 1));
+            for (int kt = 0; kt < ktiles; ++kt) {
+                if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
                 producer.load(smem + s * kStageBytes, t.kt0 / L::kSub + kt, &full[s]);
+                if (++s == kS) s = 0, parity ^= 1, rounds = 1;
             }
         }
         if (pair_rank >= 0) barrier::cluster_sync();  // see the consumers' end
@@ -314,17 +317,18 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
 
     // A warp is done with a stage once its MMAs (and, scaled, its fold) have read it; paired, it tells
     // both CTAs' producers (each copies rows into this CTA's stage).
-    auto release = [&](int c) {
+    auto release = [&](int s) {
         __syncwarp();
         if (lane == 0) {
-            barrier::arrive(&empty[c % kS]);
-            if (pair_rank >= 0) barrier::arrive_in(&empty[c % kS], uint32_t(pair_rank ^ 1));
+            barrier::arrive(empty_at + 8 * s);
+            if (pair_rank >= 0) barrier::arrive_in(empty_at + 8 * s, uint32_t(pair_rank ^ 1));
         }
     };
-    // Turns (ordered): warpgroup 1 issues stage c's MMAs after warpgroup 0 has (barrier 2); warpgroup 0
-    // issues stage c + 1's after warpgroup 1 has issued stage c's (barrier 3).
-    const bool in_turns = kFp8A && kWG == 2 && ordered;
-    int c = 0;
+    // Stage 0's operand descriptors: stage s's are s * kStageBytes / 16 on.
+    constexpr int kAtom = kFp8A ? 512 : 1024;
+    const uint64_t desc_a0 = smem_descriptor<kAtom>(smem + wg * 64 * kARowBytes), desc_b0 = smem_descriptor<kAtom>(smem + L::kSub * L::kA);
+    int s = 0, last = kS - 1;  // this stage and the one before
+    uint32_t parity = 0;
     for (int w = first; w < items; w += step) {
         const Tile t = w == first ? t0 : item_tile(w);
         const int ktiles = t.ktiles / L::kSub;
@@ -337,43 +341,38 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
 #pragma unroll
         for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
-        for (int kt = 0; kt < ktiles; ++kt, ++c) {
-            barrier::wait(&full[c % kS], uint32_t((c / kS) & 1));
+        for (int kt = 0; kt < ktiles; ++kt) {
+            barrier::wait(full_at + 8 * s, parity);
             // The producer's cp.async rows, for the MMAs' (async) proxy. Tensor and bulk copies write
             // through that proxy already (and the folds' scale reads are ordinary loads): no fence then.
             if (!by_map) fence_async_shared();
-            const char* stage = smem + (c % kS) * kStageBytes;
-            const char* b_tile = stage + L::kSub * L::kA;
+            const char* stage = smem + s * kStageBytes;
+            const uint64_t stage_offset = uint64_t(s * kStageBytes / 16);
+            uint64_t desc_b = desc_b0 + stage_offset;
             if constexpr (kWiden) {
-                barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of stage c - 2
-                char* target = widened + (c & 1) * kBTileBytes;
-                widen_stage<kCode, kConsumers>(b_tile, target, (t.kt0 + kt) * kBK);
-                b_tile = target;
+                barrier::sync_threads(1, kConsumers);  // both warpgroups are past the MMAs of the stage before the last
+                char* target = widened + ((kS % 2 == 1 ? int(parity) : 0) ^ (s & 1)) * kBTileBytes;  // one stage's, the next's
+                widen_stage<kCode, kConsumers>(stage + L::kA, target, (t.kt0 + kt) * kBK);
+                desc_b = smem_descriptor<1024>(target);
                 fence_async_shared();
                 barrier::sync_threads(1, kConsumers);
             }
-            if (in_turns && wg == 1) barrier::sync_threads(2, kConsumers);
-            if (in_turns && wg == 0 && c > 0) barrier::sync_threads(3, kConsumers);
             if (live) {
                 fence_operands(acc);
                 wgmma_fence();
+                const uint64_t desc_a = desc_a0 + stage_offset;
                 if constexpr (kFp8A) {
 #pragma unroll
-                    for (int h = 0; h < L::kSub; ++h) {
-                        const uint64_t desc_a = smem_descriptor<512>(stage + h * L::kA + wg * 64 * kARowBytes),
-                                       desc_b = smem_descriptor<512>(b_tile + h * L::kB);
+                    for (int h = 0; h < L::kSub; ++h)
 #pragma unroll
                         for (int ks = 0; ks < kBK / 32; ++ks)  // +32 bytes; a stage's first MMA starts the block's sum
-                            wgmma_m64n128k32_e4m3(acc, desc_a + 2 * ks, desc_b + 2 * ks, h > 0 || ks > 0);
-                    }
+                            wgmma_m64n128k32_e4m3(acc, desc_a + (h * L::kA + 32 * ks) / 16, desc_b + (h * L::kB + 32 * ks) / 16, h > 0 || ks > 0);
                 } else {
-                    const uint64_t desc_a = smem_descriptor<1024>(stage + wg * 64 * kARowBytes), desc_b = smem_descriptor<1024>(b_tile);
 #pragma unroll
                     for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
                 }
                 wgmma_commit();
             }
-            if (in_turns) barrier::arrive_threads(wg == 0 ? 2 : 3, kConsumers);
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
                     if (live) {
@@ -383,30 +382,37 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                         const float* fragment_scale = row_scale + kRows;
                         const int row = wg * 64 + warp * 16 + (lane >> 2);
                         const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
+                        // Each (fragment parity, row) pair's scale: a tile's even fragments share one weight
+                        // scale and its odd ones another (see the producer).
+                        float scale[2][2];
 #pragma unroll
-                        for (int j = 0; j < 16; ++j) {
-                            const float sw = kCode == WeightCode::Fp8 ? fragment_scale[j] : 1.0f;
+                        for (int p = 0; p < 2; ++p)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h) scale[p][h] = __fmul_rn(sa[h], kCode == WeightCode::Fp8 ? fragment_scale[p] : 1.0f);
+#pragma unroll
+                        for (int j = 0; j < 16; ++j)
 #pragma unroll
                             for (int r = 0; r < 4; ++r) {
-                                total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], __fmul_rn(sa[r >> 1], sw), total[j * 4 + r]);
+                                total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], scale[j & 1][r >> 1], total[j * 4 + r]);
                                 if constexpr (!kFp8A) acc[j * 4 + r] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
                             }
-                        }
                     }
-                    if (L::kSub == 1) release(c - 1);
-                    release(c);
+                    if (L::kSub == 1) release(last);
+                    release(s);
                 }
             } else {
                 if (live) wgmma_wait<1>();
-                if (kt > 0) release(c - 1);
+                if (kt > 0) release(last);
             }
+            last = s;
+            if (++s == kS) s = 0, parity ^= 1;
         }
         if (live) {
             wgmma_wait<0>();
             fence_operands(acc);
         }
         if constexpr (kPersistent) {
-            if (!kScaled && ktiles > 0) release(c - 1);  // the item's last stage: its MMAs are done
+            if (!kScaled && ktiles > 0) release(last);  // the item's last stage: its MMAs are done
             if (live) {
                 const int row = wg * 64 + warp * 16 + (lane >> 2);
                 if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
@@ -445,8 +451,6 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
             }
         }
     }  // items
-    // Warpgroup 0 takes up warpgroup 1's turn for the last stage, which no stage of warpgroup 0's followed.
-    if (in_turns && wg == 0 && c > 0) barrier::sync_threads(3, kConsumers);
     // A paired CTA leaves only with the other: the other's consumers still arrive on this CTA's barriers.
     if (pair_rank >= 0) barrier::cluster_sync();
 #else
@@ -489,14 +493,6 @@ bool pairs_ctas(const GroupedGemmLaunch& g) {
 }
 
 std::atomic<uint64_t> paired_launches{0};
-
-// Whether the two warpgroups of e4m3 launches take turns issuing their MMAs (the kernel's `ordered`, which
-// the other launches ignore; the same bits): STEADYMOE_ORDERED_WARPGROUPS=1 turns it on, to measure it against the free-running default
-// (not yet run on a GPU: bench/results/2026-12-02-cuda-prefill-clusters.md).
-bool ordered_warpgroups() {
-    static const bool on = env_equals("STEADYMOE_ORDERED_WARPGROUPS", "1");
-    return on;
-}
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -554,7 +550,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     config.gridDim = grid, config.blockDim = dim3(Cta<kWG>::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute cluster = cluster_dimension(2);
     config.attrs = &cluster, config.numAttrs = paired ? 1 : 0;
-    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired, ordered_warpgroups());
+    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && paired) paired_launches.fetch_add(1, std::memory_order_relaxed);
     return launched != cudaSuccess ? launched : last;

@@ -9,14 +9,19 @@ namespace steadymoe::cuda::wgmma {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // wgmma exists for sm_90a device code only
 // A K-major operand tile with 8-row swizzle atoms of kAtomBytes: 128-byte rows in the 128-byte swizzle
 // (bf16 stages: 1024-byte atoms, mode 1) or 64-byte rows in the 64-byte swizzle (e4m3: 512, mode 2).
+// A tile `bytes` further on has the descriptor + bytes / 16 (the start address field holds every
+// shared-memory address / 16 without carrying past it).
 template <int kAtomBytes>
-__device__ __forceinline__ uint64_t smem_descriptor(const void* tile) {
+__device__ __forceinline__ uint64_t smem_descriptor(uint32_t address) {
     static_assert(kAtomBytes == 1024 || kAtomBytes == 512);
-    const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
     return uint64_t((address & 0x3FFFF) >> 4)             // start address
            | (uint64_t(1) << 16)                           // leading byte offset (unused for swizzled K-major)
            | (uint64_t(kAtomBytes >> 4) << 32)             // stride byte offset: one 8-row atom
            | (uint64_t(kAtomBytes == 1024 ? 1 : 2) << 62);  // swizzle mode
+}
+template <int kAtomBytes>
+__device__ __forceinline__ uint64_t smem_descriptor(const void* tile) {
+    return smem_descriptor<kAtomBytes>(static_cast<uint32_t>(__cvta_generic_to_shared(tile)));
 }
 
 // The 64 f32 accumulators of an m64n128 wgmma: their placeholders in the instruction and their operands.
