@@ -381,7 +381,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                         const float* row_scale = reinterpret_cast<const float*>(stage + L::kScales);
                         const float* fragment_scale = row_scale + kRows;
                         const int row = wg * 64 + warp * 16 + (lane >> 2);
-                        const float sa[2] = {g.a_scale ? row_scale[row] : 1.0f, g.a_scale ? row_scale[row + 8] : 1.0f};
+                        const bool row_scales = kFp8A || g.a_scale;  // (e4m3 launches always have them)
+                        const float sa[2] = {row_scales ? row_scale[row] : 1.0f, row_scales ? row_scale[row + 8] : 1.0f};
                         // Each (fragment parity, row) pair's scale: a tile's even fragments share one weight
                         // scale and its odd ones another (see the producer).
                         float scale[2][2];
