@@ -48,45 +48,44 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
         for (int s = lane; s < K; s += 32) ids[s] = -1, weights[s] = 0.0f;
         return;
     }
-    // The lane's experts lane, lane + 32, ...: their logits (summed over the router GEMM's k splits in
-    // split order), then their scores, each step a rolled loop over shared memory. This kernel's code is
-    // fetched cold in every decode layer: unrolled over a lane's experts for each score function, it was
-    // 88 KB (256 experts). The same operations in the same order: the same bits.
     const float* logits = p.logits + t * E;
-    float* scores = scores_of[warp];
-#pragma unroll 1
-    for (int e = lane; e < E; e += 32) {
-        float v = logits[e];
-#pragma unroll 1
-        for (int z = 1; z < p.logit_splits; ++z) v = __fadd_rn(v, logits[e + z * p.split_stride]);
-        scores[e] = v;
+    float score[kPerLane];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+        score[j] = 0.0f;
+        if (lane + 32 * j >= E) continue;
+        const float* logit = logits + lane + 32 * j;
+        score[j] = *logit;
+        for (int z = 1; z < p.logit_splits; ++z) score[j] = __fadd_rn(score[j], logit[z * p.split_stride]);
     }
     if (p.score_func == 0) {  // softmax
         float mx = kNegInf;
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) mx = max_skipping_nan(mx, scores[e]);
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j)
+            if (lane + 32 * j < E) mx = max_skipping_nan(mx, score[j]);
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1) mx = max_skipping_nan(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
         float sum = 0.0f;
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) {
-            const float x = expf(scores[e] - mx);
-            scores[e] = x, sum += x;
-        }
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j)
+            if (lane + 32 * j < E) score[j] = expf(score[j] - mx), sum += score[j];
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) scores[e] = scores[e] / sum;
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) score[j] = score[j] / sum;
     } else if (p.score_func == 1) {
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) scores[e] = 1.0f / (1.0f + expf(-scores[e]));
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) score[j] = 1.0f / (1.0f + expf(-score[j]));
     } else {
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) {
-            const float x = scores[e];
-            scores[e] = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) {
+            const float x = score[j];
+            score[j] = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
         }
     }
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+        if (lane + 32 * j < E) scores_of[warp][lane + 32 * j] = score[j];
 
     if (p.tid2eid) {
         if (lane < K) ids_of[warp][lane] = p.tid2eid[p.token_ids[t] * K + lane];
@@ -97,7 +96,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
 #pragma unroll
         for (int j = 0; j < kPerLane; ++j) {
             const int e = lane + 32 * j;
-            key[j] = e < E ? rank_key_bits(p.bias ? scores[e] + p.bias[e] : scores[e]) : kAbsent;
+            key[j] = e < E ? rank_key_bits(p.bias ? score[j] + p.bias[e] : score[j]) : kAbsent;
         }
         if (p.groups > 1) {
             const int per = E / p.groups;
@@ -106,7 +105,6 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
             for (int j = 0; j < kPerLane; ++j) group_of[j] = lane + 32 * j < E ? (lane + 32 * j) / per : -1;
             // Lane g holds the score keys of groups g and g + 32.
             uint32_t group_key[2] = {kAbsent, kAbsent};
-#pragma unroll 1
             for (int g = 0; g < p.groups; ++g) {
                 uint32_t a = kAbsent, b = kAbsent;  // the lane's largest and second largest in the group
 #pragma unroll
@@ -132,7 +130,6 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
             for (int half = 0; half < 2; ++half) {
                 const int g = lane + 32 * half;
                 int before = 0;
-#pragma unroll 1
                 for (int h = 0; h < p.groups; ++h) {
                     const uint32_t other = __shfl_sync(0xffffffffu, h < 32 ? group_key[0] : group_key[1], h & 31);
                     before += other > group_key[half] || (other == group_key[half] && h < g);
@@ -144,7 +141,6 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
                 if (group_of[j] >= 0 && !(keep >> group_of[j] & 1)) key[j] = kNegInfKey;
         }
         uint32_t taken = 0;  // bit j: this lane's expert lane + 32 j is chosen (a mask keeps key[] in registers)
-#pragma unroll 1
         for (int s = 0; s < K; ++s) {
             // The lane's best: ascending j keeps the lowest id among equal keys.
             uint32_t best = kAbsent;
@@ -164,10 +160,8 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     if (lane != 0) return;
     // The weights, in slot order as the CPU router forms them.
     float sum = 0.0f;
-#pragma unroll 1
     for (int s = 0; s < K; ++s) sum += scores_of[warp][ids_of[warp][s]];
     if (p.normalise_eps) sum += 1e-20f;
-#pragma unroll 1
     for (int s = 0; s < K; ++s) {
         const float w = scores_of[warp][ids_of[warp][s]];
         float v = p.normalise ? w / sum : w;
