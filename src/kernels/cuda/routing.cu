@@ -48,15 +48,28 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
         for (int s = lane; s < K; s += 32) ids[s] = -1, weights[s] = 0.0f;
         return;
     }
+    // The lane's logits, summed over the router GEMM's k splits in split order. A chunk of kChunk splits
+    // of all the lane's experts is loaded before any of it is added: a decode token's logits come from
+    // L2 or DRAM, and a latency per split and expert in turn took most of the kernel's 22.5 µs (14 splits
+    // of 256 experts, deepseek-v3; bench/results/2026-12-02-cuda-stage-loop.md).
+    constexpr int kChunk = 4;
     const float* logits = p.logits + t * E;
     float score[kPerLane];
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-        score[j] = 0.0f;
-        if (lane + 32 * j >= E) continue;
-        const float* logit = logits + lane + 32 * j;
-        score[j] = *logit;
-        for (int z = 1; z < p.logit_splits; ++z) score[j] = __fadd_rn(score[j], logit[z * p.split_stride]);
+    for (int j = 0; j < kPerLane; ++j) score[j] = lane + 32 * j < E ? logits[lane + 32 * j] : 0.0f;
+#pragma unroll 1
+    for (int z0 = 1; z0 < p.logit_splits; z0 += kChunk) {
+        float part[kChunk][kPerLane];
+#pragma unroll
+        for (int q = 0; q < kChunk; ++q)
+#pragma unroll
+            for (int j = 0; j < kPerLane; ++j)
+                part[q][j] = z0 + q < p.logit_splits && lane + 32 * j < E ? logits[(z0 + q) * p.split_stride + lane + 32 * j] : 0.0f;
+#pragma unroll
+        for (int q = 0; q < kChunk; ++q)
+            if (z0 + q < p.logit_splits)
+#pragma unroll
+                for (int j = 0; j < kPerLane; ++j) score[j] = __fadd_rn(score[j], part[q][j]);
     }
     if (p.score_func == 0) {  // softmax
         float mx = kNegInf;
