@@ -24,13 +24,19 @@ using namespace wgmma;
 // schedules of TiledSchedule: one to an SM with deep pipelines, two to an SM with three stages each (a
 // prefill launch is thousands of short CTAs, and one CTA's prologue and epilogue then overlap the other's
 // MMAs), or persistent.
-template <int kWG>
+// kOverlap: the producer warp sits in a warpgroup of its own (the other three warps leave at once), so that
+// the warpgroups can hand registers to each other: the consumers take enough for two sets of accumulators.
+template <int kWG, bool kOverlap = false>
 struct Cta {
     static_assert(kWG == 1 || kWG == 2);
     static constexpr int kRows = 64 * kWG;
     static constexpr int kConsumers = 128 * kWG;
     static constexpr int kConsumerWarps = kConsumers / 32;
-    static constexpr int kThreads = kConsumers + 32;
+    static constexpr int kThreads = kConsumers + (kOverlap ? 128 : 32);
+    // Registers per thread once reallocated: the launch gives each thread 65536 / kThreads (rounded down to
+    // 8), and the producer warpgroup's give the consumers theirs.
+    static constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+    static_assert(!kOverlap || kProducerRegisters * 128 + kConsumerRegisters * kConsumers <= 65536 / kThreads / 8 * 8 * kThreads);
 };
 static_assert(Cta<2>::kRows == kHopperTileRows);
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
@@ -190,6 +196,44 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 }
 #endif
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Folds a 128-wide block's partial sums (acc) into the totals with the block's scales, kept at `scales` in
+// its stage: the tile's rows' activation scales (where row_scales), then two weight scales, for the even
+// and the odd fragments of 8 features (see StageProducer). `row` is the thread's first row of the tile.
+template <WeightCode kCode, bool kFp8A, int kRows>
+__device__ __forceinline__ void fold_block(float (&total)[64], float (&acc)[64], const char* scales, bool row_scales, int row) {
+    const float* row_scale = reinterpret_cast<const float*>(scales);
+    const float* fragment_scale = row_scale + kRows;
+    const float sa[2] = {row_scales ? row_scale[row] : 1.0f, row_scales ? row_scale[row + 8] : 1.0f};
+    float scale[2][2];  // [fragment parity][row]
+#pragma unroll
+    for (int p = 0; p < 2; ++p)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) scale[p][h] = __fmul_rn(sa[h], kCode == WeightCode::Fp8 ? fragment_scale[p] : 1.0f);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], scale[j & 1][r >> 1], total[j * 4 + r]);
+            if constexpr (!kFp8A) acc[j * 4 + r] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
+        }
+}
+
+// A stage's e4m3 MMAs (two 64-wide sub-stages of four k32 steps; the first starts the block's sum) into
+// acc, committed as one group.
+template <int kSubBytesA, int kSubBytesB>
+__device__ __forceinline__ void e4m3_stage_mmas(float (&acc)[64], uint64_t desc_a, uint64_t desc_b) {
+    fence_operands(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int ks = 0; ks < kBK / 32; ++ks)  // +32 bytes a step
+            wgmma_m64n128k32_e4m3(acc, desc_a + (h * kSubBytesA + 32 * ks) / 16, desc_b + (h * kSubBytesB + 32 * ks) / 16, h > 0 || ks > 0);
+    wgmma_commit();
+}
+#endif
+
 // Warp-specialised: warps 0-7 (two warpgroups, 64 rows each) run the MMAs, warp 8 streams the stages.
 // A stage is refilled once every consumer warp has released it, so weight bytes keep flowing while the
 // tensor cores work, with no block-wide barrier per stage.
@@ -207,13 +251,18 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
-__global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
+// overlap (kOverlap; e4m3, persistent): two sets of accumulators, so that a warpgroup issues a stage's MMAs
+// before it folds the stage before, and its folds run while the tensor cores work. The same MMAs and folds
+// in the same order: the same bits.
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kOverlap = false>
+__global__ void __launch_bounds__(Cta<kWG, kOverlap>::kThreads, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
+    static_assert(!kOverlap || (kFp8A && kPersistent));
+    using C = Cta<kWG, kOverlap>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
@@ -259,10 +308,10 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         for (int s = 0; s < kS; ++s) {
             char* stage = smem + s * kStageBytes;
             for (int h = 0; h < L::kSub && !by_map; ++h)  // tensor copies fill every row themselves
-                for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += Cta<kWG>::kThreads)
+                for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += C::kThreads)
                     *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
             if constexpr (kScaled)
-                for (int row = t0.rows + threadIdx.x; row < kRows; row += Cta<kWG>::kThreads)
+                for (int row = t0.rows + threadIdx.x; row < kRows; row += C::kThreads)
                     reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
         }
         fence_async_shared();
@@ -278,6 +327,10 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     // the stage and the phase's parity: the loops stay free of divisions).
     const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty);
     if (wg == kConsumers / 128) {  // the producer warp
+        if constexpr (kOverlap) {
+            give_registers<C::kProducerRegisters>();
+            if (threadIdx.x >= kConsumers + 32) return;  // the producer warpgroup's other warps
+        }
         int s = 0;
         uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
         for (int w = first; w < items; w += step) {
@@ -294,6 +347,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         return;
     }
 
+    if constexpr (kOverlap) take_registers<C::kConsumerRegisters>();
     const int warp = (threadIdx.x / 32) & 3;
 
     // Rows the live warpgroups read but no token fills are zeroed once in every stage, with their
@@ -341,6 +395,53 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
 #pragma unroll
         for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
+        if constexpr (kOverlap) {
+            // Stage kt's MMAs go into one set of accumulators while the other set, stage kt - 1's, is folded:
+            // acc takes the even stages, acc2 the odd ones. Every warpgroup runs its MMAs, padding rows or not
+            // (their products stay in rows the epilogue skips; the rows hold copies or zeros), and the waits
+            // sit on no branch: ptxas serialises every MMA of the kernel otherwise (notices C7514, C7518).
+            float acc2[64];
+#pragma unroll
+            for (int i = 0; i < 64; ++i) acc2[i] = 0.0f;
+            const int row = wg * 64 + warp * 16 + (lane >> 2);
+            // The next stage's MMAs, once its copies have landed; returns the stage.
+            auto issue = [&](float (&into)[64]) {
+                barrier::wait(full_at + 8 * s, parity);
+                if (!by_map) fence_async_shared();
+                const uint64_t stage_offset = uint64_t(s * kStageBytes / 16);
+                e4m3_stage_mmas<L::kA, L::kB>(into, desc_a0 + stage_offset, desc_b0 + stage_offset);
+                last = s;
+                if (++s == kS) s = 0, parity ^= 1;
+                return last;
+            };
+            // Stage `stage`'s MMAs, in `from`, folded and released (the caller has waited for them).
+            auto fold = [&](float (&from)[64], int stage) {
+                fence_operands(from);
+                fold_block<kCode, kFp8A, kRows>(total, from, smem + stage * kStageBytes + L::kScales, true, row);
+                release(stage);
+            };
+            if (ktiles > 0) {
+                int even = issue(acc), odd = 0;
+                for (int kt = 0; kt + 2 < ktiles; kt += 2) {  // a pair of stages with a stage after them
+                    odd = issue(acc2);
+                    wgmma_wait<1>();
+                    fold(acc, even);
+                    even = issue(acc);
+                    wgmma_wait<1>();
+                    fold(acc2, odd);
+                }
+                if (ktiles % 2 == 0) {
+                    odd = issue(acc2);
+                    wgmma_wait<1>();
+                    fold(acc, even);
+                    wgmma_wait<0>();
+                    fold(acc2, odd);
+                } else {
+                    wgmma_wait<0>();
+                    fold(acc, even);
+                }
+            }
+        } else  // one set of accumulators: a stage's MMAs, then their fold
         for (int kt = 0; kt < ktiles; ++kt) {
             barrier::wait(full_at + 8 * s, parity);
             // The producer's cp.async rows, for the MMAs' (async) proxy. Tensor and bulk copies write
@@ -358,45 +459,23 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                 barrier::sync_threads(1, kConsumers);
             }
             if (live) {
-                fence_operands(acc);
-                wgmma_fence();
                 const uint64_t desc_a = desc_a0 + stage_offset;
                 if constexpr (kFp8A) {
-#pragma unroll
-                    for (int h = 0; h < L::kSub; ++h)
-#pragma unroll
-                        for (int ks = 0; ks < kBK / 32; ++ks)  // +32 bytes; a stage's first MMA starts the block's sum
-                            wgmma_m64n128k32_e4m3(acc, desc_a + (h * L::kA + 32 * ks) / 16, desc_b + (h * L::kB + 32 * ks) / 16, h > 0 || ks > 0);
+                    e4m3_stage_mmas<L::kA, L::kB>(acc, desc_a, desc_b);
                 } else {
+                    fence_operands(acc);
+                    wgmma_fence();
 #pragma unroll
                     for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                    wgmma_commit();
                 }
-                wgmma_commit();
             }
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
                     if (live) {
                         wgmma_wait<0>();
                         fence_operands(acc);
-                        const float* row_scale = reinterpret_cast<const float*>(stage + L::kScales);
-                        const float* fragment_scale = row_scale + kRows;
-                        const int row = wg * 64 + warp * 16 + (lane >> 2);
-                        const bool row_scales = kFp8A || g.a_scale;  // (e4m3 launches always have them)
-                        const float sa[2] = {row_scales ? row_scale[row] : 1.0f, row_scales ? row_scale[row + 8] : 1.0f};
-                        // Each (fragment parity, row) pair's scale: a tile's even fragments share one weight
-                        // scale and its odd ones another (see the producer).
-                        float scale[2][2];
-#pragma unroll
-                        for (int p = 0; p < 2; ++p)
-#pragma unroll
-                            for (int h = 0; h < 2; ++h) scale[p][h] = __fmul_rn(sa[h], kCode == WeightCode::Fp8 ? fragment_scale[p] : 1.0f);
-#pragma unroll
-                        for (int j = 0; j < 16; ++j)
-#pragma unroll
-                            for (int r = 0; r < 4; ++r) {
-                                total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], scale[j & 1][r >> 1], total[j * 4 + r]);
-                                if constexpr (!kFp8A) acc[j * 4 + r] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
-                            }
+                        fold_block<kCode, kFp8A, kRows>(total, acc, stage + L::kScales, kFp8A || g.a_scale, wg * 64 + warp * 16 + (lane >> 2));
                     }
                     if (L::kSub == 1) release(last);
                     release(s);
@@ -495,6 +574,14 @@ bool pairs_ctas(const GroupedGemmLaunch& g) {
 
 std::atomic<uint64_t> paired_launches{0};
 
+// Whether persistent e4m3 launches fold one stage while the next one's MMAs run (the kernel's kOverlap; the
+// same bits): STEADYMOE_OVERLAPPED_FOLDS=1 turns it on, to measure against the default (not yet run on a
+// GPU: bench/results/2026-12-02-cuda-stage-loop.md).
+bool overlapped_folds() {
+    static const bool on = env_equals("STEADYMOE_OVERLAPPED_FOLDS", "1");
+    return on;
+}
+
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
     cudaLaunchAttribute cluster{};
@@ -527,14 +614,15 @@ int concurrent_pairs(int threads, int smem) {
     return n;
 }
 
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kOverlap = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
+    using C = Cta<kWG, kOverlap>;
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
-    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kOverlap>;
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
-    const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(Cta<kWG>::kThreads, kSmem) : 0;
+    const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(C::kThreads, kSmem) : 0;
     CUtensorMap rows_map{};
     const bool by_map = row_tensor_copies(g) && encode_row_map(rows_map, kFp8A ? static_cast<const void*>(g.a_fp8) : g.a, g.a_rows, g.k,
                                                                kFp8A ? RowElement::E4m3 : RowElement::Bf16, Cta<kWG>::kRows / (pairs > 0 ? 2 : 1));
@@ -548,7 +636,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     else
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     cudaLaunchConfig_t config{};
-    config.gridDim = grid, config.blockDim = dim3(Cta<kWG>::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
+    config.gridDim = grid, config.blockDim = dim3(C::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute cluster = cluster_dimension(2);
     config.attrs = &cluster, config.numAttrs = paired ? 1 : 0;
     const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
@@ -581,6 +669,8 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
         schedule = kScaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
+    if constexpr (kFp8A)
+        if (schedule == TiledSchedule::Persistent && overlapped_folds()) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
         if (schedule == TiledSchedule::TwoPerSm) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
