@@ -1,0 +1,234 @@
+// A CTA of the Hopper grouped GEMM (grouped_gemm_sm90.cu): its warps and shared-memory stages, its producer
+// warp's copies into a stage, and its consumers' MMAs, folds and register epilogue. sm_90a device code
+// only, but for the layout constants, which the launch code sizes shared memory by.
+#pragma once
+
+#include "async_barrier.cuh"
+#include "grouped_gemm_stage.cuh"
+#include "wgmma.cuh"
+
+#include <cuda.h>  // CUtensorMap
+
+namespace steadymoe::cuda::sm90 {
+
+using namespace stage;
+using namespace wgmma;
+
+// A CTA: kWG consumer warpgroups of 64 rows each and one producer warp. Two warpgroups share each weight
+// stage between the 128 rows of a tile; one-warpgroup CTAs take half a tile each, two CTAs to an SM,
+// for batches whose tiles hold few rows (a CTA streams weights at a limited rate: two per SM stream
+// more). A row's MMAs are the same either way, so is its result. Two-warpgroup CTAs run on one of the
+// schedules of TiledSchedule: one to an SM with deep pipelines, two to an SM with three stages each (a
+// prefill launch is thousands of short CTAs, and one CTA's prologue and epilogue then overlap the other's
+// MMAs), or persistent.
+// kOverlap: the producer warp sits in a warpgroup of its own (the other three warps leave at once), so that
+// the warpgroups can hand registers to each other: the consumers take enough for two sets of accumulators.
+template <int kWG, bool kOverlap = false>
+struct Cta {
+    static_assert(kWG == 1 || kWG == 2);
+    static constexpr int kRows = 64 * kWG;
+    static constexpr int kConsumers = 128 * kWG;
+    static constexpr int kConsumerWarps = kConsumers / 32;
+    static constexpr int kThreads = kConsumers + (kOverlap ? 128 : 32);
+    // Registers per thread once reallocated: the launch gives each thread 65536 / kThreads (rounded down to
+    // 8), and the producer warpgroup's give the consumers theirs.
+    static constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+    static_assert(!kOverlap || kProducerRegisters * 128 + kConsumerRegisters * kConsumers <= 65536 / kThreads / 8 * 8 * kThreads);
+};
+static_assert(Cta<2>::kRows == kHopperTileRows);
+constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
+// A pipeline stage: kSub sub-stages of 64 k — A tiles, then the stored weight tiles, then the 128-block
+// scales. e4m3 stages (FP8 weights meeting FP8 activations) span a whole 128-wide block, so one 16 KB
+// bulk copy brings a stage's weights: a CTA's stream is limited per copy more than by the bytes in
+// flight, and 8 KB copies streamed slower than bf16's 16 KB ones
+// (bench/results/2026-12-01-cuda-streaming.md). The MMAs and folds are those of two 64-wide stages.
+template <WeightCode kCode, bool kFp8A, int kWG>
+struct StageLayout {
+    static constexpr int kSub = kFp8A ? 2 : 1;
+    static constexpr int kA = Cta<kWG>::kRows * a_row_bytes(kFp8A);  // one sub-stage's activation rows
+    static constexpr int kB = raw_b_bytes(kCode);          // one sub-stage's stored weights (and FP4 scales)
+    static constexpr int kScales = kSub * (kA + kB);       // offset of the rows' then the fragments' scales
+    static constexpr int kBytes = (kScales + kScaleBytes + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
+};
+// Pipeline depth per weight format: as many stages as shared memory holds, so that few-token batches
+// (which only stream weights) keep many bytes in flight.
+// e4m3 activations halve the A tile, and FP8 weights need no widened copy: more bytes fit. Two 64-row
+// CTAs share an SM's shared memory, four stages each; two 128-row CTAs, three each.
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm>
+constexpr int kStages = kWG == 1 ? 4 : kPerSm == 2 ? 3 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
+// FP8 / FP4 weights meeting bf16 activations are widened to bf16 in two spare tiles (one may still be
+// read by the previous stage's MMAs).
+template <WeightCode kCode, bool kFp8A>
+constexpr bool kWidens = kCode != WeightCode::Bf16 && !kFp8A;
+
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// This CTA's rows: a tile of the launch's list, or, for one-warpgroup CTAs, half of one (blockIdx.y =
+// 2 * tile + half).
+template <int kWG>
+__device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
+    if constexpr (kWG == 2) {
+        return tile_of_block(g);
+    } else {
+        Tile t = tile_of_block(g, int(blockIdx.y) >> 1);
+        const int skip = (int(blockIdx.y) & 1) * 64;
+        t.rows = t.rows > skip ? min(64, t.rows - skip) : 0;
+        t.row0 += skip;
+        return t;
+    }
+}
+
+// The producer warp's view of one tile: per pipeline stage it copies the stored weight tiles (and an
+// FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows with a tensor copy per 64 k
+// (given a map) or with cp.async, the stage's 128-block scales with cp.async, and announces all of it
+// on the stage's "full" barrier. A tensor copy brings the CTA's whole box of rows: past the tile's own
+// come other tiles' rows (or zeros past the matrix), whose products stay in rows the epilogue skips.
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG>
+struct StageProducer {
+    using L = StageLayout<kCode, kFp8A, kWG>;
+    static constexpr uint32_t kWeightBytes = kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
+    static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 ? kTileN * 4 : 0;  // per 128-wide k block
+
+    const GroupedGemmLaunch& g;
+    const Tile& t;
+    int lane;
+    const CUtensorMap* rows_map;  // activation rows by tensor copies, or null (cp.async)
+    int pair_rank;                // paired CTAs: this CTA's rank, whose half of the box it copies to both; else -1
+    const char* weights;     // this n-tile's stage tiles, contiguous
+    const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
+    const char* scales;      // the expert's FP8 weight scales
+
+    __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id, const CUtensorMap* map,
+                                             int rank)
+        : g(launch), t(tile), lane(lane_id), rows_map(map), pair_rank(rank) {
+        const int64_t tiles_before = int64_t(t.n0 / kTileN) * (g.k / kBK);
+        weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes + tiles_before * kWeightBytes;
+        scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+        fp4_scales = scales + int64_t(t.n0 / kTileN) * (g.k / 128) * kFp4ScaleBytes;
+    }
+
+    // Stage `ks` of the tile's k range: 64-wide sub-stages kt = ks * kSub, ... (the stored weight tiles
+    // of an n-tile are contiguous, so one bulk copy takes them all).
+    __device__ __forceinline__ void load(char* stage, int ks, uint64_t* full) const {
+        const int kt = ks * L::kSub, block = kt * kBK / 128;
+        char* b_tile = stage + L::kSub * L::kA;
+        if (lane == 0) {
+            barrier::arrive_expect_bytes(full, L::kSub * (kWeightBytes + (rows_map ? L::kA : 0)) + kFp4ScaleBytes);
+            // One box of 64 k per sub-stage; paired CTAs each copy half of it (their map's box) to both.
+            if (rows_map && pair_rank >= 0) {
+                constexpr int kHalf = Cta<kWG>::kRows / 2;
+                for (int h = 0; h < L::kSub; ++h)
+                    barrier::tensor_copy_2d_multicast(stage + h * L::kA + pair_rank * (L::kA / 2), rows_map, (kt + h) * kBK,
+                                                      t.row0 + pair_rank * kHalf, full, 0b11);
+            } else if (rows_map) {
+                for (int h = 0; h < L::kSub; ++h) barrier::tensor_copy_2d(stage + h * L::kA, rows_map, (kt + h) * kBK, t.row0, full);
+            }
+            barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
+            if constexpr (kFp4ScaleBytes > 0)
+                barrier::bulk_copy(b_tile + kWeightBytes, fp4_scales + int64_t(block) * kFp4ScaleBytes, kFp4ScaleBytes, full);
+        }
+        if (!rows_map) {  // (else the tensor copies above bring the rows)
+            if constexpr (kFp8A) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, + 16, ...
+                const int chunk = lane & 3;
+#pragma unroll
+                for (int h = 0; h < L::kSub; ++h) {
+                    const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + (kt + h) * kBK + chunk * 16);
+                    const int64_t step = 8 * g.k;
+                    for (int row = lane >> 2; row < t.rows; row += 8, src += step) cp_async16(stage + h * L::kA + swizzle64(row, chunk), src, true);
+                }
+            } else {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, + 8, ...
+                const int k0 = kt * kBK, chunk = lane & 7;
+                const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + k0 + chunk * 8);
+                const int64_t step = 4 * g.k * 2;
+                for (int row = lane >> 3; row < t.rows; row += 4, src += step) cp_async16(stage + swizzle(row, chunk), src, true);
+            }
+        }
+        // The stage that ends a 128-wide block carries the block's scales, so the fold at its end never
+        // waits on memory. Only the tile's rows are copied (the others were zeroed once): a stage's small
+        // copies add to its time, and a decode tile has few rows (bench/results/2026-12-01-cuda-streaming.md).
+        if (kScaled && (L::kSub == 2 || (kt & 1))) {
+            char* scale_tile = stage + L::kScales;
+            if (g.a_scale)
+                for (int row = lane; row < t.rows; row += 32)
+                    cp_async4(scale_tile + row * 4, g.a_scale + (int64_t(t.row0) + row) * (g.k / 128) + block, true);
+            // Two weight scales serve a tile: fragment 0's for its even fragments of 8 features, fragment
+            // 1's for its odd ones. Interleaved gate/up rows put gate features in the even fragments and up
+            // features in the odd: a 128-wide tile holds 64 of each, from one 128-row block of each; a tile of
+            // plain rows lies in one block (weight_scale_offset).
+            if (kCode == WeightCode::Fp8 && lane < 2) {
+                const int64_t n = t.n0 + lane * 8;
+                const bool valid = n < g.n;
+                cp_async4(scale_tile + Cta<kWG>::kRows * 4 + lane * 4, scales + (valid ? weight_scale_offset(g, n, block) : 0), valid);
+            }
+        }
+        barrier::arrive_after_cp_async(full);
+    }
+};
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A warp's 16 x 128 results through the launch's epilogue straight from the accumulators (element 4j + r:
+// row `row` + 8 * (r / 2), feature 8j + 2 * (lane % 4) + r % 2). SwiGLU's gate fragment 2f and its up
+// partner 2f + 1 sit in the same thread.
+__device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch& g, const Tile& t, const float (&v)[64],
+                                                        int row, int lane) {
+    const int q2 = 2 * (lane & 3);
+    const EpilogueRow rows[2] = {epilogue_row(g, t, row), epilogue_row(g, t, row + 8)};  // each thread's two rows
+    if (g.epilogue == GemmEpilogue::SwiGlu) {
+#pragma unroll
+        for (int f = 0; f < 8; ++f)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                epilogue_pair(g, t, rows[h], 16 * f + q2, make_float2(v[8 * f + 2 * h], v[8 * f + 2 * h + 1]),
+                              make_float2(v[8 * f + 4 + 2 * h], v[8 * f + 4 + 2 * h + 1]));
+    } else {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float2 pair = make_float2(v[4 * j + 2 * h], v[4 * j + 2 * h + 1]);
+                epilogue_pair(g, t, rows[h], 8 * j + q2, pair, pair);
+            }
+    }
+}
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Folds a 128-wide block's partial sums (acc) into the totals with the block's scales, kept at `scales` in
+// its stage: the tile's rows' activation scales (where row_scales), then two weight scales, for the even
+// and the odd fragments of 8 features (see StageProducer). `row` is the thread's first row of the tile.
+template <WeightCode kCode, bool kFp8A, int kRows>
+__device__ __forceinline__ void fold_block(float (&total)[64], float (&acc)[64], const char* scales, bool row_scales, int row) {
+    const float* row_scale = reinterpret_cast<const float*>(scales);
+    const float* fragment_scale = row_scale + kRows;
+    const float sa[2] = {row_scales ? row_scale[row] : 1.0f, row_scales ? row_scale[row + 8] : 1.0f};
+    float scale[2][2];  // [fragment parity][row]
+#pragma unroll
+    for (int p = 0; p < 2; ++p)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) scale[p][h] = __fmul_rn(sa[h], kCode == WeightCode::Fp8 ? fragment_scale[p] : 1.0f);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], scale[j & 1][r >> 1], total[j * 4 + r]);
+            if constexpr (!kFp8A) acc[j * 4 + r] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
+        }
+}
+
+// A stage's e4m3 MMAs (two 64-wide sub-stages of four k32 steps; the first starts the block's sum) into
+// acc, committed as one group.
+template <int kSubBytesA, int kSubBytesB>
+__device__ __forceinline__ void e4m3_stage_mmas(float (&acc)[64], uint64_t desc_a, uint64_t desc_b) {
+    fence_operands(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int ks = 0; ks < kBK / 32; ++ks)  // +32 bytes a step
+            wgmma_m64n128k32_e4m3(acc, desc_a + (h * kSubBytesA + 32 * ks) / 16, desc_b + (h * kSubBytesB + 32 * ks) / 16, h > 0 || ks > 0);
+    wgmma_commit();
+}
+#endif
+
+}  // namespace steadymoe::cuda::sm90
