@@ -91,20 +91,35 @@ __global__ void combine_kernel(const C* routed, const int64_t* index, const C* s
     if (i >= t * h) return;
     const int64_t tok = i / h, n = i % h;
     float acc[kVec] = {};
+    // The slots' rows are found, then loaded, kChunk slots at a time before any is added (the same sums in
+    // the same order): a decode token's slot indices and rows come from L2 or DRAM, and each slot's two
+    // dependent loads in turn made the one-token combine a chain of latencies. The indices (t * k of them,
+    // masked tokens' too) are read alongside the token's mask.
+    constexpr int kChunk = 8;
     const bool live = active[tok] != 0;
-    if (live) {
-        float v[kVec];
-        for (int64_t s = 0; s < k; ++s) {
-            load_row<kVec>(routed + (index ? index[tok * k + s] : tok * k + s) * h + n, v);
+    float from_shared[kVec];  // loaded with the slots', added after them
+    if (live && shared) load_row<kVec>(shared + tok * h + n, from_shared);
+    for (int64_t s0 = 0; s0 < k; s0 += kChunk) {
+        int64_t row[kChunk];
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) acc[j] += v[j];
+        for (int q = 0; q < kChunk; ++q) {
+            const int64_t slot = tok * k + s0 + q;
+            row[q] = s0 + q < k ? (index ? index[slot] : slot) : 0;
         }
-        if (shared) {
-            load_row<kVec>(shared + tok * h + n, v);
+        if (!live) break;
+        float v[kChunk][kVec];
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) acc[j] += v[j];
-        }
+        for (int q = 0; q < kChunk; ++q)
+            if (s0 + q < k) load_row<kVec>(routed + row[q] * h + n, v[q]);
+#pragma unroll
+        for (int q = 0; q < kChunk; ++q)
+            if (s0 + q < k)
+#pragma unroll
+                for (int j = 0; j < kVec; ++j) acc[j] += v[q][j];
     }
+    if (live && shared)
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) acc[j] += from_shared[j];
     if (bf16) {
         uint16_t b[kVec];
 #pragma unroll
