@@ -93,8 +93,8 @@ __global__ void combine_kernel(const C* routed, const int64_t* index, const C* s
     float acc[kVec] = {};
     // The slots' rows are found, then loaded, kChunk slots at a time before any is added (the same sums in
     // the same order): a decode token's slot indices and rows come from L2 or DRAM, and each slot's two
-    // dependent loads in turn made the one-token combine a chain of latencies. The indices (t * k of them,
-    // masked tokens' too) are read alongside the token's mask.
+    // dependent loads in turn made the one-token combine a chain of latencies: now the token's mask, its
+    // indices, then its rows.
     constexpr int kChunk = 8;
     const bool live = active[tok] != 0;
     float from_shared[kVec];  // loaded with the slots', added after them
