@@ -50,8 +50,8 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     }
     // The lane's logits, summed over the router GEMM's k splits in split order. A chunk of kChunk splits
     // of all the lane's experts is loaded before any of it is added: a decode token's logits come from
-    // L2 or DRAM, and a latency per split and expert in turn took most of the kernel's 22.5 µs (14 splits
-    // of 256 experts, deepseek-v3; bench/results/2026-12-02-cuda-stage-loop.md).
+    // L2 or DRAM. With each split's loads in turn the one-token kernel took 22.5 µs (14 splits of 256
+    // experts, deepseek-v3), and 48.1 with each expert's too (bench/results/2026-12-02-cuda-stage-loop.md).
     constexpr int kChunk = 4;
     const float* logits = p.logits + t * E;
     float score[kPerLane];
