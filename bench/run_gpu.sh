@@ -126,7 +126,7 @@ if [[ $what == schedules ]]; then
     for variant in default "${variants[@]}"; do
       knob=(); [[ $variant != default ]] && knob=("$variant")
       name=${variant,,}; name=${name//[^a-z0-9-]/_}
-      env "${knob[@]}" timeout 300 ./build-gpu/steadymoe bench --backend cuda --workload "$wl" --format "$fmt" \
+      env "${knob[@]}" timeout 150 ./build-gpu/steadymoe bench --backend cuda --workload "$wl" --format "$fmt" \
         ${BENCH_ARGS:---tokens 4096,16384} --json "$out/schedule-$wl-$fmt-$name.json" >/dev/null 2>>"$out/schedule-$wl-$fmt.err"
       python3 bench/schedule_table.py "$out/schedule-$wl-$fmt-$name.json" "$wl $fmt $variant" 2>&1 | tee -a "$out/schedules.txt"
     done
