@@ -6,6 +6,7 @@
 #include "steadymoe/core/numeric.hpp"
 #include "steadymoe/kernels/cuda/runtime.hpp"
 
+#include "../src/kernels/cuda/env_switch.hpp"
 #include "../src/kernels/cuda/expert_group.hpp"
 #include "../src/kernels/cuda/grouped_gemm.hpp"
 #include "../src/kernels/cuda/tensor_map.hpp"
@@ -275,8 +276,7 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
     const int per_sm = cuda::grouped_gemm_few_row_ctas_per_sm();
     std::printf("64-row CTAs per SM on this GPU: %d (0: the kernel has none)\n", per_sm);
-    const char* few_row_kernels = std::getenv("STEADYMOE_FEW_ROW_KERNELS");
-    if (cuda::grouped_gemm_tile_rows() == 128 && !(few_row_kernels && std::string(few_row_kernels) == "0")) EXPECT_EQ(per_sm, 2);
+    if (cuda::grouped_gemm_tile_rows() == 128 && !cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0")) EXPECT_EQ(per_sm, 2);
     std::vector<float> e4m3;
     for (int c = 0; c < 256; ++c)
         if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
@@ -381,9 +381,8 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 const cuda::DeviceMatrixSet& m = group.down;
                 g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
                 g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
-                const auto turned_off = [](const char* name) { const char* v = std::getenv(name); return v && std::string(v) == "0"; };
                 const bool pairs = schedule == cuda::TiledSchedule::Persistent && tensor_copies && GetParam() % 2 == 0 &&
-                                   !turned_off("STEADYMOE_PAIRED_CTAS") && !turned_off("STEADYMOE_ROW_TENSOR_COPIES");
+                                   !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
                 const uint64_t paired_before = cuda::grouped_gemm_paired_launches();
                 ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
