@@ -99,14 +99,13 @@ __global__ void combine_kernel(const C* routed, const int64_t* index, const C* s
     const bool live = active[tok] != 0;
     float from_shared[kVec];  // loaded with the slots', added after them
     if (live && shared) load_row<kVec>(shared + tok * h + n, from_shared);
-    for (int64_t s0 = 0; s0 < k; s0 += kChunk) {
+    for (int64_t s0 = 0; live && s0 < k; s0 += kChunk) {
         int64_t row[kChunk];
 #pragma unroll
         for (int q = 0; q < kChunk; ++q) {
             const int64_t slot = tok * k + s0 + q;
             row[q] = s0 + q < k ? (index ? index[slot] : slot) : 0;
         }
-        if (!live) break;
         float v[kChunk][kVec];
 #pragma unroll
         for (int q = 0; q < kChunk; ++q)
