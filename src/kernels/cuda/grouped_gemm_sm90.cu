@@ -36,18 +36,14 @@ using namespace sm90;
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
-// overlap (kOverlap; e4m3, persistent): two sets of accumulators, so that a warpgroup issues a stage's MMAs
-// before it folds the stage before, and its folds run while the tensor cores work. The same MMAs and folds
-// in the same order: the same bits.
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kOverlap = false>
-__global__ void __launch_bounds__(Cta<kWG, kOverlap>::kThreads, kPerSm)
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
+__global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
-    static_assert(!kOverlap || (kFp8A && kPersistent));
-    using C = Cta<kWG, kOverlap>;
+    using C = Cta<kWG>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
@@ -112,10 +108,6 @@ __global__ void __launch_bounds__(Cta<kWG, kOverlap>::kThreads, kPerSm)
     // the stage and the phase's parity: the loops stay free of divisions).
     const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty);
     if (wg == kConsumers / 128) {  // the producer warp
-        if constexpr (kOverlap) {
-            give_registers<C::kProducerRegisters>();
-            if (threadIdx.x >= kConsumers + 32) return;  // the producer warpgroup's other warps
-        }
         int s = 0;
         uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
         for (int w = first; w < items; w += step) {
@@ -132,7 +124,6 @@ __global__ void __launch_bounds__(Cta<kWG, kOverlap>::kThreads, kPerSm)
         return;
     }
 
-    if constexpr (kOverlap) take_registers<C::kConsumerRegisters>();
     const int warp = (threadIdx.x / 32) & 3;
 
     // Rows the live warpgroups read but no token fills are zeroed once in every stage, with their
@@ -180,53 +171,6 @@ __global__ void __launch_bounds__(Cta<kWG, kOverlap>::kThreads, kPerSm)
 #pragma unroll
         for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
-        if constexpr (kOverlap) {
-            // Stage kt's MMAs go into one set of accumulators while the other set, stage kt - 1's, is folded:
-            // acc takes the even stages, acc2 the odd ones. Every warpgroup runs its MMAs, padding rows or not
-            // (their products stay in rows the epilogue skips; the rows hold copies or zeros), and the waits
-            // sit on no branch: ptxas serialises every MMA of the kernel otherwise (notices C7514, C7518).
-            float acc2[64];
-#pragma unroll
-            for (int i = 0; i < 64; ++i) acc2[i] = 0.0f;
-            const int row = wg * 64 + warp * 16 + (lane >> 2);
-            // The next stage's MMAs, once its copies have landed; returns the stage.
-            auto issue = [&](float (&into)[64]) {
-                barrier::wait(full_at + 8 * s, parity);
-                if (!by_map) fence_async_shared();
-                const uint64_t stage_offset = uint64_t(s * kStageBytes / 16);
-                e4m3_stage_mmas<L::kA, L::kB>(into, desc_a0 + stage_offset, desc_b0 + stage_offset);
-                last = s;
-                if (++s == kS) s = 0, parity ^= 1;
-                return last;
-            };
-            // Stage `stage`'s MMAs, in `from`, folded and released (the caller has waited for them).
-            auto fold = [&](float (&from)[64], int stage) {
-                fence_operands(from);
-                fold_block<kCode, kFp8A, kRows>(total, from, smem + stage * kStageBytes + L::kScales, true, row);
-                release(stage);
-            };
-            if (ktiles > 0) {
-                int even = issue(acc), odd = 0;
-                for (int kt = 0; kt + 2 < ktiles; kt += 2) {  // a pair of stages with a stage after them
-                    odd = issue(acc2);
-                    wgmma_wait<1>();
-                    fold(acc, even);
-                    even = issue(acc);
-                    wgmma_wait<1>();
-                    fold(acc2, odd);
-                }
-                if (ktiles % 2 == 0) {
-                    odd = issue(acc2);
-                    wgmma_wait<1>();
-                    fold(acc, even);
-                    wgmma_wait<0>();
-                    fold(acc2, odd);
-                } else {
-                    wgmma_wait<0>();
-                    fold(acc, even);
-                }
-            }
-        } else  // one set of accumulators: a stage's MMAs, then their fold
         for (int kt = 0; kt < ktiles; ++kt) {
             barrier::wait(full_at + 8 * s, parity);
             // The producer's cp.async rows, for the MMAs' (async) proxy. Tensor and bulk copies write
@@ -359,14 +303,6 @@ bool pairs_ctas(const GroupedGemmLaunch& g) {
 
 std::atomic<uint64_t> paired_launches{0};
 
-// Whether persistent e4m3 launches fold one stage while the next one's MMAs run (the kernel's kOverlap; the
-// same bits): STEADYMOE_OVERLAPPED_FOLDS=1 turns it on, to measure against the default (not yet run on a
-// GPU: bench/results/2026-12-02-cuda-stage-loop.md).
-bool overlapped_folds() {
-    static const bool on = env_equals("STEADYMOE_OVERLAPPED_FOLDS", "1");
-    return on;
-}
-
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
     cudaLaunchAttribute cluster{};
@@ -399,12 +335,12 @@ int concurrent_pairs(int threads, int smem) {
     return n;
 }
 
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kOverlap = false>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    using C = Cta<kWG, kOverlap>;
+    using C = Cta<kWG>;
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
-    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kOverlap>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent>;
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
     const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(C::kThreads, kSmem) : 0;
@@ -454,8 +390,6 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
         schedule = kScaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
-    if constexpr (kFp8A)
-        if (schedule == TiledSchedule::Persistent && overlapped_folds()) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
         if (schedule == TiledSchedule::TwoPerSm) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);

@@ -21,19 +21,13 @@ using namespace wgmma;
 // schedules of TiledSchedule: one to an SM with deep pipelines, two to an SM with three stages each (a
 // prefill launch is thousands of short CTAs, and one CTA's prologue and epilogue then overlap the other's
 // MMAs), or persistent.
-// kOverlap: the producer warp sits in a warpgroup of its own (the other three warps leave at once), so that
-// the warpgroups can hand registers to each other: the consumers take enough for two sets of accumulators.
-template <int kWG, bool kOverlap = false>
+template <int kWG>
 struct Cta {
     static_assert(kWG == 1 || kWG == 2);
     static constexpr int kRows = 64 * kWG;
     static constexpr int kConsumers = 128 * kWG;
     static constexpr int kConsumerWarps = kConsumers / 32;
-    static constexpr int kThreads = kConsumers + (kOverlap ? 128 : 32);
-    // Registers per thread once reallocated: the launch gives each thread 65536 / kThreads (rounded down to
-    // 8), and the producer warpgroup's give the consumers theirs.
-    static constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
-    static_assert(!kOverlap || kProducerRegisters * 128 + kConsumerRegisters * kConsumers <= 65536 / kThreads / 8 * 8 * kThreads);
+    static constexpr int kThreads = kConsumers + 32;
 };
 static_assert(Cta<2>::kRows == kHopperTileRows);
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival

@@ -95,13 +95,6 @@ __device__ __forceinline__ void fence_operands(float (&d)[kN]) {
     for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// Warpgroup register reallocation: every thread of the warpgroup takes (inc) or gives back (dec) registers
-// to hold kRegs each from here on; the code that follows is compiled within that count.
-template <int kRegs>
-__device__ __forceinline__ void take_registers() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs)); }
-template <int kRegs>
-__device__ __forceinline__ void give_registers() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs)); }
-
 #endif
 
 }  // namespace steadymoe::cuda::wgmma
