@@ -15,8 +15,10 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/configure.log
 cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" -A5 "$out/build.log" | head -60; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/device.txt"
 # The tiled kernel's variants besides its defaults (the same bits; docs/cli.md): its schedules, rows by
-# cp.async in place of tensor copies, and persistent CTAs each on its own in place of pairs.
-variants=(STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES=0 STEADYMOE_PAIRED_CTAS=0)
+# cp.async in place of tensor copies, persistent CTAs each on its own in place of pairs; and every kernel
+# launched after the one before it has ended (no dependent launches).
+variants=(STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES=0 STEADYMOE_PAIRED_CTAS=0
+          STEADYMOE_DEPENDENT_LAUNCHES=0)
 if [[ $what == tests || $what == all ]]; then
   for t in build-gpu/tests/test_cuda_* build-gpu/tests/test_cli; do
     [[ -x $t ]] || continue

@@ -39,6 +39,10 @@ struct CudaStageTimes {
     double total_ms = 0;    // router GEMM through combine: the layer on the GPU, transfers excluded
     double gate_up_ms = 0;  // the routed experts' gate/up GEMM alone (with SwiGLU)
     double down_ms = 0;     // the routed experts' down GEMM alone (with the scatter)
+    // The same layer run once more before, without the stage timers (whose events between kernels keep
+    // each from starting before the one before it ends), timed from outside: the layer as served. Tensor-core
+    // path only (0 on the portable path).
+    double untimed_ms = 0;
 };
 
 class CudaMoeLayer {

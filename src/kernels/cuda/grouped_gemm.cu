@@ -3,6 +3,7 @@
 // grouped_gemm_sm90.cu instead; which one runs depends only on the GPU.
 #include <algorithm>
 
+#include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_stage.cuh"
@@ -224,6 +225,7 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
 template <bool kFp8Out>
 __global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                               const int32_t* live_rows, int64_t k, int mode, void* out, float* scales) {
+    begin_dependent_kernel();
     const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
     const int64_t items = live * (k / 128), warps = int64_t(gridDim.x) * blockDim.x / 32;
     for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < items; item += warps)
@@ -233,6 +235,7 @@ __global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, co
 // 16 bytes of codes per thread, and a row's scales by the threads of its first k/128 chunks.
 __global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
                                         const int32_t* live_rows, int64_t k, uint8_t* out, float* scales) {
+    begin_dependent_kernel();
     const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
     const int64_t chunks = k / 16, items = live * chunks, stride = int64_t(gridDim.x) * blockDim.x;
     for (int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; item < items; item += stride) {
@@ -251,10 +254,9 @@ cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const 
                           const int32_t* live_rows, int64_t k, int quant_mode, void* out, float* scales,
                           cudaStream_t stream) {
     const int64_t threads = m * (k / 128) * 32;
-    if (threads > 0)
-        gather_kernel<kFp8Out><<<gather_blocks(threads), 256, 0, stream>>>(
-            src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales);
-    return cudaGetLastError();
+    if (threads == 0) return cudaGetLastError();
+    return launch_dependent(gather_kernel<kFp8Out>, gather_blocks(threads), 256, 0, stream, src, src_bf16, stride, rows, m,
+                            live_rows, k, quant_mode, out, scales);
 }
 
 }  // namespace
@@ -305,10 +307,9 @@ cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, c
 cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
                                    const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream) {
     const int64_t threads = m * (k / 16);
-    if (threads > 0)
-        gather_e4m3_rows_kernel<<<gather_blocks(threads), 256, 0, stream>>>(
-            src, src_scales, rows, m, live_rows, k, out, scales);
-    return cudaGetLastError();
+    if (threads == 0) return cudaGetLastError();
+    return launch_dependent(gather_e4m3_rows_kernel, gather_blocks(threads), 256, 0, stream, src, src_scales, rows, m,
+                            live_rows, k, out, scales);
 }
 
 cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,

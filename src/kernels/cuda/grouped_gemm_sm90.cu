@@ -1,5 +1,6 @@
 #include "grouped_gemm_sm90.hpp"
 #include "async_barrier.cuh"
+#include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90_cta.cuh"
 #include "grouped_gemm_stage.cuh"
@@ -49,6 +50,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
     using L = StageLayout<kCode, kFp8A, kWG>;
     static_assert(!kWiden || (L::kSub == 1 && kWG == 2));
+    begin_dependent_kernel();  // the tiles come from the permutation's output
     // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item; a paired
     // CTA's items are its cluster's, each of them n-block 2j + rank of an item's pair j.
     const int n_blocks = int((g.n + kTileN - 1) / kTileN), tiles = kPersistent ? tile_count(g) : 1;
@@ -358,8 +360,8 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     cudaLaunchConfig_t config{};
     config.gridDim = grid, config.blockDim = dim3(C::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
-    cudaLaunchAttribute cluster = cluster_dimension(2);
-    config.attrs = &cluster, config.numAttrs = paired ? 1 : 0;
+    cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(2)};
+    config.attrs = attributes, config.numAttrs = paired ? 2 : 1;
     const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && paired) paired_launches.fetch_add(1, std::memory_order_relaxed);

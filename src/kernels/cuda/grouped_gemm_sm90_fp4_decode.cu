@@ -14,6 +14,7 @@
 // with the tiled kernel's, bit for bit). So a decode batch still gives a token the bits a prefill
 // batch gives it.
 #include "async_barrier.cuh"
+#include "dependent_launch.cuh"
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_stage.cuh"
 #include "wgmma.cuh"
@@ -111,6 +112,7 @@ __device__ __forceinline__ uint4 widen_fragments(const uint32_t (&words)[8], int
 
 template <bool kScaled>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) fp4_decode_kernel(const GroupedGemmLaunch g) {
+    begin_dependent_kernel();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const Tile t = decode_tile(g);
     if (t.rows == 0) return;
@@ -232,8 +234,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     if (err != cudaSuccess) return err;
     const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * kChunksPerTile),
                     unsigned(g.k_splits));
-    fp4_decode_kernel<kScaled><<<grid, kThreads, kSmemBytes, g.stream>>>(g);
-    return cudaGetLastError();
+    return launch_dependent(fp4_decode_kernel<kScaled>, grid, kThreads, kSmemBytes, g.stream, g);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "steadymoe/core/numeric.hpp"
 
+#include "dependent_launch.cuh"
 #include "layer_kernels.hpp"
 #include "stage_math.cuh"
 
@@ -87,6 +88,7 @@ __device__ __forceinline__ void load_row(const uint16_t* p, float (&v)[kVec]) {
 template <typename C, int kVec>
 __global__ void combine_kernel(const C* routed, const int64_t* index, const C* shared, int64_t t, int64_t k,
                                int64_t h, const uint8_t* active, bool bf16, void* out) {
+    begin_dependent_kernel();
     const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
     if (i >= t * h) return;
     const int64_t tok = i / h, n = i % h;
@@ -144,11 +146,9 @@ template <typename C>
 cudaError_t launch_combine_of(const C* routed, const int64_t* index, const C* shared, int64_t t, int64_t k, int64_t h,
                               const uint8_t* active, bool bf16, void* out, cudaStream_t stream) {
     if (t * h == 0) return cudaSuccess;
-    if (h % 8 == 0)
-        combine_kernel<C, 8><<<blocks_for(t * h / 8), kThreads, 0, stream>>>(routed, index, shared, t, k, h, active, bf16, out);
-    else
-        combine_kernel<C, 1><<<blocks_for(t * h), kThreads, 0, stream>>>(routed, index, shared, t, k, h, active, bf16, out);
-    return cudaGetLastError();
+    const bool by8 = h % 8 == 0;
+    return launch_dependent(by8 ? combine_kernel<C, 8> : combine_kernel<C, 1>, blocks_for(by8 ? t * h / 8 : t * h), kThreads, 0,
+                            stream, routed, index, shared, t, k, h, active, bf16, out);
 }
 
 }  // namespace

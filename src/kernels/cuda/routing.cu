@@ -1,3 +1,4 @@
+#include "dependent_launch.cuh"
 #include "grouped_gemm.hpp"
 #include "routing.hpp"
 
@@ -36,6 +37,7 @@ __device__ __forceinline__ float max_skipping_nan(float a, float b) { return a <
 // the code small (a kernel's code is fetched cold every layer in decode).
 template <int kPerLane>
 __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaunch p) {
+    begin_dependent_kernel();
     __shared__ float scores_of[kRouteWarps][kMaxRoutedExperts];
     __shared__ int32_t ids_of[kRouteWarps][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -230,6 +232,7 @@ __device__ void end_round(int32_t experts, ChunkCounts& c) {
 // chunk_counts[chunk][e] = the chunk's pairs of expert e.
 __global__ void __launch_bounds__(kPermuteThreads) chunk_count_kernel(const int32_t* ids, int64_t pairs, const int32_t* live,
                                                                       int32_t experts, int32_t* chunk_counts) {
+    begin_dependent_kernel();
     __shared__ ChunkCounts c;
     if (live) pairs = min(pairs, int64_t(*live));
     for (int e = threadIdx.x; e < experts; e += kPermuteThreads) c.before[e] = 0;
@@ -271,6 +274,7 @@ __device__ void write_tiles(int expert, int first_row, int rows, int first_tile,
 // it), then every expert's first row and tiles.
 __global__ void __launch_bounds__(kScanThreads) chunk_offsets_kernel(int32_t experts, int32_t tile_m, int64_t chunks,
                                                                      int32_t* chunk_counts, PermutationOut out) {
+    begin_dependent_kernel();
     __shared__ OffsetScan::TempStorage temp;
     const int e = threadIdx.x;
     int rows = 0;
@@ -295,6 +299,7 @@ __global__ void __launch_bounds__(kPermuteThreads) chunk_place_kernel(const int3
                                                                       const int32_t* row_of_pair, int64_t pairs,
                                                                       const int32_t* live, int32_t top_k, int32_t experts,
                                                                       const int32_t* chunk_rows_before, PermutationOut out) {
+    begin_dependent_kernel();
     __shared__ ChunkCounts c;
     if (live) pairs = min(pairs, int64_t(*live));
     for (int e = threadIdx.x; e < experts; e += kPermuteThreads)
@@ -320,6 +325,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
                                                                      const int32_t* row_of_pair, int64_t pairs_bound,
                                                                      const int32_t* live, int32_t top_k, int32_t experts,
                                                                      int32_t tile_m, PermutationOut out) {
+    begin_dependent_kernel();
     __shared__ OffsetScan::TempStorage temp;
     __shared__ int32_t id_of[kSmallPairs];
     __shared__ int32_t first_row[kMaxRoutedExperts];
@@ -351,6 +357,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
                                                                  int32_t tile_m, PermutationOut out) {
+    begin_dependent_kernel();
     __shared__ typename BlockScan::TempStorage temp;
     int base = 0;
     for (int64_t c0 = 0; c0 < tokens; c0 += kPermuteThreads) {
@@ -376,13 +383,8 @@ cudaError_t launch_route(const RouteLaunch& p) {
     if (p.experts > kMaxRoutedExperts || p.top_k > 32 || p.groups > kMaxGroups) return cudaErrorInvalidValue;
     if (p.tokens <= 0) return cudaSuccess;
     const unsigned blocks = unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps);
-    if (p.experts <= 128)
-        route_kernel<4><<<blocks, kRouteWarps * 32, 0, p.stream>>>(p);
-    else if (p.experts <= 256)
-        route_kernel<8><<<blocks, kRouteWarps * 32, 0, p.stream>>>(p);
-    else
-        route_kernel<kMaxRoutedExperts / 32><<<blocks, kRouteWarps * 32, 0, p.stream>>>(p);
-    return cudaGetLastError();
+    const auto kernel = p.experts <= 128 ? route_kernel<4> : p.experts <= 256 ? route_kernel<8> : route_kernel<kMaxRoutedExperts / 32>;
+    return launch_dependent(kernel, blocks, kRouteWarps * 32, 0, p.stream, p);
 }
 
 cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs, int32_t top_k,
@@ -390,24 +392,25 @@ cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_wei
                                   const int32_t* row_of_pair, const int32_t* live_pairs) {
     if (experts > kMaxRoutedExperts) return cudaErrorInvalidValue;
     if (pairs <= kSmallPairs) {
-        permute_small_kernel<<<1, kScanThreads, 0, stream>>>(topk_ids, topk_weights, row_of_pair, pairs, live_pairs,
-                                                             top_k, experts, tile_m, out);
-        return cudaGetLastError();
+        return launch_dependent(permute_small_kernel, 1, kScanThreads, 0, stream, topk_ids, topk_weights, row_of_pair, pairs,
+                                live_pairs, top_k, experts, tile_m, out);
     }
     if (!out.chunk_counts) return cudaErrorInvalidValue;
     const int64_t chunks = permutation_chunks(pairs);
     if (chunks > 0x7fffffff) return cudaErrorInvalidValue;
-    chunk_count_kernel<<<unsigned(chunks), kPermuteThreads, 0, stream>>>(topk_ids, pairs, live_pairs, experts, out.chunk_counts);
-    chunk_offsets_kernel<<<1, kScanThreads, 0, stream>>>(experts, tile_m, chunks, out.chunk_counts, out);
-    chunk_place_kernel<<<unsigned(chunks), kPermuteThreads, 0, stream>>>(topk_ids, topk_weights, row_of_pair, pairs, live_pairs,
-                                                                         top_k, experts, out.chunk_counts, out);
-    return cudaGetLastError();
+    cudaError_t err = launch_dependent(chunk_count_kernel, unsigned(chunks), kPermuteThreads, 0, stream, topk_ids, pairs,
+                                       live_pairs, experts, out.chunk_counts);
+    if (err == cudaSuccess)
+        err = launch_dependent(chunk_offsets_kernel, 1, kScanThreads, 0, stream, experts, tile_m, chunks, out.chunk_counts, out);
+    if (err == cudaSuccess)
+        err = launch_dependent(chunk_place_kernel, unsigned(chunks), kPermuteThreads, 0, stream, topk_ids, topk_weights,
+                               row_of_pair, pairs, live_pairs, top_k, experts, out.chunk_counts, out);
+    return err;
 }
 
 cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, int32_t tile_m,
                                   const PermutationOut& out, cudaStream_t stream) {
-    shared_kernel<<<1, kPermuteThreads, 0, stream>>>(active, tokens, dest_base, tile_m, out);
-    return cudaGetLastError();
+    return launch_dependent(shared_kernel, 1, kPermuteThreads, 0, stream, active, tokens, dest_base, tile_m, out);
 }
 
 }  // namespace steadymoe::cuda
