@@ -52,9 +52,11 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     }
     // The lane's logits, summed over the router GEMM's k splits in split order. A chunk of kChunk splits
     // of all the lane's experts is loaded before any of it is added: a decode token's logits come from
-    // L2 or DRAM. With each split's loads in turn the one-token kernel took 22.5 µs (14 splits of 256
-    // experts, deepseek-v3), and 48.1 with each expert's too (bench/results/2026-12-02-cuda-stage-loop.md).
-    constexpr int kChunk = 4;
+    // L2 or DRAM, and each round of loads waits for them. With each split's loads in turn the one-token
+    // kernel took 22.5 µs (14 splits of 256 experts, deepseek-v3), with chunks of 4 splits 14.0 (five
+    // rounds), and 48.1 with each expert's loads in turn too (bench/results/2026-12-02-cuda-stage-loop.md,
+    // 2026-12-02-cuda-dependent-launches.md). A chunk holds 128 values a lane: two rounds for deepseek-v3.
+    constexpr int kChunk = 128 / kPerLane;
     const float* logits = p.logits + t * E;
     float score[kPerLane];
 #pragma unroll
