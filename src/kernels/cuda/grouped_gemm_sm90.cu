@@ -50,7 +50,11 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
     using L = StageLayout<kCode, kFp8A, kWG>;
     static_assert(!kWiden || (L::kSub == 1 && kWG == 2));
-    begin_dependent_kernel();  // the tiles come from the permutation's output
+    // The tiles come from the permutation's output. The next kernel may start once every CTA is at its
+    // (last) epilogue: where every CTA let it start at once, a many-wave launch's next kernel sat on SMs
+    // waiting for the whole last wave, and deepseek-v3's layer at 128 and 4096 tokens took 2-3% longer
+    // than without dependent launches (bench/results/2026-12-02-cuda-dependent-launches.md).
+    wait_for_prior_kernels();
     // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item; a paired
     // CTA's items are its cluster's, each of them n-block 2j + rank of an item's pair j.
     const int n_blocks = int((g.n + kTileN - 1) / kTileN), tiles = kPersistent ? tile_count(g) : 1;
@@ -224,6 +228,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         }
         if constexpr (kPersistent) {
             if (!kScaled && ktiles > 0) release(last);  // the item's last stage: its MMAs are done
+            if (w + step >= items) allow_next_kernel();
             if (live) {
                 const int row = wg * 64 + warp * 16 + (lane >> 2);
                 if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
@@ -232,6 +237,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
             continue;
         }
         // Every MMA has read its stage and no copy is in flight: the stages are free for the epilogue.
+        allow_next_kernel();
         barrier::sync_threads(1, kConsumers);
         if (!live) return;
 

@@ -112,7 +112,7 @@ __device__ __forceinline__ uint4 widen_fragments(const uint32_t (&words)[8], int
 
 template <bool kScaled>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) fp4_decode_kernel(const GroupedGemmLaunch g) {
-    begin_dependent_kernel();
+    wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const Tile t = decode_tile(g);
     if (t.rows == 0) return;
@@ -207,6 +207,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) fp4_decode_kernel(const 
     // Every MMA has read its stage and no copy is in flight: park the results in the stages as
     // [token][feature], then run the tiled kernel's epilogue on adjacent feature pairs. Accumulator
     // layout: element 4j + r is weight row (row + 8 * (r / 2)), token 8j + 2q + r % 2.
+    allow_next_kernel();
     barrier::sync_threads(1, kConsumers);
     constexpr int kLd = kFeatures + 4;  // floats per parked token, padded against bank conflicts
     float* park = reinterpret_cast<float*>(smem);
