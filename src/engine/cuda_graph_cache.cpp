@@ -36,8 +36,7 @@ void GraphCache::run(uint64_t key, cudaStream_t stream, const std::function<void
     }
     SMOE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     cudaGraphExec_t exec = nullptr;
-    // Each kernel at its stream's priority at capture (not the launch stream's): tc::create_layer_streams.
-    const cudaError_t made = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     if (made != cudaSuccess) {  // the captured work never ran: run it eagerly now
         cudaGetLastError();

@@ -3,22 +3,12 @@
 #include <algorithm>
 
 #include "../kernels/cuda/check.hpp"
-#include "../kernels/cuda/env_switch.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "../kernels/cuda/quant_mode.hpp"
 #include "steadymoe/kernels/cpu/experts.hpp"
 #include "steadymoe/kernels/cpu/router.hpp"
 
 namespace steadymoe::tc {
-
-void create_layer_streams(cudaStream_t& routed, cudaStream_t& shared) {
-    static const bool flat = cuda::env_equals("STEADYMOE_STREAM_PRIORITIES", "0");
-    int least = 0, greatest = 0;  // numerically: greatest < least
-    SMOE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    const int above_default = flat ? least : std::max(greatest, least - 1);
-    SMOE_CUDA_CHECK(cudaStreamCreateWithPriority(&routed, cudaStreamNonBlocking, above_default));
-    SMOE_CUDA_CHECK(cudaStreamCreateWithPriority(&shared, cudaStreamNonBlocking, least));
-}
 
 void grow(DeviceBuffer& b, size_t bytes, const char* what, bool& moved) {
     if (b.bytes() < bytes) {

@@ -98,12 +98,6 @@ bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq
 void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
                ContributionRows contributions, cudaStream_t s, bool capturing);
 
-// The layer's two streams: the routed experts' one step above the default priority, the shared expert's
-// at the default, so that where both have CTAs waiting the routed experts' start first and the shared
-// expert fills the SMs they leave (STEADYMOE_STREAM_PRIORITIES=0: both at the default, to compare; the
-// bits are the same). Graph launches keep these priorities (GraphCache instantiates with node priorities).
-void create_layer_streams(cudaStream_t& routed, cudaStream_t& shared);
-
 // Rows per tile of the grouped GEMMs, and the tile bounds of a batch.
 struct TileCounts {
     int32_t tile_m = 0;

@@ -40,7 +40,8 @@ struct TensorCorePath::Workspace {
     GraphCache graphs{kGraphCapacity};  // after the timers: graphs hold their events
 
     Workspace() {
-        tc::create_layer_streams(main, side);
+        SMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
+        SMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
         SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
         SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
     }
