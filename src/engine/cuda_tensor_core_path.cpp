@@ -5,6 +5,7 @@
 #include "steadymoe/kernels/cpu/experts.hpp"
 
 #include "../kernels/cuda/check.hpp"
+#include "../kernels/cuda/dependent_launch.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "../kernels/cuda/quant_mode.hpp"
 #include "../kernels/cuda/routing.hpp"
@@ -223,6 +224,8 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     if (b.hash) ws.token_ids.upload(plan.token_ids.data(), size_t(T) * 8, main);
 
     const bool timed = times != nullptr;
+    // Dependent launches where the batch runs as a CUDA graph (dependent_launch.hpp).
+    const cuda::DependentLaunchScope dependent(T <= graph_max_tokens_);
     auto run = [&](bool with_stage_timers) {
         if (T <= graph_max_tokens_) {
             // Graphs are keyed by everything that changes the launches: token count, input dtype, timing.

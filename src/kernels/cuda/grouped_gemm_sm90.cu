@@ -52,8 +52,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     static_assert(!kWiden || (L::kSub == 1 && kWG == 2));
     // The tiles come from the permutation's output. The next kernel may start once every CTA is at its
     // (last) epilogue: where every CTA let it start at once, a many-wave launch's next kernel sat on SMs
-    // waiting for the whole last wave, and deepseek-v3's layer at 128 and 4096 tokens took 2-3% longer
-    // than without dependent launches (bench/results/2026-12-02-cuda-dependent-launches.md).
+    // waiting for the whole last wave, and deepseek-v3's layer at 128 tokens took 2.6% longer than with
+    // plain launches; from the epilogue, as long (bench/results/2026-12-02-cuda-dependent-launches.md).
     wait_for_prior_kernels();
     // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item; a paired
     // CTA's items are its cluster's, each of them n-block 2j + rank of an item's pair j.
