@@ -12,7 +12,11 @@ namespace {
 
 thread_local bool asked = false;
 
-// Whether the current GPU is a Hopper or later (asked once per device).
+__global__ void ptx_version_probe_kernel() {}
+
+// Whether the current GPU runs this build's kernels from code for sm_90 or later (asked once per device):
+// a Hopper, and kernels compiled with their wait (dependent_launch.cuh compiles it for sm_90+ only; a
+// build for older GPUs alone runs there from their PTX, without it).
 bool device_takes_dependent_launches() {
     static std::atomic<int> answers[64] = {};  // 0: not asked yet, 1: yes, -1: no
     int device = 0;
@@ -23,11 +27,13 @@ bool device_takes_dependent_launches() {
     int answer = answers[device].load(std::memory_order_relaxed);
     if (answer == 0) {
         int major = 0;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        cudaFuncAttributes probe{};
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+            cudaFuncGetAttributes(&probe, ptx_version_probe_kernel) != cudaSuccess) {
             cudaGetLastError();
             major = 0;
         }
-        answer = major >= 9 ? 1 : -1;
+        answer = major >= 9 && probe.ptxVersion >= 90 ? 1 : -1;
         answers[device].store(answer, std::memory_order_relaxed);
     }
     return answer > 0;
