@@ -55,8 +55,9 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     // L2 or DRAM, and each round of loads waits for them. With each split's loads in turn the one-token
     // kernel took 22.5 µs (14 splits of 256 experts, deepseek-v3), with chunks of 4 splits 14.0 (five
     // rounds), and 48.1 with each expert's loads in turn too (bench/results/2026-12-02-cuda-stage-loop.md,
-    // 2026-12-02-cuda-dependent-launches.md). A chunk holds 128 values a lane: two rounds for deepseek-v3.
-    constexpr int kChunk = 128 / kPerLane;
+    // 2026-12-02-cuda-dependent-launches.md). A chunk holds up to 16 splits and 128 values a lane: two
+    // rounds for deepseek-v3 (more splits a chunk cost registers, hence occupancy, with no round saved).
+    constexpr int kChunk = 128 / kPerLane < 16 ? 128 / kPerLane : 16;
     const float* logits = p.logits + t * E;
     float score[kPerLane];
 #pragma unroll
