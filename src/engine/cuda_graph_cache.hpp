@@ -24,8 +24,9 @@ public:
     // Runs `enqueue(capturing)` on `stream` for a batch of shape `key`: eagerly the first time (so that
     // one-time set-up, such as kernel attributes, happens outside any capture), captured into a graph
     // and launched the second time, and as a replay of that graph from then on. The least recently used
-    // graph is dropped beyond `capacity` shapes. A shape whose capture fails runs eagerly from then on. The caller must not have a replay in flight when a
-    // graph can be dropped (it synchronises after every batch).
+    // graph is dropped beyond `capacity` shapes. A shape whose capture fails runs eagerly from then on.
+    // The caller must not have a replay in flight when a graph can be dropped (it synchronises after every batch; a timed forward's two runs are fine, since the
+    // graph just launched is the most recently used and is never the one dropped).
     void run(uint64_t key, cudaStream_t stream, const std::function<void(bool capturing)>& enqueue);
 
     // Forgets every graph: the buffers they were captured on have moved.

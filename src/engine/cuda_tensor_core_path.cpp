@@ -224,7 +224,8 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     if (b.hash) ws.token_ids.upload(plan.token_ids.data(), size_t(T) * 8, main);
 
     const bool timed = times != nullptr;
-    // Dependent launches where the batch runs as a CUDA graph (dependent_launch.hpp).
+    // Dependent launches for graph-sized batches (dependent_launch.hpp): their graphs, and the first eager
+    // run of each size (and every run of a size whose capture failed).
     const cuda::DependentLaunchScope dependent(T <= graph_max_tokens_);
     auto run = [&](bool with_stage_timers) {
         if (T <= graph_max_tokens_) {

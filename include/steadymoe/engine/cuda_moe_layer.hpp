@@ -40,8 +40,9 @@ struct CudaStageTimes {
     double gate_up_ms = 0;  // the routed experts' gate/up GEMM alone (with SwiGLU)
     double down_ms = 0;     // the routed experts' down GEMM alone (with the scatter)
     // The same layer run once more before, without the stage timers (whose events between kernels keep
-    // each from starting before the one before it ends), timed from outside: the layer as served. Tensor-core
-    // path only (0 on the portable path).
+    // each from starting before the one before it ends), timed from outside: the layer as served. So a
+    // timed forward runs the layer twice (and a size's first capture lands in this run). Tensor-core path
+    // only (0 on the portable path).
     double untimed_ms = 0;
 };
 

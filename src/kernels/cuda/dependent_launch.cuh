@@ -32,7 +32,7 @@ __device__ __forceinline__ void begin_dependent_kernel() {
 }
 
 // The launch attribute that lets a kernel start before the previous one on its stream ends (set to
-// `on`); `kernel` must begin with wait_for_prior_kernels().
+// `on`); the kernel must call wait_for_prior_kernels() before it touches global memory.
 inline cudaLaunchAttribute dependent_launch_attribute(bool on) {
     cudaLaunchAttribute a{};
     a.id = cudaLaunchAttributeProgrammaticStreamSerialization;

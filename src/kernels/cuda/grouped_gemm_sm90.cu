@@ -53,7 +53,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     // The tiles come from the permutation's output. The next kernel may start once every CTA is at its
     // (last) epilogue: where every CTA let it start at once, a many-wave launch's next kernel sat on SMs
     // waiting for the whole last wave, and deepseek-v3's layer at 128 tokens took 2.6% longer than with
-    // plain launches; from the epilogue, as long (bench/results/2026-12-02-cuda-dependent-launches.md).
+    // plain launches; from the epilogue, as fast as plain launches
+    // (bench/results/2026-12-02-cuda-dependent-launches.md).
     wait_for_prior_kernels();
     // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item; a paired
     // CTA's items are its cluster's, each of them n-block 2j + rank of an item's pair j.
