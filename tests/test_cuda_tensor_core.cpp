@@ -116,6 +116,8 @@ TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
             expect_same_bytes(graphed.forward(in), eager.forward(in));
         }
     }
+    // Every size ran as a replay: its graph (with its dependent-launch edges on Hopper) instantiated.
+    EXPECT_EQ(graphed.graph_count(), 4u);
     (void)graphed.forward(hidden(1000));  // grows the workspace past the graphs' buffers
     for (uint32_t seed : {7u, 8u, 9u}) {
         const MoeInput in = hidden(5, DType::BF16, seed);

@@ -101,6 +101,8 @@ void CudaMoeLayer::set_graph_max_tokens(int64_t tokens) {
     if (device_->tensor_core) device_->tensor_core->set_graph_max_tokens(tokens);
 }
 
+size_t CudaMoeLayer::graph_count() const { return device_->tensor_core ? device_->tensor_core->graph_count() : 0; }
+
 int64_t CudaMoeLayer::graph_max_tokens() const {
     return device_->tensor_core ? device_->tensor_core->graph_max_tokens() : 0;
 }

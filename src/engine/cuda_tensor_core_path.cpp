@@ -108,6 +108,11 @@ struct TensorCorePath::Shape {
     size_t out_bytes = 0;
 };
 
+size_t TensorCorePath::graph_count() const {
+    const std::lock_guard<std::mutex> lock(busy_);
+    return ws_->graphs.size();
+}
+
 void TensorCorePath::set_graph_max_tokens(int64_t tokens) {
     const std::lock_guard<std::mutex> lock(busy_);
     graph_max_tokens_ = tokens;

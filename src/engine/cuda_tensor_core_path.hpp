@@ -51,6 +51,8 @@ public:
     // 0 turns graphs off (every batch launches its kernels one by one).
     void set_graph_max_tokens(int64_t tokens);
     int64_t graph_max_tokens() const { return graph_max_tokens_.load(); }
+    // CUDA graphs captured and kept (a shape whose capture or instantiation failed runs eagerly instead).
+    size_t graph_count() const;
 
 private:
     struct Workspace;

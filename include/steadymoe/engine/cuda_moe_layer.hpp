@@ -77,6 +77,9 @@ public:
     // launching the kernels one by one. 0 turns graphs off. No effect on the portable path.
     void set_graph_max_tokens(int64_t tokens);
     int64_t graph_max_tokens() const;
+    // CUDA graphs the tensor-core path holds: one per batch shape replayed (a shape whose capture or
+    // instantiation failed runs eagerly and has none); 0 on the portable path.
+    size_t graph_count() const;
 
 private:
     struct Device;
