@@ -231,9 +231,10 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     const bool timed = times != nullptr;
     // Dependent launches for graph-sized batches (dependent_launch.hpp): their graphs, and the first eager
     // run of each size (and every run of a size whose capture failed).
-    const cuda::DependentLaunchScope dependent(T <= graph_max_tokens_);
+    const bool graph_sized = T <= graph_max_tokens_;
+    const cuda::DependentLaunchScope dependent(graph_sized);
     auto run = [&](bool with_stage_timers) {
-        if (T <= graph_max_tokens_) {
+        if (graph_sized) {
             // Graphs are keyed by everything that changes the launches: token count, input dtype, timing.
             const uint64_t key = uint64_t(T) | uint64_t(b.bf16) << 62 | uint64_t(with_stage_timers) << 63;
             ws.graphs.run(key, main, [&](bool capturing) { enqueue(b, with_stage_timers, capturing); });

@@ -44,7 +44,6 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
-    using C = Cta<kWG>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
@@ -96,10 +95,10 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         for (int s = 0; s < kS; ++s) {
             char* stage = smem + s * kStageBytes;
             for (int h = 0; h < L::kSub && !by_map; ++h)  // tensor copies fill every row themselves
-                for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += C::kThreads)
+                for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += Cta<kWG>::kThreads)
                     *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
             if constexpr (kScaled)
-                for (int row = t0.rows + threadIdx.x; row < kRows; row += C::kThreads)
+                for (int row = t0.rows + threadIdx.x; row < kRows; row += Cta<kWG>::kThreads)
                     reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
         }
         fence_async_shared();
@@ -346,13 +345,12 @@ int concurrent_pairs(int threads, int smem) {
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    using C = Cta<kWG>;
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent>;
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
-    const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(C::kThreads, kSmem) : 0;
+    const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(Cta<kWG>::kThreads, kSmem) : 0;
     CUtensorMap rows_map{};
     const bool by_map = row_tensor_copies(g) && encode_row_map(rows_map, kFp8A ? static_cast<const void*>(g.a_fp8) : g.a, g.a_rows, g.k,
                                                                kFp8A ? RowElement::E4m3 : RowElement::Bf16, Cta<kWG>::kRows / (pairs > 0 ? 2 : 1));
@@ -366,7 +364,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     else
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     cudaLaunchConfig_t config{};
-    config.gridDim = grid, config.blockDim = dim3(C::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
+    config.gridDim = grid, config.blockDim = dim3(Cta<kWG>::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(2)};
     config.attrs = attributes, config.numAttrs = paired ? 2 : 1;
     const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
