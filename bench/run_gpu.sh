@@ -16,9 +16,10 @@ cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/device.txt"
 # The tiled kernel's variants besides its defaults (the same bits; docs/cli.md): its schedules, rows by
 # cp.async in place of tensor copies, persistent CTAs each on its own in place of pairs; and every kernel
-# launched after the one before it has ended (no dependent launches).
+# launched after the one before it has ended (no dependent launches); decode batches on the tiled kernel's
+# 64-row CTAs in place of the decode kernel.
 variants=(STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES=0 STEADYMOE_PAIRED_CTAS=0
-          STEADYMOE_DEPENDENT_LAUNCHES=0)
+          STEADYMOE_DEPENDENT_LAUNCHES=0 STEADYMOE_DECODE_KERNEL=tiled)
 if [[ $what == tests || $what == all ]]; then
   for t in build-gpu/tests/test_cuda_* build-gpu/tests/test_cli; do
     [[ -x $t ]] || continue

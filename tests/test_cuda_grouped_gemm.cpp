@@ -268,28 +268,44 @@ TEST(CudaGroupedGemm, RandomCodesMatchFloat64) {
     check_paths(make_fp4_problem(e4m3, e2m1, {-16, -12, -9, -6, -5}, 14), false, 1e-6, 1e-3);
 }
 
-// The decode hint changes how rows are spread over CTAs (two 64-row CTAs per 128-row tile on a Hopper,
-// two to an SM; the second tile's second half empty here), never a row's arithmetic: the same bits, for
-// FP8 weights with e4m3 activations and for bf16 weights. (FP8 weights with bf16 activations keep their
-// 128-row CTAs.)
+// The decode hint changes how rows and features are spread over CTAs, never a row's arithmetic: the same
+// bits, for FP8 weights with e4m3 activations and for bf16 weights (e4m3 values, then full-mantissa bf16
+// activations). On a Hopper those take the decode kernel (the weights as the MMAs' first operand, 64 of
+// them and 16 or 32 tokens to a CTA; the second tile's 22 rows in a full chunk and a partial one), or with
+// STEADYMOE_DECODE_KERNEL=tiled the tiled kernel's 64-row CTAs. (FP8 weights with bf16 activations keep
+// their 128-row CTAs.)
 TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
     const int per_sm = cuda::grouped_gemm_few_row_ctas_per_sm();
-    std::printf("64-row CTAs per SM on this GPU: %d (0: the kernel has none)\n", per_sm);
-    if (cuda::grouped_gemm_tile_rows() == 128 && !cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0")) EXPECT_EQ(per_sm, 2);
+    const int decode_bf16 = cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Bf16),
+              decode_fp8 = cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Fp8),
+              decode_fp4 = cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Fp4);
+    std::printf("CTAs per SM on this GPU: 64-row tiled %d, decode bf16 %d, FP8 %d, FP4 %d (0: the kernel is not here)\n", per_sm,
+                decode_bf16, decode_fp8, decode_fp4);
+    if (cuda::grouped_gemm_tile_rows() == 128 && !cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0")) {
+        const bool tiled = cuda::env_equals("STEADYMOE_DECODE_KERNEL", "tiled");
+        EXPECT_EQ(per_sm, 2);
+        EXPECT_EQ(decode_bf16, tiled ? 0 : 3);
+        EXPECT_EQ(decode_fp8, tiled ? 0 : 5);
+        EXPECT_EQ(decode_fp4, 4);
+    }
     std::vector<float> e4m3;
     for (int c = 0; c < 256; ++c)
         if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
     Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 15);
-    for (bool bf16_weights : {false, true}) {
+    std::mt19937 rng(18);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int variant = 0; variant < 4; ++variant) {
+        const bool bf16_weights = variant >= 2, fp8_a = variant == 1, bf16_activations = variant == 3;
+        if (fp8_a && !fp8_path_here(false)) continue;
         p.bf16 = bf16_weights;
-        for (bool fp8_a : {false, true}) {
-            if (fp8_a && (bf16_weights || !fp8_path_here(false))) continue;
-            SCOPED_TRACE(std::string(bf16_weights ? "bf16" : "FP8") + " weights, " + (fp8_a ? "e4m3" : "bf16") + " activations");
-            const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
-            EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
-            if (bf16_weights) EXPECT_LE(relative_error(halves, reference(p)), 1e-6);
-        }
+        if (bf16_activations)
+            for (int64_t i = 0; i < kRows * kK; ++i) p.a_bf16.push_back(f32_to_bf16(normal(rng)));
+        SCOPED_TRACE(std::string(bf16_weights ? "bf16" : "FP8") + " weights, " + (fp8_a ? "e4m3" : bf16_activations ? "bf16" : "e4m3-valued bf16") +
+                     " activations");
+        const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
+        EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
+        if (bf16_weights) EXPECT_LE(relative_error(halves, reference(p)), 1e-6);
     }
 }
 

@@ -129,8 +129,8 @@ int bench_cuda(const BenchOptions& given) {
     fmt::print("  device {}, {} path{}, expert GEMMs on {}; copy bandwidth {:.0f} GB/s (read + written)\n", device,
                cuda_path_name(gpu.path()), gpu.portable_reason().empty() ? "" : " (" + gpu.portable_reason() + ")",
                CudaMoeLayer::gemm_kernel(), bandwidth * 1e-9);
-    if (const int ctas = CudaMoeLayer::few_row_ctas_per_sm(); ctas > 0)
-        fmt::print("  batches of at most 32 rows per expert: 64-row CTAs, {} per SM; FP4 weights: the decode kernel\n", ctas);
+    if (const std::string few = CudaMoeLayer::few_row_kernels(); !few.empty())
+        fmt::print("  batches of at most 32 rows per expert: {}\n", few);
     if (CudaMoeLayer::fp8_tensor_cores() && w.format == "fp8" && layer.activation_quant() != ActivationQuant::None)
         fmt::print("  FP8 weights x FP8 activations on the FP8 tensor cores (per-128 partial sums folded in fp32)\n");
     Table table({"tokens", "graph", "wall µs", "layer µs", "untimed µs", "routed µs", "gate/up µs", "down µs", "shared µs", "routed floor µs", "floor/routed",
@@ -172,7 +172,7 @@ int bench_cuda(const BenchOptions& given) {
         {"path", cuda_path_name(gpu.path())},
         {"gemm_kernel", CudaMoeLayer::gemm_kernel()},
         {"fp8_tensor_cores", CudaMoeLayer::fp8_tensor_cores()},
-        {"few_row_ctas_per_sm", CudaMoeLayer::few_row_ctas_per_sm()},
+        {"few_row_kernels", CudaMoeLayer::few_row_kernels()},
         {"graph_max_tokens", gpu.graph_max_tokens()},
         {"copy_bandwidth_bytes_per_s", bandwidth},
         {"workload",

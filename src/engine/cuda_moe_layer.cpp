@@ -71,7 +71,16 @@ std::string CudaMoeLayer::gemm_kernel() {
 
 bool CudaMoeLayer::fp8_tensor_cores() { return cuda::grouped_gemm_takes_fp8_activations(cuda::WeightCode::Fp8); }
 
-int CudaMoeLayer::few_row_ctas_per_sm() { return cuda::grouped_gemm_few_row_ctas_per_sm(); }
+std::string CudaMoeLayer::few_row_kernels() {
+    using cuda::WeightCode;
+    const int tiled = cuda::grouped_gemm_few_row_ctas_per_sm(), bf16 = cuda::grouped_gemm_decode_ctas_per_sm(WeightCode::Bf16),
+              fp8 = cuda::grouped_gemm_decode_ctas_per_sm(WeightCode::Fp8), fp4 = cuda::grouped_gemm_decode_ctas_per_sm(WeightCode::Fp4);
+    if (tiled == 0 && fp4 == 0) return "";
+    if (bf16 > 0 && fp8 > 0)
+        return fmt::format("the decode kernel (the weights as the MMAs' first operand), {} / {} / {} CTAs per SM for BF16 / FP8 / FP4 weights",
+                           bf16, fp8, fp4);
+    return fmt::format("64-row CTAs, {} per SM; FP4 weights: the decode kernel, {} CTAs per SM", tiled, fp4);
+}
 
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path, Fp8Products fp8)
     : layer_(layer), device_(std::make_unique<Device>()) {

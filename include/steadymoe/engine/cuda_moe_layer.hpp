@@ -66,9 +66,11 @@ public:
     // Whether Fp8Products::TensorCores runs on FP8 tensor cores here (a Hopper, and no
     // STEADYMOE_FP8_TENSOR_CORES=0 in the environment); elsewhere FP8 products are summed in fp32.
     static bool fp8_tensor_cores();
-    // 64-row expert-GEMM CTAs resident per SM for decode batches (2 on a Hopper; 0: none on this GPU,
-    // or STEADYMOE_FEW_ROW_KERNELS=0, which also keeps FP4 weights off their decode kernel).
-    static int few_row_ctas_per_sm();
+    // The expert-GEMM kernels of decode batches (at most 32 rows per expert) on this GPU, in words, with
+    // their CTAs per SM: the decode kernel (the weights as the MMAs' first operand), or for BF16 and FP8
+    // weights with STEADYMOE_DECODE_KERNEL=tiled the tiled kernel's 64-row CTAs; "" where there are none
+    // (not a Hopper, or STEADYMOE_FEW_ROW_KERNELS=0).
+    static std::string few_row_kernels();
     // Why the tensor-core path is not used ("" when it is).
     const std::string& portable_reason() const { return portable_reason_; }
 

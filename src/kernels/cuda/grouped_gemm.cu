@@ -267,6 +267,10 @@ int grouped_gemm_few_row_ctas_per_sm() {
     return hopper_gemm_available() && hopper_few_row_kernels() ? hopper_few_row_ctas_per_sm() : 0;
 }
 
+int grouped_gemm_decode_ctas_per_sm(WeightCode code) {
+    return hopper_gemm_available() && hopper_decode_takes(code) ? hopper_decode_ctas_per_sm(code) : 0;
+}
+
 uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {

@@ -112,6 +112,11 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 // How many 64-row CTAs (few_rows) the current GPU keeps on one SM: 2 on a Hopper, 0 where the kernel
 // has none.
 int grouped_gemm_few_row_ctas_per_sm();
+// How many CTAs of the decode kernel (few_rows on a Hopper: the weights as the MMAs' first operand) the
+// current GPU keeps on one SM for weights `code`: 3 for BF16, 5 for FP8 (with e4m3 activations), 4 for
+// FP4; 0 where few-row launches over `code` do not take it (not a Hopper, STEADYMOE_FEW_ROW_KERNELS=0, or
+// for BF16 and FP8 STEADYMOE_DECODE_KERNEL=tiled, which keeps them on the tiled kernel's 64-row CTAs).
+int grouped_gemm_decode_ctas_per_sm(WeightCode code);
 
 // Launches so far in this process that ran on Hopper's persistent CTAs paired in clusters of two, which
 // copy each stage's rows once for both (where rows come by tensor copies and the 128-wide n-blocks pair up;

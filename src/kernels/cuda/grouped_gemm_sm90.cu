@@ -474,7 +474,7 @@ bool hopper_gemm_available() {
 }
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
-    if (hopper_fp4_decode(g)) return launch_fp4_decode_sm90(g);
+    if (hopper_decode(g)) return launch_decode_sm90(g);
     const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
         if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;

@@ -1,0 +1,350 @@
+// Decode batches on Hopper: the weights are the MMAs' A operand and the tokens their B operand, 64
+// weight rows and a few tokens to a CTA. BF16 weights and FP8 weights (meeting e4m3 tokens) are read by
+// the MMAs from their stage as stored; FP4 weights are widened from e2m1 codes straight into registers.
+//
+// Why a kernel of its own: the tiled kernel (grouped_gemm_sm90.cu) multiplies 64 or 128 rows, mostly
+// padding in a decode batch, against 128 features per CTA. Its activation tiles take shared memory from
+// the weights' stages (two CTAs to an SM), and a layer's decode GEMM is a few hundred such CTAs:
+// deepseek-v3's gate/up and its shared expert's at one token were 288, one wave and a tenth
+// (bench/results/2026-12-02-cuda-dependent-launches.md). Here N counts tokens (16 or 32 to a CTA), so a
+// stage is mostly weights, and a CTA takes half an n-tile: twice the CTAs, three to five to an SM.
+// FP4 weights widened into a shared bf16 tile between block barriers left the weight stream at 0.12-0.18 of
+// the memory floor (bench/results/2026-12-01-cuda-decode-fp4.md); here each thread widens the codes its
+// MMA fragment needs (no shared stores, no block barrier).
+//
+// The bits: every product is the same exact product, summed by the same tensor-core steps in ascending
+// k with the same fp32 accumulator (16 k a step for bf16, 32 for e4m3), and the 128-block fold (when
+// scaled) is the same multiply and fma — whichever operand the weights are and however many columns an
+// MMA has (tests/test_cuda_grouped_gemm.cpp compares this kernel's output with the tiled kernel's, bit
+// for bit). So a decode batch gives a token the bits a prefill batch gives it.
+#include "async_barrier.cuh"
+#include "dependent_launch.cuh"
+#include "env_switch.hpp"
+#include "grouped_gemm_sm90.hpp"
+#include "grouped_gemm_stage.cuh"
+#include "wgmma.cuh"
+
+namespace steadymoe::cuda {
+
+namespace {
+
+using namespace stage;
+using namespace wgmma;
+
+constexpr int kFeatures = 64;  // weight rows per CTA: one warpgroup's M, half a stored n-tile
+constexpr int kSubs = 2;       // stored 64-k tiles per stage: one 128-k block, folded at the stage's end
+constexpr int kConsumers = 128, kThreads = kConsumers + 32;
+constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async one
+
+// A CTA's shape and its stage's layout per weight format (FP8: with e4m3 tokens): tokens per CTA (the
+// MMAs' N), stages, CTAs to an SM. The stages take what the CTAs' shares of shared memory hold.
+// A stage: the tokens (kSubs swizzled 64-k tiles of kTokens rows), the weight rows (the CTA's half of
+// kSubs stored tiles), FP4's e8m0 exponents [kFeatures][4], the tokens' 128-block scales, FP8's two
+// weight scales (the even and the odd fragments of 8 features: gate and up where rows interleave).
+// FP4 keeps four CTAs of four stages (three with five stages measured the same: widening on the integer
+// pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
+template <WeightCode kCode>
+struct DecodeShape {
+    static constexpr bool kFp8A = kCode == WeightCode::Fp8;
+    static constexpr int kTokens = kCode == WeightCode::Bf16 ? 16 : 32;
+    static constexpr int kStages = kCode == WeightCode::Fp4 ? 4 : 3;
+    static constexpr int kCtasPerSm = kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
+    static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
+    static constexpr int kTokenRowBytes = a_row_bytes(kFp8A);
+    static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
+    static constexpr int kHalfTileBytes = kFeatures * kWeightRowBytes;  // this CTA's rows of a stored tile
+    static constexpr int kStoredTileBytes = kTileN * kWeightRowBytes;   // a stored tile: kTileN rows
+    static constexpr int kExpBytes = kCode == WeightCode::Fp4 ? kFeatures * 4 : 0;  // per stage
+    static constexpr int kTokenTileBytes = kTokens * kTokenRowBytes;
+    static constexpr int kCodesOffset = kSubs * kTokenTileBytes;
+    static constexpr int kExpOffset = kCodesOffset + kSubs * kHalfTileBytes;
+    static constexpr int kTokenScaleOffset = kExpOffset + kExpBytes;
+    static constexpr int kWeightScaleOffset = kTokenScaleOffset + kTokens * 4;
+    static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
+    static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t)) + 1024;  // + barriers, alignment
+    static constexpr int kChunksPerTile = kHopperTileRows / kTokens;  // CTAs per row tile (most exit at once)
+    static_assert((kSmemBytes + 1024) * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
+    static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
+    static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % 1024 == 0, "swizzle atoms stay aligned");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = kChunksPerTile * tile + chunk.
+template <int kTokens>
+__device__ __forceinline__ Tile decode_tile(const GroupedGemmLaunch& g) {
+    constexpr int kChunks = kHopperTileRows / kTokens;
+    Tile t = tile_of_block(g, int(blockIdx.y) / kChunks);
+    const int skip = int(blockIdx.y) % kChunks * kTokens;
+    t.rows = t.rows > skip ? min(kTokens, t.rows - skip) : 0;
+    t.row0 += skip;
+    t.n0 = int(blockIdx.x) * kFeatures;
+    if (t.n0 >= g.n) t.rows = 0;  // the padding half of the last n-tile
+    return t;
+}
+
+// The producer warp: per stage, one bulk copy per stored tile's half (and one for FP4's exponents), the
+// tokens' rows and scales (and FP8's weight scales) by cp.async, all announced on the stage's "full" barrier.
+template <WeightCode kCode, bool kScaled>
+__device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
+                                        uint64_t* empty, int stages) {
+    using S = DecodeShape<kCode>;
+    const int lane = threadIdx.x & 31, half = int(blockIdx.x) & 1, n_tile = t.n0 / kTileN;
+    const char* codes = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes +
+                        int64_t(n_tile) * (g.k / kBK) * S::kStoredTileBytes + half * S::kHalfTileBytes;
+    const char* scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+    const char* exps = S::kExpBytes > 0 ? scales + int64_t(n_tile) * (g.k / 128) * (kTileN * 4) + half * S::kExpBytes : nullptr;
+    for (int ks = 0; ks < stages; ++ks) {
+        const int s = ks % S::kStages, kt = t.kt0 + ks * kSubs, block = kt / kSubs;
+        if (ks >= S::kStages) barrier::wait(&empty[s], uint32_t((ks / S::kStages - 1) & 1));
+        char* stage = smem + s * S::kStageBytes;
+        if (lane == 0) {
+            barrier::arrive_expect_bytes(&full[s], kSubs * S::kHalfTileBytes + S::kExpBytes);
+            for (int h = 0; h < kSubs; ++h)
+                barrier::bulk_copy(stage + S::kCodesOffset + h * S::kHalfTileBytes, codes + int64_t(kt + h) * S::kStoredTileBytes,
+                                   S::kHalfTileBytes, &full[s]);
+            if constexpr (S::kExpBytes > 0)
+                barrier::bulk_copy(stage + S::kExpOffset, exps + int64_t(block) * (kTileN * 4), S::kExpBytes, &full[s]);
+        }
+        for (int h = 0; h < kSubs; ++h) {
+            char* tile = stage + h * S::kTokenTileBytes;
+            if constexpr (S::kFp8A) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, ...
+                const int chunk = lane & 3;
+                const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + (kt + h) * kBK + chunk * 16);
+                for (int row = lane >> 2; row < t.rows; row += 8, src += 8 * g.k) cp_async16(tile + swizzle64(row, chunk), src, true);
+            } else {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, ...
+                const int chunk = lane & 7;
+                const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + (kt + h) * kBK + chunk * 8);
+                for (int row = lane >> 3; row < t.rows; row += 4, src += 4 * g.k * 2) cp_async16(tile + swizzle(row, chunk), src, true);
+            }
+        }
+        if (kScaled && g.a_scale)
+            for (int row = lane; row < t.rows; row += 32)
+                cp_async4(stage + S::kTokenScaleOffset + row * 4, g.a_scale + (int64_t(t.row0) + row) * (g.k / 128) + block, true);
+        if (kCode == WeightCode::Fp8 && lane < 2) {  // fragment `lane`'s weight scale: that of every even / odd fragment
+            const int64_t n = t.n0 + lane * 8;
+            const bool valid = n < g.n;
+            cp_async4(stage + S::kWeightScaleOffset + lane * 4, scales + (valid ? weight_scale_offset(g, n, block) : 0), valid);
+        }
+        barrier::arrive_after_cp_async(&full[s]);
+    }
+}
+
+// One weight row's codes for two 16-wide k steps (2p, 2p + 1) of a stored 64-k tile, widened to the
+// MMA's A fragment: the row's k (2q, 2q + 1) and (2q + 8, 2q + 9) of each step, q = lane % 4.
+// `words` are the row's 32 bytes (k 0..63, two codes a byte, low nibble first); the scale is byte
+// `group` (their 32-wide group) of the row's e8m0 `exponents`. Returns (step 2p: k 2q.., k 2q+8..;
+// step 2p+1: the same).
+__device__ __forceinline__ uint4 widen_fragments(const uint32_t (&words)[8], int p, uint32_t select, uint32_t exponents,
+                                                 uint32_t group) {
+    // Step s's bytes are words 2s (k 16s .. 16s+7) and 2s + 1 (k 16s+8 ..): this lane's byte q of each.
+    const uint32_t first = __byte_perm(words[4 * p], words[4 * p + 1], select);
+    const uint32_t second = __byte_perm(words[4 * p + 2], words[4 * p + 3], select);
+    return e2m1x8_to_bf16x8(__byte_perm(first, second, 0x5410), bf16_pair_scale(exponents, group));
+}
+
+// A stage's MMAs into acc (thread rows `row` and row + 8 of the CTA's features), committed as one group.
+template <WeightCode kCode>
+__device__ __forceinline__ void stage_mmas(float (&acc)[DecodeShape<kCode>::kAcc], const char* stage, int row, int lane) {
+    using S = DecodeShape<kCode>;
+    if constexpr (kCode == WeightCode::Fp4) {
+        const int q = lane & 3;
+        const uint32_t select = uint32_t(q) | uint32_t(q + 4) << 4;
+        const uint32_t exps[2] = {*reinterpret_cast<const uint32_t*>(stage + S::kExpOffset + row * 4),
+                                  *reinterpret_cast<const uint32_t*>(stage + S::kExpOffset + (row + 8) * 4)};
+        uint32_t a[kSubs * 4][4];  // the A fragments of the stage's eight 16-wide k steps
+#pragma unroll
+        for (int h = 0; h < kSubs; ++h) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {  // rows row, row + 8: fragment registers r and r + 2
+                const uint4* codes = reinterpret_cast<const uint4*>(stage + S::kCodesOffset + h * S::kHalfTileBytes + (row + 8 * r) * S::kWeightRowBytes);
+                const uint4 lo = codes[0], hi = codes[1];
+                const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+                for (int p = 0; p < 2; ++p) {  // 32-wide group 2h + p: steps 4h + 2p and 4h + 2p + 1
+                    const uint4 v = widen_fragments(words, p, select, exps[r], 2 * h + p);
+                    a[4 * h + 2 * p][r] = v.x, a[4 * h + 2 * p][r + 2] = v.y;
+                    a[4 * h + 2 * p + 1][r] = v.z, a[4 * h + 2 * p + 1][r + 2] = v.w;
+                }
+            }
+        }
+        fence_operands(acc);
+#pragma unroll
+        for (int step = 0; step < kSubs * 4; ++step)  // the fragments are written before the fence
+#pragma unroll
+            for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[step][i])::"memory");
+        wgmma_fence();
+#pragma unroll
+        for (int step = 0; step < kSubs * 4; ++step)
+            wgmma_m64n32k16_rs(acc, a[step], smem_descriptor<1024>(stage + (step / 4) * S::kTokenTileBytes) + 2 * (step % 4));  // +32 bytes
+    } else {
+        constexpr int kAtom = S::kFp8A ? 512 : 1024, kStep = S::kFp8A ? 32 : 16;  // k per MMA, 32 bytes either way
+        const uint64_t desc_w = smem_descriptor<kAtom>(stage + S::kCodesOffset), desc_t = smem_descriptor<kAtom>(stage);
+        fence_operands(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int h = 0; h < kSubs; ++h)
+#pragma unroll
+            for (int step = 0; step < kBK / kStep; ++step) {
+                const uint64_t a = desc_w + (h * S::kHalfTileBytes + 32 * step) / 16, b = desc_t + (h * S::kTokenTileBytes + 32 * step) / 16;
+                if constexpr (S::kFp8A) wgmma_m64n32k32_e4m3(acc, a, b, h > 0 || step > 0);  // the first starts the block's sum
+                else wgmma_m64n16k16(acc, a, b);
+            }
+    }
+    wgmma_commit();
+}
+#endif
+
+template <WeightCode kCode, bool kScaled>
+__global__ void __launch_bounds__(kThreads, DecodeShape<kCode>::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g) {
+    wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using S = DecodeShape<kCode>;
+    static_assert(!S::kFp8A || kScaled, "e4m3 tokens come with their scales");
+    const Tile t = decode_tile<S::kTokens>(g);
+    if (t.rows == 0) return;
+    extern __shared__ __align__(128) char smem_raw[];
+    char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes);
+    uint64_t* empty = full + S::kStages;
+    const int stages = t.ktiles / kSubs;  // a split's k range is a multiple of 128
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S::kStages; ++s) {
+            barrier::init(&full[s], kFullArrivals);
+            barrier::init(&empty[s], kConsumers / 32);
+        }
+        barrier::fence_init();
+    }
+    __syncthreads();
+    if (threadIdx.x >= kConsumers) {
+        produce<kCode, kScaled>(g, t, smem, full, empty, stages);
+        return;
+    }
+
+    // Token rows past the chunk's are never loaded: zero them (and their scales) once in every stage.
+    // A row's products never reach another row, but the MMAs should not read uninitialised memory.
+    for (int s = 0; s < S::kStages; ++s) {
+        char* stage = smem + s * S::kStageBytes;
+        for (int h = 0; h < kSubs; ++h)
+            for (int c = threadIdx.x; c < (S::kTokens - t.rows) * (S::kTokenRowBytes / 16); c += kConsumers)
+                *reinterpret_cast<uint4*>(stage + h * S::kTokenTileBytes + t.rows * S::kTokenRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+        for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
+            reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[row] = 0.0f;
+    }
+    fence_async_shared();
+    barrier::sync_threads(1, kConsumers);
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, q = lane & 3;
+    const int row = warp * 16 + (lane >> 2);  // this thread's weight rows: row and row + 8
+    float acc[S::kAcc], total[kScaled ? S::kAcc : 1];
+#pragma unroll
+    for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < (kScaled ? S::kAcc : 1); ++i) total[i] = 0.0f;
+
+    for (int ks = 0; ks < stages; ++ks) {
+        const int s = ks % S::kStages;
+        barrier::wait(&full[s], uint32_t((ks / S::kStages) & 1));
+        fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
+        const char* stage = smem + s * S::kStageBytes;
+        stage_mmas<kCode>(acc, stage, row, lane);
+        wgmma_wait<0>();
+        fence_operands(acc);
+        if constexpr (kScaled) {  // the end of a 128-wide block: fold its partial sums with their scales, as the tiled kernel does
+            const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset);
+            const float* weight_scale = reinterpret_cast<const float*>(stage + S::kWeightScaleOffset);
+#pragma unroll
+            for (int i = 0; i < S::kAcc; ++i) {
+                const float sa = S::kFp8A || g.a_scale ? token_scale[8 * (i / 4) + 2 * q + (i & 1)] : 1.0f;
+                const float scale = kCode == WeightCode::Fp8 ? __fmul_rn(sa, weight_scale[i / 2 % 2]) : sa;  // row + 8 is the odd fragment
+                total[i] = __fmaf_rn(acc[i], scale, total[i]);
+                if constexpr (!S::kFp8A) acc[i] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
+            }
+        }
+        __syncwarp();
+        if (lane == 0) barrier::arrive(&empty[s]);
+    }
+    // Every MMA has read its stage and no copy is in flight: park the results in the stages as
+    // [token][feature], then run the tiled kernel's epilogue on adjacent feature pairs. Accumulator
+    // layout: element 4j + r is weight row (row + 8 * (r / 2)), token 8j + 2q + r % 2.
+    allow_next_kernel();
+    barrier::sync_threads(1, kConsumers);
+    constexpr int kLd = kFeatures + 4;  // floats per parked token, padded against bank conflicts
+    float* park = reinterpret_cast<float*>(smem);
+    const float* result = kScaled ? total : acc;
+#pragma unroll
+    for (int i = 0; i < S::kAcc; ++i) park[(8 * (i / 4) + 2 * q + (i & 1)) * kLd + row + 8 * (i / 2 % 2)] = result[i];
+    barrier::sync_threads(1, kConsumers);
+    const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
+#pragma unroll 1
+    for (int i = threadIdx.x; i < t.rows * (kFeatures / 2); i += kConsumers) {
+        const int token = i / (kFeatures / 2), col = i % (kFeatures / 2) * 2;
+        if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
+        const float* v = park + token * kLd + col;
+        const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
+        epilogue_pair(g, t, token, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
+    }
+#else
+    __trap();  // wgmma needs sm_90a
+#endif
+}
+
+template <WeightCode kCode, bool kScaled>
+cudaError_t launch_typed(const GroupedGemmLaunch& g) {
+    using S = DecodeShape<kCode>;
+    constexpr auto kernel = decode_kernel<kCode, kScaled>;
+    const cudaError_t err = allow_shared_memory<kernel>(S::kSmemBytes);
+    if (err != cudaSuccess) return err;
+    const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * S::kChunksPerTile),
+                    unsigned(g.k_splits));
+    return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g);
+}
+
+template <WeightCode kCode>
+int ctas_per_sm() {
+    constexpr auto kernel = decode_kernel<kCode, true>;
+    int ctas = 0;
+    if (allow_shared_memory<kernel>(DecodeShape<kCode>::kSmemBytes) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, DecodeShape<kCode>::kSmemBytes) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return ctas;
+}
+
+}  // namespace
+
+// The weight formats the decode kernel takes: FP4 with bf16 tokens (the tiled kernel's 64-row CTAs
+// have none), BF16 with bf16 tokens and FP8 with e4m3 tokens unless STEADYMOE_DECODE_KERNEL=tiled keeps
+// those on the tiled kernel's 64-row CTAs, to compare (the same bits).
+bool hopper_decode_takes(WeightCode code) {
+    static const bool tiled = env_equals("STEADYMOE_DECODE_KERNEL", "tiled");
+    return hopper_few_row_kernels() && (code == WeightCode::Fp4 || !tiled);
+}
+
+bool hopper_decode(const GroupedGemmLaunch& g) {
+    if (!g.few_rows || !hopper_decode_takes(g.code)) return false;
+    const int chunks = g.code == WeightCode::Bf16 ? DecodeShape<WeightCode::Bf16>::kChunksPerTile : DecodeShape<WeightCode::Fp4>::kChunksPerTile;
+    if (int64_t(g.max_tiles) * chunks > 65535) return false;
+    return g.code == WeightCode::Fp8 ? g.a_fp8 && g.a_scale : !g.a_fp8;
+}
+
+cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
+    switch (g.code) {
+    case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);
+    case WeightCode::Fp8: return launch_typed<WeightCode::Fp8, true>(g);
+    case WeightCode::Fp4: return g.scaled ? launch_typed<WeightCode::Fp4, true>(g) : launch_typed<WeightCode::Fp4, false>(g);
+    }
+    return cudaErrorInvalidValue;
+}
+
+int hopper_decode_ctas_per_sm(WeightCode code) {
+    switch (code) {
+    case WeightCode::Bf16: return ctas_per_sm<WeightCode::Bf16>();
+    case WeightCode::Fp8: return ctas_per_sm<WeightCode::Fp8>();
+    case WeightCode::Fp4: return ctas_per_sm<WeightCode::Fp4>();
+    }
+    return 0;
+}
+
+}  // namespace steadymoe::cuda
