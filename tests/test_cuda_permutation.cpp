@@ -1,7 +1,8 @@
 // The permutation of (token, expert) pairs to expert rows on the GPU against a host counting sort:
 // per-expert loads and first rows, the tile lists, and each row's input row, contribution row and
-// weight, exactly. Batches of up to 128 pairs take the one-block kernel, larger ones three launches over
-// chunks of 1024 pairs; both sides of that line and batches of many chunks are checked, with masked
+// weight, exactly. Batches of up to 128 pairs take the one-block kernel, up to 1024 the one-block form of
+// the chunked kernels, larger ones three launches over chunks of 1024 pairs; both sides of each line and
+// batches of many chunks are checked, with masked
 // tokens' pairs (id -1) and ids past the experts, a live-pair bound below the pair count (zero too), and
 // pairs that name their input rows (expert parallelism). Skips, saying so, without a GPU.
 #include <gtest/gtest.h>
@@ -142,6 +143,7 @@ TEST(CudaPermutation, MatchesAHostCountingSortOnBothSidesOfTheOneBlockLimit) {
           Case{128, -1, 512, 8, false}, Case{128, 77, 256, 8, false}, Case{100, -1, 16, 1, true},
           Case{129, -1, 256, 8, false}, Case{1000, 613, 256, 8, false}, Case{4096, -1, 8, 2, false},
           Case{3000, -1, 64, 1, true}, Case{131072, -1, 256, 8, false}, Case{50000, 20000, 512, 8, false},
-          Case{4097, 1025, 128, 1, true}, Case{3000, 0, 64, 8, false}})
+          Case{4097, 1025, 128, 1, true}, Case{3000, 0, 64, 8, false}, Case{1024, -1, 512, 8, false},
+          Case{1024, 700, 128, 8, true}, Case{1025, -1, 128, 8, false}, Case{513, -1, 8, 1, false}})
         check(c, seed++);
 }

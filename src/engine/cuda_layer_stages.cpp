@@ -119,8 +119,8 @@ cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrix
     if (f.fp8) g.a_fp8 = a.as<const uint8_t>();
     g.a_rows = int64_t(a.bytes() / (size_t(width) * (f.fp8 ? 1 : 2)));
     // At most 32 rows per expert on average (a decode batch): most tiles are less than half full, so
-    // Hopper runs its few-row kernels (64-row CTAs, two per SM; FP4's decode kernel) — the same
-    // arithmetic per row.
+    // Hopper runs its decode kernel (the weights as the MMAs' first operand, a few tokens as the second)
+    // — the same arithmetic per row.
     g.few_rows = r.max_rows <= 32 * r.group->experts;
     return g;
 }

@@ -59,9 +59,10 @@ struct GroupedGemmLaunch {
     // onwards of rows [0, identity_rows), expert 0 — no list to build in a launch of its own.
     int64_t identity_rows = 0;
     int32_t identity_tile_rows = 0;
-    // A hint that the tiles hold few rows (a decode batch): Hopper then runs two 64-row CTAs per tile, or
-    // for FP4 weights the decode kernel (32 tokens per CTA). Each row's MMAs and folds are the same either
-    // way, so the hint may follow the batch size.
+    // A hint that the tiles hold few rows (a decode batch): Hopper then runs the decode kernel (the weights
+    // as the MMAs' first operand, 16 or 32 tokens per CTA), or two 64-row CTAs per tile where that kernel
+    // does not take the launch. Each row's MMAs and folds are the same either way, so the hint may follow
+    // the batch size.
     bool few_rows = false;
     TiledSchedule schedule = TiledSchedule::Automatic;
 

@@ -191,25 +191,28 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
 
 constexpr int kPermuteThreads = 256;
 using BlockScan = cub::BlockScan<int, kPermuteThreads>;
-constexpr int kChunkWarps = kPermuteThreads / 32;
 constexpr int kChunkRounds = kPermuteChunk / kPermuteThreads;
 
 // A large permutation works on chunks of kPermuteChunk pairs, a block each, in rounds of one pair per
 // thread: a pair's rank among its expert's pairs of the chunk is its rank in its warp (a warp match),
 // plus the earlier warps' counts of that expert, plus the earlier rounds'. Pairs then stay in ascending
 // order within each expert, as the one-block kernel and the CPU place them.
+// Rounds of kThreads pairs (a block's threads, one pair each).
+template <int kThreads>
 struct ChunkCounts {
-    int warp[kChunkWarps][kMaxRoutedExperts];  // this round's pairs per warp and expert
-    int before[kMaxRoutedExperts];             // running: earlier chunks' and rounds' pairs (+ first row)
+    static constexpr int kWarps = kThreads / 32;
+    int warp[kWarps][kMaxRoutedExperts];  // this round's pairs per warp and expert
+    int before[kMaxRoutedExperts];        // running: earlier chunks' and rounds' pairs (+ first row)
 };
 
-// This thread's pair of round `round` of the block's chunk: its expert (-1 for none: masked pairs and
-// pairs past the live ones) and its rank among the round's pairs of that expert; fills c.warp.
-__device__ int2 round_ranks(const int32_t* ids, int64_t pairs, int32_t experts, int round, ChunkCounts& c) {
-    const int64_t i = int64_t(blockIdx.x) * kPermuteChunk + round * kPermuteThreads + threadIdx.x;
+// This thread's pair i of a round: its expert (-1 for none: masked pairs and pairs past the live ones)
+// and its rank among the round's pairs of that expert; fills c.warp.
+template <int kThreads>
+__device__ int2 round_ranks(const int32_t* ids, int64_t pairs, int32_t experts, int64_t i, ChunkCounts<kThreads>& c) {
+    constexpr int kWarps = ChunkCounts<kThreads>::kWarps;
     int e = i < pairs ? ids[i] : -1;
     if (e < 0 || e >= experts) e = -1;
-    for (int x = threadIdx.x; x < kChunkWarps * experts; x += kPermuteThreads) c.warp[x / experts][x % experts] = 0;
+    for (int x = threadIdx.x; x < kWarps * experts; x += kThreads) c.warp[x / experts][x % experts] = 0;
     __syncthreads();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const unsigned same = __match_any_sync(0xffffffffu, e);
@@ -222,25 +225,34 @@ __device__ int2 round_ranks(const int32_t* ids, int64_t pairs, int32_t experts, 
 }
 
 // Adds the round's pairs per expert to c.before (after every thread has read it for the round).
-__device__ void end_round(int32_t experts, ChunkCounts& c) {
+template <int kThreads>
+__device__ void end_round(int32_t experts, ChunkCounts<kThreads>& c) {
     __syncthreads();
-    for (int e = threadIdx.x; e < experts; e += kPermuteThreads) {
+    for (int e = threadIdx.x; e < experts; e += kThreads) {
         int n = 0;
-        for (int w = 0; w < kChunkWarps; ++w) n += c.warp[w][e];
+        for (int w = 0; w < ChunkCounts<kThreads>::kWarps; ++w) n += c.warp[w][e];
         c.before[e] += n;
     }
     __syncthreads();  // before the next round clears c.warp (and before c.before is read)
+}
+
+// Pair i into its expert's row `slot`: the row it reads, where its output goes, its routing weight.
+__device__ __forceinline__ void place_pair(int64_t i, int slot, const float* topk_weights, const int32_t* row_of_pair,
+                                           int32_t top_k, const PermutationOut& out) {
+    out.rows[slot] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
+    out.dest[slot] = i;
+    out.weight[slot] = topk_weights[i];
 }
 
 // chunk_counts[chunk][e] = the chunk's pairs of expert e.
 __global__ void __launch_bounds__(kPermuteThreads) chunk_count_kernel(const int32_t* ids, int64_t pairs, const int32_t* live,
                                                                       int32_t experts, int32_t* chunk_counts) {
     begin_dependent_kernel();
-    __shared__ ChunkCounts c;
+    __shared__ ChunkCounts<kPermuteThreads> c;
     if (live) pairs = min(pairs, int64_t(*live));
     for (int e = threadIdx.x; e < experts; e += kPermuteThreads) c.before[e] = 0;
     for (int round = 0; round < kChunkRounds; ++round) {
-        (void)round_ranks(ids, pairs, experts, round, c);
+        (void)round_ranks(ids, pairs, experts, int64_t(blockIdx.x) * kPermuteChunk + round * kPermuteThreads + threadIdx.x, c);
         end_round(experts, c);
     }
     for (int e = threadIdx.x; e < experts; e += kPermuteThreads) chunk_counts[int64_t(blockIdx.x) * experts + e] = c.before[e];
@@ -303,19 +315,47 @@ __global__ void __launch_bounds__(kPermuteThreads) chunk_place_kernel(const int3
                                                                       const int32_t* live, int32_t top_k, int32_t experts,
                                                                       const int32_t* chunk_rows_before, PermutationOut out) {
     begin_dependent_kernel();
-    __shared__ ChunkCounts c;
+    __shared__ ChunkCounts<kPermuteThreads> c;
     if (live) pairs = min(pairs, int64_t(*live));
     for (int e = threadIdx.x; e < experts; e += kPermuteThreads)
         c.before[e] = out.offsets[e] + chunk_rows_before[int64_t(blockIdx.x) * experts + e];
     for (int round = 0; round < kChunkRounds; ++round) {
-        const int2 er = round_ranks(ids, pairs, experts, round, c);  // (its barriers publish c.before too)
-        if (er.x >= 0) {
-            const int64_t i = int64_t(blockIdx.x) * kPermuteChunk + round * kPermuteThreads + threadIdx.x;
-            const int slot = c.before[er.x] + er.y;
-            out.rows[slot] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
-            out.dest[slot] = i;
-            out.weight[slot] = topk_weights[i];
-        }
+        const int64_t i = int64_t(blockIdx.x) * kPermuteChunk + round * kPermuteThreads + threadIdx.x;
+        const int2 er = round_ranks(ids, pairs, experts, i, c);  // (its barriers publish c.before too)
+        if (er.x >= 0) place_pair(i, c.before[er.x] + er.y, topk_weights, row_of_pair, top_k, out);
+        end_round(experts, c);
+    }
+}
+
+// A permutation of at most kPermuteChunk pairs in one block: chunk_count_kernel's rounds, chunk_offsets_kernel's
+// prefix sums and chunk_place_kernel's rounds for the one chunk, where the three kernels take three launches
+// (each a few µs of a decode layer: 20 µs of qwen3's at 128 tokens, bench/results/2026-12-02-cuda-decode-kernel.md)
+// — the same prefix sums, so the same rows, slots and tiles.
+__global__ void __launch_bounds__(kScanThreads) permute_chunk_kernel(const int32_t* ids, const float* topk_weights,
+                                                                     const int32_t* row_of_pair, int64_t pairs,
+                                                                     const int32_t* live, int32_t top_k, int32_t experts,
+                                                                     int32_t tile_m, PermutationOut out) {
+    begin_dependent_kernel();
+    constexpr int kRounds = int(kPermuteChunk / kScanThreads);
+    __shared__ ChunkCounts<kScanThreads> c;
+    __shared__ OffsetScan::TempStorage temp;
+    if (live) pairs = min(pairs, int64_t(*live));
+    for (int e = threadIdx.x; e < experts; e += kScanThreads) c.before[e] = 0;
+    for (int round = 0; round < kRounds; ++round) {
+        (void)round_ranks(ids, pairs, experts, int64_t(round) * kScanThreads + threadIdx.x, c);
+        end_round(experts, c);
+    }
+    const int e = threadIdx.x;  // expert e's rows: their first row and tiles
+    const int2 first = expert_offsets(e < experts ? c.before[e] : 0, experts, tile_m, out, temp);
+    if (e < experts) {
+        out.load[e] = c.before[e];
+        write_tiles(e, first.x, c.before[e], first.y, tile_m, out, 0, 1);
+        c.before[e] = first.x;  // (published by the next round's barriers)
+    }
+    for (int round = 0; round < kRounds; ++round) {
+        const int64_t i = int64_t(round) * kScanThreads + threadIdx.x;
+        const int2 er = round_ranks(ids, pairs, experts, i, c);
+        if (er.x >= 0) place_pair(i, c.before[er.x] + er.y, topk_weights, row_of_pair, top_k, out);
         end_round(experts, c);
     }
 }
@@ -352,10 +392,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
     if (expert < 0 || expert >= experts) return;  // a masked token's pairs (-1) have no row
     int rank = 0;
     for (int j = 0; j < i; ++j) rank += id_of[j] == expert;
-    const int slot = first_row[expert] + rank;
-    out.rows[slot] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
-    out.dest[slot] = i;
-    out.weight[slot] = topk_weights[i];
+    place_pair(i, first_row[expert] + rank, topk_weights, row_of_pair, top_k, out);
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
@@ -396,6 +433,10 @@ cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_wei
     if (experts > kMaxRoutedExperts) return cudaErrorInvalidValue;
     if (pairs <= kSmallPairs) {
         return launch_dependent(permute_small_kernel, 1, kScanThreads, 0, stream, topk_ids, topk_weights, row_of_pair, pairs,
+                                live_pairs, top_k, experts, tile_m, out);
+    }
+    if (pairs <= kPermuteChunk) {
+        return launch_dependent(permute_chunk_kernel, 1, kScanThreads, 0, stream, topk_ids, topk_weights, row_of_pair, pairs,
                                 live_pairs, top_k, experts, tile_m, out);
     }
     if (!out.chunk_counts) return cudaErrorInvalidValue;

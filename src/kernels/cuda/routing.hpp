@@ -57,7 +57,7 @@ struct PermutationOut {
     int32_t* load = nullptr;         // [experts] rows per expert
     int32_t* offsets = nullptr;      // [experts + 1] scratch: first row of each expert
     int32_t* tile_offsets = nullptr; // [experts + 1] scratch
-    int32_t* chunk_counts = nullptr; // [permutation_chunks(pairs)][experts] scratch, for more than 128 pairs
+    int32_t* chunk_counts = nullptr; // [permutation_chunks(pairs)][experts] scratch, for more than kPermuteChunk pairs
 };
 
 // A large permutation's chunks of pairs (each counted and placed by one block).
