@@ -63,7 +63,7 @@ if [[ $what == sanitize || $what == all ]]; then
       echo "compute-sanitizer $tool ($t): rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool-$t.log" | tr '\n' ' ')"
     done
   done
-  # The few-row kernels (64-row CTAs, the FP4 decode kernel) on their own.
+  # The few-row kernels (the decode kernel; 64-row CTAs with STEADYMOE_DECODE_KERNEL=tiled) on their own.
   for tool in memcheck racecheck initcheck; do
     timeout 120 $san --tool $tool --error-exitcode 3 build-gpu/tests/test_cuda_grouped_gemm \
       --gtest_filter='CudaGroupedGemm.FewRowCtas*:CudaGroupedGemm.Fp4Decode*' >"$out/sanitize-$tool-few-rows.log" 2>&1

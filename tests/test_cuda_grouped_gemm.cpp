@@ -306,16 +306,20 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
         const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
         EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
         if (bf16_weights) EXPECT_LE(relative_error(halves, reference(p)), 1e-6);
+        if (bf16_weights) {  // and without activation scales: one sum over the whole k (no 128-block folds)
+            const std::vector<float> plain = run(p, false, false, false), plain_few = run(p, false, true, false);
+            EXPECT_EQ(std::memcmp(plain.data(), plain_few.data(), plain.size() * 4), 0) << "unscaled";
+        }
     }
 }
 
-// FP4 weights in a decode batch take a kernel of their own (the weights as the MMAs' first operand,
+// FP4 weights in a decode batch take the decode kernel too (the weights as the MMAs' first operand,
 // widened in registers; 32 tokens per CTA, four CTAs to a 128-row tile, the second tile's 22 rows in
 // one): the same bits as the tiled kernel — for activations that are e4m3 values with per-128 scales
 // (not powers of two), the same without scales, and full-mantissa bf16 activations.
 TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
-    if (cuda::grouped_gemm_few_row_ctas_per_sm() == 0) GTEST_SKIP() << "no few-row kernels on this GPU (or turned off)";
+    if (cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Fp4) == 0) GTEST_SKIP() << "no decode kernel on this GPU (or turned off)";
     std::vector<float> e4m3, e2m1;
     for (int c = 0; c < 256; ++c)
         if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));

@@ -76,10 +76,12 @@ std::string CudaMoeLayer::few_row_kernels() {
     const int tiled = cuda::grouped_gemm_few_row_ctas_per_sm(), bf16 = cuda::grouped_gemm_decode_ctas_per_sm(WeightCode::Bf16),
               fp8 = cuda::grouped_gemm_decode_ctas_per_sm(WeightCode::Fp8), fp4 = cuda::grouped_gemm_decode_ctas_per_sm(WeightCode::Fp4);
     if (tiled == 0 && fp4 == 0) return "";
-    if (bf16 > 0 && fp8 > 0)
-        return fmt::format("the decode kernel (the weights as the MMAs' first operand), {} / {} / {} CTAs per SM for BF16 / FP8 / FP4 weights",
-                           bf16, fp8, fp4);
-    return fmt::format("64-row CTAs, {} per SM; FP4 weights: the decode kernel, {} CTAs per SM", tiled, fp4);
+    const auto kernel = [&](int decode_ctas) {
+        return decode_ctas > 0 ? fmt::format("the decode kernel, {} CTAs per SM", decode_ctas) : fmt::format("64-row CTAs, {} per SM", tiled);
+    };
+    // (FP8 weights meet e4m3 activations only on the FP8 tensor cores; with bf16 ones they keep 128-row CTAs.)
+    return fmt::format("BF16 weights: {}; FP8 weights: {}; FP4 weights: {} (the decode kernel: the weights as the MMAs' first operand)",
+                       kernel(bf16), fp8_tensor_cores() ? kernel(fp8) : "128-row CTAs", kernel(fp4));
 }
 
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path, Fp8Products fp8)

@@ -110,8 +110,8 @@ struct GroupedGemmLaunch {
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 
-// How many 64-row CTAs (few_rows) the current GPU keeps on one SM: 2 on a Hopper, 0 where the kernel
-// has none.
+// How many of the tiled kernel's 64-row CTAs (few_rows launches the decode kernel does not take) the
+// current GPU keeps on one SM: 2 on a Hopper, 0 where the kernel has none.
 int grouped_gemm_few_row_ctas_per_sm();
 // How many CTAs of the decode kernel (few_rows on a Hopper: the weights as the MMAs' first operand) the
 // current GPU keeps on one SM for weights `code`: 3 for BF16, 5 for FP8 (with e4m3 activations), 4 for

@@ -386,7 +386,8 @@ TiledSchedule schedule_from_environment() {
     return chosen;
 }
 
-// A launch on 128-row CTAs (two warpgroups); few-row launches take half_launch's 64-row CTAs. Scaled
+// A launch on 128-row CTAs (two warpgroups); few-row launches the decode kernel does not take run
+// half_launch's 64-row CTAs. Scaled
 // launches keep one CTA to an SM: their fold's second set of 64 accumulators does not fit two CTAs'
 // registers without spilling (TwoPerSm falls back to PerTile).
 // Automatic takes what measured fastest on an H200 (bench/results/2026-12-02-cuda-prefill-schedules.md):
@@ -447,7 +448,7 @@ bool hopper_few_row_kernels() {
 }
 
 // One-warpgroup CTAs only where no weight tile is widened: those paths keep their shared memory for the
-// widened copies (FP4 weights have a decode kernel of their own).
+// widened copies. (Few-row launches reach them only where the decode kernel does not take them.)
 bool hopper_half_tiles(const GroupedGemmLaunch& g) {
     return hopper_few_row_kernels() && g.few_rows && (g.code == WeightCode::Bf16 || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
 }

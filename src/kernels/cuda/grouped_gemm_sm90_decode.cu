@@ -45,12 +45,12 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
 template <WeightCode kCode>
 struct DecodeShape {
-    static constexpr bool kFp8A = kCode == WeightCode::Fp8;
+    static constexpr bool kE4m3Tokens = kCode == WeightCode::Fp8;
     static constexpr int kTokens = kCode == WeightCode::Bf16 ? 16 : 32;
     static constexpr int kStages = kCode == WeightCode::Fp4 ? 4 : 3;
     static constexpr int kCtasPerSm = kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
-    static constexpr int kTokenRowBytes = a_row_bytes(kFp8A);
+    static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
     static constexpr int kHalfTileBytes = kFeatures * kWeightRowBytes;  // this CTA's rows of a stored tile
     static constexpr int kStoredTileBytes = kTileN * kWeightRowBytes;   // a stored tile: kTileN rows
@@ -107,7 +107,7 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
         }
         for (int h = 0; h < kSubs; ++h) {
             char* tile = stage + h * S::kTokenTileBytes;
-            if constexpr (S::kFp8A) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, ...
+            if constexpr (S::kE4m3Tokens) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, ...
                 const int chunk = lane & 3;
                 const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + (kt + h) * kBK + chunk * 16);
                 for (int row = lane >> 2; row < t.rows; row += 8, src += 8 * g.k) cp_async16(tile + swizzle64(row, chunk), src, true);
@@ -177,7 +177,7 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[DecodeShape<kCode>::kAcc
         for (int step = 0; step < kSubs * 4; ++step)
             wgmma_m64n32k16_rs(acc, a[step], smem_descriptor<1024>(stage + (step / 4) * S::kTokenTileBytes) + 2 * (step % 4));  // +32 bytes
     } else {
-        constexpr int kAtom = S::kFp8A ? 512 : 1024, kStep = S::kFp8A ? 32 : 16;  // k per MMA, 32 bytes either way
+        constexpr int kAtom = S::kE4m3Tokens ? 512 : 1024, kStep = S::kE4m3Tokens ? 32 : 16;  // k per MMA, 32 bytes either way
         const uint64_t desc_w = smem_descriptor<kAtom>(stage + S::kCodesOffset), desc_t = smem_descriptor<kAtom>(stage);
         fence_operands(acc);
         wgmma_fence();
@@ -186,7 +186,7 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[DecodeShape<kCode>::kAcc
 #pragma unroll
             for (int step = 0; step < kBK / kStep; ++step) {
                 const uint64_t a = desc_w + (h * S::kHalfTileBytes + 32 * step) / 16, b = desc_t + (h * S::kTokenTileBytes + 32 * step) / 16;
-                if constexpr (S::kFp8A) wgmma_m64n32k32_e4m3(acc, a, b, h > 0 || step > 0);  // the first starts the block's sum
+                if constexpr (S::kE4m3Tokens) wgmma_m64n32k32_e4m3(acc, a, b, h > 0 || step > 0);  // the first starts the block's sum
                 else wgmma_m64n16k16(acc, a, b);
             }
     }
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, DecodeShape<kCode>::kCtasPerSm) deco
     wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using S = DecodeShape<kCode>;
-    static_assert(!S::kFp8A || kScaled, "e4m3 tokens come with their scales");
+    static_assert(!S::kE4m3Tokens || kScaled, "e4m3 tokens come with their scales");
     const Tile t = decode_tile<S::kTokens>(g);
     if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
@@ -255,10 +255,10 @@ __global__ void __launch_bounds__(kThreads, DecodeShape<kCode>::kCtasPerSm) deco
             const float* weight_scale = reinterpret_cast<const float*>(stage + S::kWeightScaleOffset);
 #pragma unroll
             for (int i = 0; i < S::kAcc; ++i) {
-                const float sa = S::kFp8A || g.a_scale ? token_scale[8 * (i / 4) + 2 * q + (i & 1)] : 1.0f;
+                const float sa = S::kE4m3Tokens || g.a_scale ? token_scale[8 * (i / 4) + 2 * q + (i & 1)] : 1.0f;
                 const float scale = kCode == WeightCode::Fp8 ? __fmul_rn(sa, weight_scale[i / 2 % 2]) : sa;  // row + 8 is the odd fragment
                 total[i] = __fmaf_rn(acc[i], scale, total[i]);
-                if constexpr (!S::kFp8A) acc[i] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
+                if constexpr (!S::kE4m3Tokens) acc[i] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
             }
         }
         __syncwarp();
@@ -324,8 +324,10 @@ bool hopper_decode_takes(WeightCode code) {
 
 bool hopper_decode(const GroupedGemmLaunch& g) {
     if (!g.few_rows || !hopper_decode_takes(g.code)) return false;
-    const int chunks = g.code == WeightCode::Bf16 ? DecodeShape<WeightCode::Bf16>::kChunksPerTile : DecodeShape<WeightCode::Fp4>::kChunksPerTile;
-    if (int64_t(g.max_tiles) * chunks > 65535) return false;
+    const int chunks = g.code == WeightCode::Bf16 ? DecodeShape<WeightCode::Bf16>::kChunksPerTile
+                       : g.code == WeightCode::Fp8 ? DecodeShape<WeightCode::Fp8>::kChunksPerTile
+                                                   : DecodeShape<WeightCode::Fp4>::kChunksPerTile;
+    if (int64_t(g.max_tiles) * chunks > 65535) return false;  // grid.y
     return g.code == WeightCode::Fp8 ? g.a_fp8 && g.a_scale : !g.a_fp8;
 }
 

@@ -48,7 +48,7 @@ cudaError_t allow_shared_memory(int bytes) {
     if (bit && (done_devices.load(std::memory_order_acquire) & bit)) return cudaSuccess;
     cudaError_t err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     // All of the SM's unified memory as shared memory: the stages are what keeps weight bytes in flight,
-    // and two 64-row CTAs to an SM need the largest carveout.
+    // and several decode CTAs to an SM need the largest carveout.
     if (err == cudaSuccess)
         err = cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
     if (err == cudaSuccess) done_devices.fetch_or(bit, std::memory_order_release);

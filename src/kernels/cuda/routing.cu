@@ -196,8 +196,8 @@ constexpr int kChunkRounds = kPermuteChunk / kPermuteThreads;
 // A large permutation works on chunks of kPermuteChunk pairs, a block each, in rounds of one pair per
 // thread: a pair's rank among its expert's pairs of the chunk is its rank in its warp (a warp match),
 // plus the earlier warps' counts of that expert, plus the earlier rounds'. Pairs then stay in ascending
-// order within each expert, as the one-block kernel and the CPU place them.
-// Rounds of kThreads pairs (a block's threads, one pair each).
+// order within each expert, as the one-block kernel and the CPU place them. A round is kThreads pairs
+// (one per thread of the block).
 template <int kThreads>
 struct ChunkCounts {
     static constexpr int kWarps = kThreads / 32;
@@ -337,6 +337,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_chunk_kernel(const int32
                                                                      int32_t tile_m, PermutationOut out) {
     begin_dependent_kernel();
     constexpr int kRounds = int(kPermuteChunk / kScanThreads);
+    static_assert(kRounds >= 1 && kPermuteChunk % kScanThreads == 0, "whole rounds cover the chunk");
     __shared__ ChunkCounts<kScanThreads> c;
     __shared__ OffsetScan::TempStorage temp;
     if (live) pairs = min(pairs, int64_t(*live));
@@ -360,9 +361,9 @@ __global__ void __launch_bounds__(kScanThreads) permute_chunk_kernel(const int32
     }
 }
 
-// A decode batch's permutation in one block, where chunk_count_kernel, chunk_offsets_kernel and chunk_place_kernel take
-// three launches (each a few µs of a decode layer): thread e counts and tiles expert e, thread i places
-// pair i after the earlier pairs of its expert — the same prefix sums, so the same rows, slots and tiles.
+// The smallest permutations (up to 128 pairs) in one block with no rounds: thread e counts and tiles
+// expert e, thread i places pair i after the earlier pairs of its expert — the same prefix sums, so the
+// same rows, slots and tiles as permute_chunk_kernel and the chunked kernels.
 constexpr int kSmallPairs = 128;
 __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32_t* ids, const float* topk_weights,
                                                                      const int32_t* row_of_pair, int64_t pairs_bound,
