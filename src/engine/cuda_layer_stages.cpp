@@ -257,6 +257,10 @@ void RouterStage::enqueue(Buffers& b, const void* hidden, const uint8_t* active,
         g.identity_rows = T;
         g.identity_tile_rows = tiles.tile_m;
         g.k_splits = router_k_splits(H);
+        // A decode step's few tokens: Hopper's decode kernel (the same sums, so the same logits) spreads the
+        // router's weights over twice the CTAs, 64 experts each, where the tiled kernel's 128-row tile
+        // multiplies the tokens' rows and mostly padding.
+        g.few_rows = T <= 32;
         g.out = b.logits.as<float>();
         g.split_stride = T * E;
         g.ldo = E;
