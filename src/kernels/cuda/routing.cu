@@ -329,8 +329,8 @@ __global__ void __launch_bounds__(kPermuteThreads) chunk_place_kernel(const int3
 
 // A permutation of at most kPermuteChunk pairs in one block: chunk_count_kernel's rounds, chunk_offsets_kernel's
 // prefix sums and chunk_place_kernel's rounds for the one chunk, where the three kernels take three launches
-// (each a few µs of a decode layer: 20 µs of qwen3's at 128 tokens, bench/results/2026-12-02-cuda-decode-kernel.md)
-// — the same prefix sums, so the same rows, slots and tiles.
+// (2.5 µs of qwen3's layer at 128 tokens, bench/results/2026-12-02-cuda-decode-kernel.md) — the same prefix
+// sums, so the same rows, slots and tiles.
 __global__ void __launch_bounds__(kScanThreads) permute_chunk_kernel(const int32_t* ids, const float* topk_weights,
                                                                      const int32_t* row_of_pair, int64_t pairs,
                                                                      const int32_t* live, int32_t top_k, int32_t experts,
