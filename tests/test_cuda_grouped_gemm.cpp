@@ -156,9 +156,10 @@ cuda::DeviceExpertGroup upload(const Problem& p) {
 // C = A . W^T on the GPU through one grouped-GEMM launch; fp8_a: A as e4m3 codes, else as bf16 values;
 // few_rows: the launch's decode hint (the few-row kernels on a Hopper where the path has them); scaled:
 // the activations' 128-block scales apply (else none: scale 1); adjust: changes to the launch (another
-// epilogue) before it runs.
+// epilogue) before it runs; splits: k splits, each summing its share of k into an output of its own
+// (returned one after the other).
 std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool scaled = true,
-                       const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}) {
+                       const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}, int32_t splits = 1) {
     const cuda::DeviceExpertGroup group = upload(p);
     const int32_t tm = cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
     std::vector<int32_t> tile_list(size_t(3 * tiles + 1));
@@ -169,10 +170,10 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
     }
     tile_list[size_t(3 * tiles)] = tiles;
     cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(size_t(kRows * kK) * 2, "a"),
-        scale_buf(p.a_scale.size() * 4, "a scales"), out_buf(size_t(kRows * kN) * 4, "out");
+        scale_buf(p.a_scale.size() * 4, "a scales"), out_buf(size_t(splits * kRows * kN) * 4, "out");
     tile_buf.upload(tile_list.data(), tile_list.size() * 4);
     scale_buf.upload(p.a_scale.data(), p.a_scale.size() * 4);
-    EXPECT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(kRows * kN) * 4), cudaSuccess);  // NaN where the launch writes nothing
+    EXPECT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(splits * kRows * kN) * 4), cudaSuccess);  // NaN where the launch writes nothing
     cuda::GroupedGemmLaunch g;
     const int32_t* t = tile_buf.as<int32_t>();
     g.tile_expert = t, g.tile_row0 = t + tiles, g.tile_rows = t + 2 * tiles, g.tile_count = t + 3 * tiles;
@@ -195,10 +196,11 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
     g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = kN;
     g.few_rows = few_rows;
     g.a_rows = kRows;  // the buffer's rows: tiled launches may take them by tensor copies (see grouped_gemm_sm90.cu)
+    g.k_splits = splits, g.split_stride = kRows * kN;
     if (adjust) adjust(g);
     EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<float> out(size_t(kRows * kN));
+    std::vector<float> out(size_t(splits * kRows * kN));
     out_buf.download(out.data(), out.size() * 4);
     return out;
 }
@@ -310,6 +312,37 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
             const std::vector<float> plain = run(p, false, false, false), plain_few = run(p, false, true, false);
             EXPECT_EQ(std::memcmp(plain.data(), plain_few.data(), plain.size() * 4), 0) << "unscaled";
         }
+    }
+}
+
+// The decode kernel where a launch's last n-tile is partial (200 features: its second half holds 8, the
+// FP8 weight scale of its odd fragments lies past the matrix) and where k is split in two (each split's
+// partial sums stored on their own, as the router's GEMM does): the bits of the tiled kernel, for FP8
+// weights with e4m3 activations, bf16 weights with and without activation scales, and FP4 weights.
+TEST(CudaGroupedGemm, DecodeKernelPartialTilesAndSplitsGiveTheSameBits) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Fp4) == 0) GTEST_SKIP() << "no decode kernel on this GPU (or turned off)";
+    std::vector<float> e4m3, e2m1;
+    for (int c = 0; c < 256; ++c)
+        if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
+    for (int c = 0; c < 16; ++c) e2m1.push_back(e2m1_to_f32(uint8_t(c)));
+    Problem fp8 = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 19), bf16 = fp8;
+    bf16.bf16 = true;
+    const Problem fp4 = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 20);
+    const auto partial = [](cuda::GroupedGemmLaunch& g) { g.n = 200; };
+    struct Case {
+        const char* name;
+        const Problem* p;
+        bool fp8_a, scaled;
+    };
+    for (const Case& c : {Case{"FP8 x e4m3", &fp8, true, true}, Case{"bf16, scaled", &bf16, false, true},
+                          Case{"bf16, unscaled", &bf16, false, false}, Case{"FP4", &fp4, false, true}}) {
+        if (c.fp8_a && !fp8_path_here(false)) continue;
+        SCOPED_TRACE(c.name);
+        const std::vector<float> tiled = run(*c.p, c.fp8_a, false, c.scaled, partial), decode = run(*c.p, c.fp8_a, true, c.scaled, partial);
+        EXPECT_EQ(std::memcmp(tiled.data(), decode.data(), tiled.size() * 4), 0) << "200 features";
+        const std::vector<float> split_tiled = run(*c.p, c.fp8_a, false, c.scaled, {}, 2), split_decode = run(*c.p, c.fp8_a, true, c.scaled, {}, 2);
+        EXPECT_EQ(std::memcmp(split_tiled.data(), split_decode.data(), split_tiled.size() * 4), 0) << "two k splits";
     }
 }
 
