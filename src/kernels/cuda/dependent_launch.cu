@@ -1,10 +1,9 @@
 #include "dependent_launch.hpp"
 
 #include "env_switch.hpp"
+#include "per_device.hpp"
 
 #include <cuda_runtime.h>
-
-#include <atomic>
 
 namespace steadymoe::cuda {
 
@@ -18,25 +17,19 @@ __global__ void ptx_version_probe_kernel() {}
 // a Hopper, and kernels compiled with their wait (dependent_launch.cuh compiles it for sm_90+ only; a
 // build for older GPUs alone runs there from their PTX, without it).
 bool device_takes_dependent_launches() {
-    static std::atomic<int> answers[64] = {};  // 0: not asked yet, 1: yes, -1: no
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) {
-        cudaGetLastError();
-        return false;
-    }
-    int answer = answers[device].load(std::memory_order_relaxed);
-    if (answer == 0) {
-        int major = 0;
-        cudaFuncAttributes probe{};
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-            cudaFuncGetAttributes(&probe, ptx_version_probe_kernel) != cudaSuccess) {
-            cudaGetLastError();
-            major = 0;
-        }
-        answer = major >= 9 && probe.ptxVersion >= 90 ? 1 : -1;
-        answers[device].store(answer, std::memory_order_relaxed);
-    }
-    return answer > 0;
+    static PerDeviceAnswers answers;
+    return answers.get(
+               [](int device) {
+                   int major = 0;
+                   cudaFuncAttributes probe{};
+                   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+                       cudaFuncGetAttributes(&probe, ptx_version_probe_kernel) != cudaSuccess) {
+                       cudaGetLastError();
+                       return 0;
+                   }
+                   return major >= 9 && probe.ptxVersion >= 90 ? 1 : 0;
+               },
+               0) > 0;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90_cta.cuh"
+#include "per_device.hpp"
 #include "grouped_gemm_stage.cuh"
 #include "tensor_map.hpp"
 #include "wgmma.cuh"
@@ -281,15 +282,16 @@ constexpr int kSmemBytes = kStages<kCode, kFp8A, kWG, kPerSm> * StageLayout<kCod
                            2 * kStages<kCode, kFp8A, kWG, kPerSm> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
-// Streaming multiprocessors of the current GPU (asked once per device).
+// Streaming multiprocessors of the current GPU (asked once per device; 1 where the query fails).
 int sm_count() {
-    static std::atomic<int> counts[64] = {};
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 1;
-    int n = counts[device].load(std::memory_order_relaxed);
-    if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && n > 0)
-        counts[device].store(n, std::memory_order_relaxed);
-    return n > 0 ? n : 1;
+    static PerDeviceAnswers counts;
+    return counts.get(
+        [](int device) {
+            int n = 0;
+            if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) cudaGetLastError();
+            return n;
+        },
+        1);
 }
 
 // Whether activation rows (bf16 or e4m3) come by tensor copies where the launch says how many rows its
@@ -323,24 +325,20 @@ cudaLaunchAttribute cluster_dimension(unsigned ctas) {
 // query fails): a persistent launch of more would run its last clusters after the others.
 template <auto kKernel>
 int concurrent_pairs(int threads, int smem) {
-    static std::atomic<int> counts[64] = {};  // 0: not asked yet, -1: the query failed
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
-    int n = counts[device].load(std::memory_order_relaxed);
-    if (n != 0) return n > 0 ? n : 0;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(unsigned(sm_count() / 2 * 2), 1, 1);
-    config.blockDim = dim3(unsigned(threads), 1, 1);
-    config.dynamicSmemBytes = size_t(smem);
-    cudaLaunchAttribute cluster = cluster_dimension(2);
-    config.attrs = &cluster, config.numAttrs = 1;
-    if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) != cudaSuccess || n <= 0) {
-        cudaGetLastError();  // this query's error: the launch goes unpaired
-        counts[device].store(-1, std::memory_order_relaxed);
-        return 0;
-    }
-    counts[device].store(n, std::memory_order_relaxed);
-    return n;
+    static PerDeviceAnswers counts;
+    return counts.get(
+        [&](int) {
+            cudaLaunchConfig_t config{};
+            config.gridDim = dim3(unsigned(sm_count() / 2 * 2), 1, 1);
+            config.blockDim = dim3(unsigned(threads), 1, 1);
+            config.dynamicSmemBytes = size_t(smem);
+            cudaLaunchAttribute cluster = cluster_dimension(2);
+            config.attrs = &cluster, config.numAttrs = 1;
+            int n = 0;
+            if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) != cudaSuccess) cudaGetLastError();  // the launch goes unpaired
+            return n;
+        },
+        0);
 }
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
