@@ -173,6 +173,7 @@ int bench_cuda(const BenchOptions& given) {
         {"gemm_kernel", CudaMoeLayer::gemm_kernel()},
         {"fp8_tensor_cores", CudaMoeLayer::fp8_tensor_cores()},
         {"few_row_kernels", CudaMoeLayer::few_row_kernels()},
+        {"dependent_launches", CudaMoeLayer::dependent_launches()},
         {"graph_max_tokens", gpu.graph_max_tokens()},
         {"copy_bandwidth_bytes_per_s", bandwidth},
         {"workload",

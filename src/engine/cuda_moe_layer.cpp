@@ -4,6 +4,7 @@
 #include "steadymoe/kernels/cuda/gemm.hpp"
 
 #include "../kernels/cuda/check.hpp"
+#include "../kernels/cuda/dependent_launch.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "../kernels/cuda/quant_mode.hpp"
 #include "cuda_tensor_core_path.hpp"
@@ -70,6 +71,8 @@ std::string CudaMoeLayer::gemm_kernel() {
 }
 
 bool CudaMoeLayer::fp8_tensor_cores() { return cuda::grouped_gemm_takes_fp8_activations(cuda::WeightCode::Fp8); }
+
+bool CudaMoeLayer::dependent_launches() { return cuda::dependent_launches_available(); }
 
 std::string CudaMoeLayer::few_row_kernels() {
     using cuda::WeightCode;

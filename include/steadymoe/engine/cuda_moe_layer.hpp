@@ -71,6 +71,9 @@ public:
     // weights with STEADYMOE_DECODE_KERNEL=tiled the tiled kernel's 64-row CTAs; "" where there are none
     // (not a Hopper, or STEADYMOE_FEW_ROW_KERNELS=0).
     static std::string few_row_kernels();
+    // Whether batches that run as CUDA graphs launch their kernels as dependent launches here (each may
+    // start before the one before it ends): a Hopper or later, unless STEADYMOE_DEPENDENT_LAUNCHES=0.
+    static bool dependent_launches();
     // Why the tensor-core path is not used ("" when it is).
     const std::string& portable_reason() const { return portable_reason_; }
 

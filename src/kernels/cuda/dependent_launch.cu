@@ -34,10 +34,12 @@ bool device_takes_dependent_launches() {
 
 }  // namespace
 
-bool dependent_launches() {
+bool dependent_launches_available() {
     static const bool off = env_equals("STEADYMOE_DEPENDENT_LAUNCHES", "0");
-    return asked && !off && device_takes_dependent_launches();
+    return !off && device_takes_dependent_launches();
 }
+
+bool dependent_launches() { return asked && dependent_launches_available(); }
 
 DependentLaunchScope::DependentLaunchScope(bool on) : before_(asked) { asked = on; }
 

@@ -10,6 +10,8 @@ namespace steadymoe::cuda {
 // Inside a DependentLaunchScope that asked for them, on Hopper or later running this build's sm_90+ code
 // (asked once per device), and unless STEADYMOE_DEPENDENT_LAUNCHES=0 (to compare; the same bits).
 bool dependent_launches();
+// Whether a scope that asks for them gets them: the same without the scope (for reports).
+bool dependent_launches_available();
 
 // Asks for dependent launches (or not) on this thread for its lifetime, then restores what was asked before.
 class DependentLaunchScope {
