@@ -88,6 +88,19 @@ struct Problem {
     }
 };
 
+// Every finite e4m3 value (NaN codes left out) and every e2m1 value, each as often as its codes.
+std::vector<float> every_e4m3_value() {
+    std::vector<float> v;
+    for (int c = 0; c < 256; ++c)
+        if ((c & 0x7F) != 0x7F) v.push_back(e4m3_to_f32(uint8_t(c)));
+    return v;
+}
+std::vector<float> every_e2m1_value() {
+    std::vector<float> v;
+    for (int c = 0; c < 16; ++c) v.push_back(e2m1_to_f32(uint8_t(c)));
+    return v;
+}
+
 template <typename T>
 const T& pick_from(const std::vector<T>& v, std::mt19937& rng) {
     return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
@@ -262,10 +275,7 @@ TEST(CudaGroupedGemm, Fp4IsExactOnSmallIntegers) {
 // Random codes over their whole range: within the accumulation's rounding of float64.
 TEST(CudaGroupedGemm, RandomCodesMatchFloat64) {
     SMOE_SKIP_WITHOUT_GPU();
-    std::vector<float> e4m3, e2m1;
-    for (int c = 0; c < 256; ++c)
-        if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
-    for (int c = 0; c < 16; ++c) e2m1.push_back(e2m1_to_f32(uint8_t(c)));
+    const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
     check_paths(make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 12), false, 1e-6, 1e-3);
     check_paths(make_fp4_problem(e4m3, e2m1, {-16, -12, -9, -6, -5}, 14), false, 1e-6, 1e-3);
 }
@@ -291,9 +301,7 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
         EXPECT_EQ(decode_fp8, tiled ? 0 : 5);
         EXPECT_EQ(decode_fp4, 4);
     }
-    std::vector<float> e4m3;
-    for (int c = 0; c < 256; ++c)
-        if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
+    const std::vector<float> e4m3 = every_e4m3_value();
     Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 15);
     std::mt19937 rng(18);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -322,10 +330,7 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
 TEST(CudaGroupedGemm, DecodeKernelPartialTilesAndSplitsGiveTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Fp4) == 0) GTEST_SKIP() << "no decode kernel on this GPU (or turned off)";
-    std::vector<float> e4m3, e2m1;
-    for (int c = 0; c < 256; ++c)
-        if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
-    for (int c = 0; c < 16; ++c) e2m1.push_back(e2m1_to_f32(uint8_t(c)));
+    const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
     Problem fp8 = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 19), bf16 = fp8;
     bf16.bf16 = true;
     const Problem fp4 = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 20);
@@ -353,10 +358,7 @@ TEST(CudaGroupedGemm, DecodeKernelPartialTilesAndSplitsGiveTheSameBits) {
 TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Fp4) == 0) GTEST_SKIP() << "no decode kernel on this GPU (or turned off)";
-    std::vector<float> e4m3, e2m1;
-    for (int c = 0; c < 256; ++c)
-        if ((c & 0x7F) != 0x7F) e4m3.push_back(e4m3_to_f32(uint8_t(c)));
-    for (int c = 0; c < 16; ++c) e2m1.push_back(e2m1_to_f32(uint8_t(c)));
+    const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
     Problem p = make_fp4_problem(e4m3, e2m1, {-16, -9, -5, 0, 3}, 16);
     std::mt19937 rng(17);
     for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
