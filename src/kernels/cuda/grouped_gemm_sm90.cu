@@ -3,8 +3,8 @@
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90_cta.cuh"
-#include "per_device.hpp"
 #include "grouped_gemm_stage.cuh"
+#include "per_device.hpp"
 #include "tensor_map.hpp"
 #include "wgmma.cuh"
 

@@ -25,12 +25,12 @@ bool hopper_half_tiles(const GroupedGemmLaunch& launch);
 int hopper_few_row_ctas_per_sm();
 // Launches so far that ran on persistent CTAs paired in clusters of two sharing their rows' copies.
 uint64_t hopper_paired_launches();
+// Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
+bool hopper_decode_takes(WeightCode code);
 // Whether `launch` (few rows) takes the decode kernel (grouped_gemm_sm90_decode.cu: the weights as the
 // MMAs' A operand), that kernel's launch, and how many of its CTAs the current GPU keeps on one SM for
 // weights `code` (0 where the query fails).
 bool hopper_decode(const GroupedGemmLaunch& launch);
-// Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
-bool hopper_decode_takes(WeightCode code);
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& launch);
 int hopper_decode_ctas_per_sm(WeightCode code);
 
