@@ -29,16 +29,16 @@ __global__ void codec_kernel(const uint32_t* in, uint32_t* out, int64_t n, int w
     }
 }
 
-__global__ void widen_kernel(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, bool fp4) {
+__global__ void widen_kernel(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, Widening how) {
     const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    if (fp4) {
+    if (how == kE2m1ToBf16) {
         // The exponent in byte i % 4 of its word, as the kernels find it among a row's four.
         const uint32_t byte = uint32_t(i & 3);
         const uint4 v = cuda::stage::e2m1x8_to_bf16x8(codes[i], cuda::stage::bf16_pair_scale(scales[i] << (8 * byte), byte));
         out[4 * i] = v.x, out[4 * i + 1] = v.y, out[4 * i + 2] = v.z, out[4 * i + 3] = v.w;
     } else {
-        const uint2 v = cuda::stage::e4m3x4_to_bf16x4(codes[i]);
+        const uint2 v = how == kE2m1ToE4m3 ? cuda::stage::e2m1x8_to_e4m3x8(codes[i]) : cuda::stage::e4m3x4_to_bf16x4(codes[i]);
         out[2 * i] = v.x, out[2 * i + 1] = v.y;
     }
 }
@@ -77,15 +77,15 @@ int64_t count_e4m3x4_mismatches(uint32_t* first_bits) {
     return ok ? int64_t(host_bad) : -1;
 }
 
-int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, bool fp4) {
-    const size_t out_words = size_t(n) * (fp4 ? 4 : 2);
+int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, Widening how) {
+    const size_t out_words = size_t(n) * (how == kE2m1ToBf16 ? 4 : 2);
     uint32_t *dcodes = nullptr, *dscales = nullptr, *dout = nullptr;
     if (cudaMalloc(&dcodes, size_t(n) * 4) != cudaSuccess || cudaMalloc(&dscales, size_t(n) * 4) != cudaSuccess ||
         cudaMalloc(&dout, out_words * 4) != cudaSuccess)
         return 1;
     cudaMemcpy(dcodes, codes, size_t(n) * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(dscales, scales, size_t(n) * 4, cudaMemcpyHostToDevice);
-    widen_kernel<<<unsigned((n + 255) / 256), 256>>>(dcodes, dscales, dout, n, fp4);
+    widen_kernel<<<unsigned((n + 255) / 256), 256>>>(dcodes, dscales, dout, n, how);
     const cudaError_t err = cudaMemcpy(out, dout, out_words * 4, cudaMemcpyDeviceToHost);
     cudaFree(dcodes);
     cudaFree(dscales);

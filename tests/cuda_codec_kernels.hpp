@@ -20,9 +20,13 @@ enum CodecOp : int {
 // Applies `which` to every input (float bits or a code) on the GPU; 0 on success.
 int run_codec_on_device(const uint32_t* in, uint32_t* out, int64_t n, int which);
 
-// The tensor-core kernels' weight widening on the GPU: per input word, four e4m3 codes to four bf16
-// (two words out), or eight e2m1 codes with e8m0 exponent scales[i] to eight bf16 (four words out).
-int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, bool fp4);
+enum Widening : int {
+    kE4m3ToBf16,  // four e4m3 codes to four bf16 (two words out)
+    kE2m1ToBf16,  // eight e2m1 codes with e8m0 exponent scales[i] to eight bf16 (four words out)
+    kE2m1ToE4m3,  // eight e2m1 codes to eight e4m3 codes of 2^-6 times their values (two words out: even, odd nibbles)
+};
+// The tensor-core kernels' weight widening `how` on the GPU, per input word.
+int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, Widening how);
 
 // Every float32 bit pattern (2^32) through the kernels' four-value e4m3 conversion, against the codec
 // on the GPU: the number that differ (0 on success), the first in *first_bits; -1 on a CUDA error.

@@ -144,7 +144,8 @@ std::vector<double> reference(const Problem& p) {
 }
 
 // The weights as the down projection ([kN][kK]) of a one-expert group; gate and up only fill the group.
-cuda::DeviceExpertGroup upload(const Problem& p) {
+// FP4 weights that meet e4m3 activations go in e4m3 order.
+cuda::DeviceExpertGroup upload(const Problem& p, bool e4m3_order) {
     ExpertWeights e;
     if (p.fp4) {
         const std::vector<uint8_t> gu(size_t(kK * kN), 2), gu_exp(size_t(kK * kN / 32), 127);  // 1.0
@@ -163,7 +164,7 @@ cuda::DeviceExpertGroup upload(const Problem& p) {
         e.up = fp8_matrix(kK, kN, gu, gu_scale, "up");
         e.down = fp8_matrix(kN, kK, p.w, p.w_scale, "down");
     }
-    return cuda::upload_expert_group({&e}, "test experts");
+    return cuda::upload_expert_group({&e}, "test experts", e4m3_order);
 }
 
 // C = A . W^T on the GPU through one grouped-GEMM launch; fp8_a: A as e4m3 codes, else as bf16 values;
@@ -173,7 +174,7 @@ cuda::DeviceExpertGroup upload(const Problem& p) {
 // (returned one after the other).
 std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool scaled = true,
                        const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}, int32_t splits = 1) {
-    const cuda::DeviceExpertGroup group = upload(p);
+    const cuda::DeviceExpertGroup group = upload(p, fp8_a && p.fp4);
     const int32_t tm = cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
     std::vector<int32_t> tile_list(size_t(3 * tiles + 1));
     for (int32_t t = 0; t < tiles; ++t) {
@@ -376,6 +377,36 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
         EXPECT_EQ(std::memcmp(tiled.data(), decode.data(), tiled.size() * 4), 0);
         EXPECT_LE(relative_error(decode, reference(p)), 1e-6);
     }
+}
+
+// FP4 weights meeting e4m3 activations (DeepSeek-V4's arithmetic: a tensor-core sum per 32-wide group,
+// scaled per group, folded per 128-wide block) run one kernel at every batch size, 32 tokens to a CTA in
+// decode batches and 64 in others: the same bits either way — with activation scales that are not powers of
+// two, with a partial last n-tile (200 features) and with k split in two — and within the FP8 tensor cores'
+// rounding of float64.
+TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
+    const int decode = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(true), others = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(false);
+    std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d in decode batches, %d in others\n", decode, others);
+    EXPECT_EQ(decode, 4);
+    EXPECT_EQ(others, 3);
+    const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
+    Problem p = make_fp4_problem(e4m3, e2m1, {-16, -9, -5, 0, 3}, 21);
+    std::mt19937 rng(22);
+    for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
+    const std::vector<float> tiles = run(p, true, false), few = run(p, true, true);
+    EXPECT_EQ(std::memcmp(tiles.data(), few.data(), tiles.size() * 4), 0);
+    const double err = relative_error(few, reference(p));
+    std::printf("FP4 weights, e4m3 activations with scales: relative error vs float64 %.3g\n", err);
+    EXPECT_LE(err, 1e-3);
+    const auto partial = [](cuda::GroupedGemmLaunch& g) { g.n = 200; };
+    const std::vector<float> partial_tiles = run(p, true, false, true, partial), partial_few = run(p, true, true, true, partial);
+    EXPECT_EQ(std::memcmp(partial_tiles.data(), partial_few.data(), partial_tiles.size() * 4), 0) << "200 features";
+    for (int64_t r = 0; r < kRows; ++r)  // the features past 200 are never written (NaN bits left there)
+        EXPECT_EQ(std::memcmp(&partial_tiles[size_t(r * kN)], &tiles[size_t(r * kN)], 200 * 4), 0) << "row " << r;
+    const std::vector<float> split_tiles = run(p, true, false, true, {}, 2), split_few = run(p, true, true, true, {}, 2);
+    EXPECT_EQ(std::memcmp(split_tiles.data(), split_few.data(), split_tiles.size() * 4), 0) << "two k splits";
 }
 
 // The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs —

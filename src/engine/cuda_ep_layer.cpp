@@ -6,6 +6,7 @@
 
 #include "../kernels/cuda/check.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
+#include "../kernels/cuda/quant_mode.hpp"
 #include "break_on_throw.hpp"
 #include "cuda_ep_impl.hpp"
 #include "cuda_tensor_core_path.hpp"
@@ -55,9 +56,10 @@ CudaEpMoeLayer::Impl::Impl(const MoeLayer& l, ExpertPlacement p, Transport& boot
     replica_offsets.upload(offsets.data(), offsets.size() * 4);
     replicas = DeviceBuffer(table.size() * 4, "replica table");
     replicas.upload(table.data(), table.size() * 4);
-    local =
-        cuda::upload_expert_group(slot_experts(l, placement, rank), fmt::format("rank {}'s experts", rank));
-    if (l.weights().has_shared) shared = cuda::upload_expert_group({&l.weights().shared}, "shared expert");
+    // FP8 products on the FP8 tensor cores, as GroupRun's default and one GPU's: the same bits.
+    const bool fp4_e4m3 = cuda::fp4_takes_e4m3(l.activation_quant(), true);
+    local = cuda::upload_expert_group(slot_experts(l, placement, rank), fmt::format("rank {}'s experts", rank), fp4_e4m3);
+    if (l.weights().has_shared) shared = cuda::upload_expert_group({&l.weights().shared}, "shared expert", fp4_e4m3);
     SMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&main, cudaStreamNonBlocking));
     SMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));

@@ -102,7 +102,9 @@ struct InputForm {
 
 InputForm input_form(const cuda::DeviceMatrixSet& w, ActivationQuant aq, bool fp8_tensor_cores) {
     const int mode = cuda::activation_quant_mode(aq, w.quantized);
-    return {mode, mode != 0 && fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code)};
+    // (FP4 sets only where uploaded for it: the layer asks fp4_takes_e4m3 with the same flag)
+    return {mode, mode != 0 && fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code) &&
+                      (w.code != cuda::WeightCode::Fp4 || w.fp4_e4m3_order)};
 }
 InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, ActivationQuant aq) {
     return input_form(w, aq, r.fp8_tensor_cores);

@@ -78,8 +78,9 @@ TensorCorePath::TensorCorePath(const MoeLayer& layer, Fp8Products fp8)
     const MoeLayerWeights& w = layer.weights();
     std::vector<const ExpertWeights*> routed;
     for (const ExpertWeights& e : w.experts) routed.push_back(&e);
-    routed_ = cuda::upload_expert_group(routed, "routed experts");
-    if (w.has_shared) shared_ = cuda::upload_expert_group({&w.shared}, "shared expert");
+    const bool fp4_e4m3 = cuda::fp4_takes_e4m3(layer.activation_quant(), fp8_tensor_cores_);
+    routed_ = cuda::upload_expert_group(routed, "routed experts", fp4_e4m3);
+    if (w.has_shared) shared_ = cuda::upload_expert_group({&w.shared}, "shared expert", fp4_e4m3);
     cuda::synchronize();
 }
 

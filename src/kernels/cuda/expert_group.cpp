@@ -94,7 +94,21 @@ int64_t stage_tile_bytes(WeightCode code) {
 // kernel loads is one contiguous block. bf16 and FP8 tiles are stored swizzled — byte o of a tile is what
 // byte o of the shared-memory stage holds (128-byte rows in the 128-byte swizzle, 64-byte FP8 rows in
 // the 64-byte swizzle that Hopper's FP8 MMAs read) — FP4 tiles row-major.
-std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, WeightCode code) {
+// The row's 64 FP4 codes of one stage tile (32 bytes) in e4m3 order: word 2q + s holds group s's (k 32s
+// onwards) codes 4q .. 4q + 3 in its even nibbles and 16 + 4q .. 16 + 4q + 3 in its odd ones, so that
+// thread q of a decode MMA reads both its words at once and widens each into its fragment registers
+// with shifts and masks (grouped_gemm_stage.cuh: e2m1x8_to_e4m3x8). Codes stay in their 32-wide group.
+void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {
+    const auto code = [&](int k) { return (src[k / 2] >> (4 * (k % 2))) & 0xF; };
+    for (int s = 0; s < 2; ++s)
+        for (int q = 0; q < 4; ++q)
+            for (int i = 0; i < 8; ++i) {  // nibble i of word 2q + s
+                const int k = 32 * s + 4 * q + i / 2 + 16 * (i % 2), nibble = 8 * (2 * q + s) + i;
+                dst[nibble / 2] = uint8_t(dst[nibble / 2] | code(k) << (4 * (nibble % 2)));
+            }
+}
+
+std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, WeightCode code, bool e4m3_order) {
     const int64_t n_tiles = (n + kTileN - 1) / kTileN, k_tiles = k / kStageK, tile = stage_tile_bytes(code);
     const int64_t row_bytes = tile / kTileN * k_tiles;  // bytes of one stored row
     const int64_t slice = tile / kTileN;                // bytes of one row within a stage tile
@@ -105,7 +119,8 @@ std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, Weig
             for (int64_t r = 0; r < kTileN && nt * kTileN + r < n; ++r) {
                 const uint8_t* src = rows + (nt * kTileN + r) * row_bytes + kt * slice;
                 if (code == WeightCode::Fp4) {
-                    std::memcpy(dst + r * slice, src, size_t(slice));
+                    if (e4m3_order) put_in_e4m3_order(src, dst + r * slice);  // (dst starts zeroed)
+                    else std::memcpy(dst + r * slice, src, size_t(slice));
                     continue;
                 }
                 // 16-byte chunks, XOR-swizzled by row: bf16 by r % 8, FP8 by (r / 2) % 4.
@@ -127,9 +142,10 @@ std::vector<uint8_t> tile_fp4_scales(const uint8_t* scales, int64_t n, int64_t k
     return out;
 }
 
-DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, const std::string& what) {
+DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, const std::string& what, bool fp4_e4m3_order = false) {
     DeviceMatrixSet s;
     s.code = code_of(like);
+    s.fp4_e4m3_order = fp4_e4m3_order && s.code == WeightCode::Fp4;
     s.quantized = like.format != ExpertFormat::Dense;
     s.n = n;
     s.k = like.cols;
@@ -152,7 +168,7 @@ void upload_rows(DeviceMatrixSet& s, int64_t e, const std::vector<const uint8_t*
     const int64_t n = int64_t(data_rows.size());
     std::vector<uint8_t> rows(size_t(n * row_bytes));
     for (int64_t r = 0; r < n; ++r) std::memcpy(rows.data() + r * row_bytes, data_rows[size_t(r)], size_t(row_bytes));
-    const std::vector<uint8_t> tiled = tile_matrix(rows.data(), n, s.k, s.code);
+    const std::vector<uint8_t> tiled = tile_matrix(rows.data(), n, s.k, s.code, s.fp4_e4m3_order);
     copy_to_device(s.data, e * s.expert_bytes, tiled.data(), tiled.size());
     if (s.code != WeightCode::Fp4) return;
     const int64_t sb = s.k / kMxBlockSize;
@@ -213,13 +229,14 @@ std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts
     return {};
 }
 
-DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& experts, const std::string& what) {
+DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& experts, const std::string& what,
+                                      bool fp4_e4m3_order) {
     const ExpertWeights& first = *experts.front();
     DeviceExpertGroup g;
     g.experts = int64_t(experts.size());
     g.intermediate = first.gate.rows;
-    g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up");
-    g.down = make_set(first.down, g.experts, first.down.rows, what + " down");
+    g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order);
+    g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order);
     for (int64_t e = 0; e < g.experts; ++e) {
         upload_gate_up(g.gate_up, e, experts[size_t(e)]->gate, experts[size_t(e)]->up);
         upload_plain(g.down, e, experts[size_t(e)]->down);

@@ -22,6 +22,9 @@ struct DeviceMatrixSet {
     int64_t n = 0;               // output features (2I for interleaved gate/up)
     int64_t k = 0;               // input features, a multiple of 128
     int32_t fp8_half_blocks = 0; // interleaved FP8 gate/up: 128-row blocks per half
+    // FP4 codes in the order of the kernel for FP4 weights meeting e4m3 activations (each 32-wide group's
+    // codes permuted within it: expert_group.cpp, put_in_e4m3_order); only such launches may read them.
+    bool fp4_e4m3_order = false;
     int64_t expert_bytes = 0;
     int64_t scale_expert_bytes = 0;
     DeviceBuffer data;
@@ -40,8 +43,10 @@ struct DeviceExpertGroup {
 // scales outside the range bf16 represents exactly.
 std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts);
 
-// Uploads the experts (which must pass tensor_core_blocker). Throws OutOfMemory naming `what`.
-DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& experts, const std::string& what);
+// Uploads the experts (which must pass tensor_core_blocker), FP4 ones in e4m3 order where asked (for GEMMs
+// that take e4m3 activations: fp4_takes_e4m3). Throws OutOfMemory naming `what`.
+DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& experts, const std::string& what,
+                                      bool fp4_e4m3_order = false);
 
 // A dense bf16 matrix [n][k] (the router) as a one-expert set.
 DeviceMatrixSet upload_bf16_matrix(const Tensor& matrix, const std::string& what);

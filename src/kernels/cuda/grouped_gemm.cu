@@ -275,7 +275,11 @@ uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {
     static const bool enabled = !env_equals("STEADYMOE_FP8_TENSOR_CORES", "0");
-    return code == WeightCode::Fp8 && enabled && hopper_gemm_available();
+    return code != WeightCode::Bf16 && enabled && hopper_gemm_available();
+}
+
+int grouped_gemm_fp4_e4m3_ctas_per_sm(bool decode) {
+    return grouped_gemm_takes_fp8_activations(WeightCode::Fp4) ? hopper_fp4_e4m3_ctas_per_sm(decode) : 0;
 }
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {

@@ -9,8 +9,10 @@
 // sum per 128-wide k block folded as c = fma(p, s_a * s_w, c). On Hopper, FP8 weights meeting FP8
 // activations (a_fp8) multiply on the FP8 tensor cores instead: the same 128-block partial sums and
 // fold, with the partial sums accumulated by the tensor cores (exact products, summed with fewer
-// bits than fp32). Which of the two runs depends on the GPU and the format, never on the
-// batch. No row's result depends on another's, so a token's bits do not depend on which tile, or how
+// bits than fp32). FP4 weights meeting FP8 activations on Hopper follow DeepSeek-V4: one tensor-core sum
+// per 32-wide k group (one e8m0 scale), scaled by the weight's 2^(e - 127) into a block sum (fp32 fma, in
+// ascending groups), and each block sum folded as c = fma(b, s_a, c). Which runs depends on the GPU and
+// the format, never on the batch. No row's result depends on another's, so a token's bits do not depend on which tile, or how
 // full a tile, it lands in.
 #pragma once
 
@@ -30,7 +32,8 @@ int grouped_gemm_tile_rows();
 enum class WeightCode : int {
     Bf16 = 0,  // bf16 stage tiles, pre-swizzled as the shared-memory stage holds them
     Fp8 = 1,   // e4m3 stage tiles, in wgmma's 64-byte swizzle; f32 scales [ceil(N/128)][K/128] (see fp8_half_blocks)
-    Fp4 = 2,   // e2m1 stage tiles, row-major, low nibble first; e8m0 scales per (n-tile, 128-k block) [128][4]
+    Fp4 = 2,   // e2m1 stage tiles, row-major, low nibble first (or in e4m3 order: expert_group.hpp); e8m0
+               // scales per (n-tile, 128-k block) [128][4]
 };
 
 enum class GemmEpilogue : int {
@@ -125,10 +128,14 @@ int grouped_gemm_decode_ctas_per_sm(WeightCode code);
 // they ran.
 uint64_t grouped_gemm_paired_launches();
 
-// Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 weights on a
-// Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores
-// (to compare the two). Elsewhere FP8 activations travel as their exact bf16 values.
+// Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 and FP4 weights
+// on a Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores
+// (to compare the two). Elsewhere FP8 activations travel as their exact bf16 values. FP4 weights meeting
+// e4m3 activations must be stored in e4m3 order (expert_group.hpp: DeviceMatrixSet::fp4_e4m3_order).
 bool grouped_gemm_takes_fp8_activations(WeightCode code);
+// CTAs per SM of the kernel for FP4 weights meeting e4m3 activations (the weights as the MMAs' first
+// operand, every batch size) in decode batches or in others; 0 where there is none.
+int grouped_gemm_fp4_e4m3_ctas_per_sm(bool decode);
 
 // A's rows for a grouped GEMM: out[r] = src[rows ? rows[r] : r] (stride `stride` values, f32 or bf16) as bf16 bits,
 // optionally FP8-quantised per 128 values exactly as the CPU backend does (quant_mode 0 none: values

@@ -27,11 +27,14 @@ int hopper_few_row_ctas_per_sm();
 uint64_t hopper_paired_launches();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);
-// Whether `launch` (few rows) takes the decode kernel (grouped_gemm_sm90_decode.cu: the weights as the
+// Whether `launch` takes the decode kernel (few rows; FP4 weights meeting e4m3 activations in every batch) (grouped_gemm_sm90_decode.cu: the weights as the
 // MMAs' A operand), that kernel's launch, and how many of its CTAs the current GPU keeps on one SM for
 // weights `code` (0 where the query fails).
 bool hopper_decode(const GroupedGemmLaunch& launch);
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& launch);
 int hopper_decode_ctas_per_sm(WeightCode code);
+// CTAs of the kernel for FP4 weights meeting e4m3 activations the current GPU keeps on one SM: in decode
+// batches (32 tokens to a CTA) or in others (64).
+int hopper_fp4_e4m3_ctas_per_sm(bool decode);
 
 }  // namespace steadymoe::cuda

@@ -36,19 +36,23 @@ constexpr int kSubs = 2;       // stored 64-k tiles per stage: one 128-k block, 
 constexpr int kConsumers = 128, kThreads = kConsumers + 32;
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async one
 
-// A CTA's shape and its stage's layout per weight format (FP8: with e4m3 tokens): tokens per CTA (the
-// MMAs' N), stages, CTAs to an SM. The stages take what the CTAs' shares of shared memory hold.
+// A CTA's shape and its stage's layout: the weights' format, the tokens' form (e4m3 codes or bf16), tokens
+// per CTA (the MMAs' N), stages, CTAs to an SM. The stages take what the CTAs' shares of shared memory hold.
 // A stage: the tokens (kSubs swizzled 64-k tiles of kTokens rows), the weight rows (the CTA's half of
 // kSubs stored tiles), FP4's e8m0 exponents [kFeatures][4], the tokens' 128-block scales, FP8's two
 // weight scales (the even and the odd fragments of 8 features: gate and up where rows interleave).
-// FP4 keeps four CTAs of four stages (three with five stages measured the same: widening on the integer
-// pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
-template <WeightCode kCode>
+// FP4 with bf16 tokens keeps four CTAs of four stages (three with five stages measured the same: widening
+// on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
+// FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 32 tokens to a CTA in decode batches, 64 in
+// others.
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta>
 struct DecodeShape {
-    static constexpr bool kE4m3Tokens = kCode == WeightCode::Fp8;
-    static constexpr int kTokens = kCode == WeightCode::Bf16 ? 16 : 32;
-    static constexpr int kStages = kCode == WeightCode::Fp4 ? 4 : 3;
-    static constexpr int kCtasPerSm = kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
+    static constexpr WeightCode kFormat = kCode;
+    static constexpr bool kE4m3Tokens = kE4m3;
+    static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_stage)
+    static constexpr int kTokens = kTokensPerCta;
+    static constexpr int kStages = kFp4E4m3 && kTokens > 32 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
+    static constexpr int kCtasPerSm = kFp4E4m3 && kTokens > 32 ? 3 : kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
@@ -67,6 +71,11 @@ struct DecodeShape {
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
     static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % 1024 == 0, "swizzle atoms stay aligned");
 };
+using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16>;
+using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32>;
+using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
+using Fp4E4m3Decode = DecodeShape<WeightCode::Fp4, true, 32>;
+using Fp4E4m3Tiles = DecodeShape<WeightCode::Fp4, true, 64>;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = kChunksPerTile * tile + chunk.
@@ -84,10 +93,10 @@ __device__ __forceinline__ Tile decode_tile(const GroupedGemmLaunch& g) {
 
 // The producer warp: per stage, one bulk copy per stored tile's half (and one for FP4's exponents), the
 // tokens' rows and scales (and FP8's weight scales) by cp.async, all announced on the stage's "full" barrier.
-template <WeightCode kCode, bool kScaled>
+template <class S, bool kScaled>
 __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
                                         uint64_t* empty, int stages) {
-    using S = DecodeShape<kCode>;
+    constexpr WeightCode kCode = S::kFormat;
     const int lane = threadIdx.x & 31, half = int(blockIdx.x) & 1, n_tile = t.n0 / kTileN;
     const char* codes = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes +
                         int64_t(n_tile) * (g.k / kBK) * S::kStoredTileBytes + half * S::kHalfTileBytes;
@@ -143,10 +152,10 @@ __device__ __forceinline__ uint4 widen_fragments(const uint32_t (&words)[8], int
 }
 
 // A stage's MMAs into acc (thread rows `row` and row + 8 of the CTA's features), committed as one group.
-template <WeightCode kCode>
-__device__ __forceinline__ void stage_mmas(float (&acc)[DecodeShape<kCode>::kAcc], const char* stage, int row, int lane) {
-    using S = DecodeShape<kCode>;
-    if constexpr (kCode == WeightCode::Fp4) {
+template <class S>
+__device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* stage, int row, int lane) {
+    static_assert(!S::kFp4E4m3, "fp4_e4m3_stage");
+    if constexpr (S::kFormat == WeightCode::Fp4) {
         const int q = lane & 3;
         const uint32_t select = uint32_t(q) | uint32_t(q + 4) << 4;
         const uint32_t exps[2] = {*reinterpret_cast<const uint32_t*>(stage + S::kExpOffset + row * 4),
@@ -192,13 +201,71 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[DecodeShape<kCode>::kAcc
     }
     wgmma_commit();
 }
+
+// One stage (one 128-wide block) of FP4 weights meeting e4m3 tokens, DeepSeek-V4's arithmetic: per
+// 32-wide group g (one e8m0 scale per weight row) one MMA sums the group's products anew into acc (the
+// FP8 tensor cores' sum; the weights as e4m3 codes of 2^-6 times their values, so every product is
+// exact); block = fma(acc, 2^(e_g - 127), block) in ascending g (the first a plain product: exact); then
+// total = fma(block, 64 * s_a, total) with the token's 128-block scale s_a. A row's sum depends neither
+// on the batch nor on the CTA's width (tokens per CTA), so every batch size takes this kernel and its bits.
+// Each group's fragments (widened from codes that expert_group.cpp ordered so that one word gives a
+// thread's four registers) are widened while the group before multiplies.
+template <class S>
+__device__ __forceinline__ void fp4_e4m3_stage(float (&acc)[S::kAcc], float (&total)[S::kAcc], const char* stage, int row, int lane) {
+    static_assert(S::kFp4E4m3);
+    const int q = lane & 3;
+    uint32_t exps[2];
+    uint2 words[kSubs][2];  // [sub-tile][row, row + 8]: this thread's word of each of the sub-tile's two groups
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        exps[r] = *reinterpret_cast<const uint32_t*>(stage + S::kExpOffset + (row + 8 * r) * 4);
+#pragma unroll
+        for (int h = 0; h < kSubs; ++h)
+            words[h][r] = *reinterpret_cast<const uint2*>(stage + S::kCodesOffset + h * S::kHalfTileBytes + (row + 8 * r) * S::kWeightRowBytes + 8 * q);
+    }
+    uint32_t a[kSubs * 2][4];  // group g's A fragment: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..)
+    auto widen = [&](int g) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint2 v = e2m1x8_to_e4m3x8(g % 2 ? words[g / 2][r].y : words[g / 2][r].x);
+            a[g][r] = v.x, a[g][r + 2] = v.y;
+        }
+    };
+    const uint64_t desc_t = smem_descriptor<512>(stage);
+    float block[S::kAcc];
+    widen(0);
+#pragma unroll
+    for (int g = 0; g < kSubs * 2; ++g) {
+        fence_operands(acc);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[g][i])::"memory");  // written before the fence
+        wgmma_fence();
+        const uint64_t b = desc_t + ((g / 2) * S::kTokenTileBytes + 32 * (g % 2)) / 16;
+        if constexpr (S::kTokens == 32) wgmma_m64n32k32_e4m3_rs(acc, a[g], b);
+        else wgmma_m64n64k32_e4m3_rs(acc, a[g], b);
+        wgmma_commit();
+        if (g + 1 < kSubs * 2) widen(g + 1);
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) asm volatile("" ::"r"(a[g][i]) : "memory");  // the MMA read them until here
+        fence_operands(acc);
+        const float scale[2] = {__uint_as_float((exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((exps[1] >> (8 * g) & 0xFFu) << 23)};
+#pragma unroll
+        for (int i = 0; i < S::kAcc; ++i)  // element i: weight row row + 8 * (i / 2 % 2)
+            block[i] = g == 0 ? __fmul_rn(acc[i], scale[i / 2 % 2]) : __fmaf_rn(acc[i], scale[i / 2 % 2], block[i]);
+    }
+    const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset);
+#pragma unroll
+    for (int i = 0; i < S::kAcc; ++i)  // element i: token 8 * (i / 4) + 2q + i % 2
+        total[i] = __fmaf_rn(block[i], __fmul_rn(token_scale[8 * (i / 4) + 2 * q + (i & 1)], 64.0f), total[i]);
+}
 #endif
 
-template <WeightCode kCode, bool kScaled>
-__global__ void __launch_bounds__(kThreads, DecodeShape<kCode>::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g) {
+template <class S, bool kScaled>
+__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g) {
     wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    using S = DecodeShape<kCode>;
+    constexpr WeightCode kCode = S::kFormat;
     static_assert(!S::kE4m3Tokens || kScaled, "e4m3 tokens come with their scales");
     const Tile t = decode_tile<S::kTokens>(g);
     if (t.rows == 0) return;
@@ -217,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, DecodeShape<kCode>::kCtasPerSm) deco
     }
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
-        produce<kCode, kScaled>(g, t, smem, full, empty, stages);
+        produce<S, kScaled>(g, t, smem, full, empty, stages);
         return;
     }
 
@@ -247,18 +314,22 @@ __global__ void __launch_bounds__(kThreads, DecodeShape<kCode>::kCtasPerSm) deco
         barrier::wait(&full[s], uint32_t((ks / S::kStages) & 1));
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + s * S::kStageBytes;
-        stage_mmas<kCode>(acc, stage, row, lane);
-        wgmma_wait<0>();
-        fence_operands(acc);
-        if constexpr (kScaled) {  // the end of a 128-wide block: fold its partial sums with their scales, as the tiled kernel does
-            const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset);
-            const float* weight_scale = reinterpret_cast<const float*>(stage + S::kWeightScaleOffset);
+        if constexpr (S::kFp4E4m3) {
+            fp4_e4m3_stage<S>(acc, total, stage, row, lane);
+        } else {
+            stage_mmas<S>(acc, stage, row, lane);
+            wgmma_wait<0>();
+            fence_operands(acc);
+            if constexpr (kScaled) {  // the end of a 128-wide block: fold its partial sums with their scales, as the tiled kernel does
+                const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset);
+                const float* weight_scale = reinterpret_cast<const float*>(stage + S::kWeightScaleOffset);
 #pragma unroll
-            for (int i = 0; i < S::kAcc; ++i) {
-                const float sa = S::kE4m3Tokens || g.a_scale ? token_scale[8 * (i / 4) + 2 * q + (i & 1)] : 1.0f;
-                const float scale = kCode == WeightCode::Fp8 ? __fmul_rn(sa, weight_scale[i / 2 % 2]) : sa;  // row + 8 is the odd fragment
-                total[i] = __fmaf_rn(acc[i], scale, total[i]);
-                if constexpr (!S::kE4m3Tokens) acc[i] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
+                for (int i = 0; i < S::kAcc; ++i) {
+                    const float sa = S::kE4m3Tokens || g.a_scale ? token_scale[8 * (i / 4) + 2 * q + (i & 1)] : 1.0f;
+                    const float scale = kCode == WeightCode::Fp8 ? __fmul_rn(sa, weight_scale[i / 2 % 2]) : sa;  // row + 8 is the odd fragment
+                    total[i] = __fmaf_rn(acc[i], scale, total[i]);
+                    if constexpr (!S::kE4m3Tokens) acc[i] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
+                }
             }
         }
         __syncwarp();
@@ -289,10 +360,9 @@ __global__ void __launch_bounds__(kThreads, DecodeShape<kCode>::kCtasPerSm) deco
 #endif
 }
 
-template <WeightCode kCode, bool kScaled>
+template <class S, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    using S = DecodeShape<kCode>;
-    constexpr auto kernel = decode_kernel<kCode, kScaled>;
+    constexpr auto kernel = decode_kernel<S, kScaled>;
     const cudaError_t err = allow_shared_memory<kernel>(S::kSmemBytes);
     if (err != cudaSuccess) return err;
     const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * S::kChunksPerTile),
@@ -300,53 +370,66 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g);
 }
 
-template <WeightCode kCode>
+template <class S>
 int ctas_per_sm() {
-    constexpr auto kernel = decode_kernel<kCode, true>;
+    constexpr auto kernel = decode_kernel<S, true>;
     int ctas = 0;
-    if (allow_shared_memory<kernel>(DecodeShape<kCode>::kSmemBytes) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, DecodeShape<kCode>::kSmemBytes) != cudaSuccess) {
+    if (allow_shared_memory<kernel>(S::kSmemBytes) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, S::kSmemBytes) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
     return ctas;
 }
 
+// FP4 weights meeting e4m3 tokens: 32 tokens to a CTA in decode batches (where few-row kernels are on),
+// 64 in others — the same bits.
+bool fp4_e4m3_decode_ctas(const GroupedGemmLaunch& g) { return g.few_rows && hopper_few_row_kernels(); }
+
 }  // namespace
 
 // The weight formats the decode kernel takes: FP4 with bf16 tokens (the tiled kernel's 64-row CTAs
 // have none), BF16 with bf16 tokens and FP8 with e4m3 tokens unless STEADYMOE_DECODE_KERNEL=tiled keeps
-// those on the tiled kernel's 64-row CTAs, to compare (the same bits).
+// those on the tiled kernel's 64-row CTAs, to compare (the same bits). (FP4 with e4m3 tokens takes this
+// kernel in every batch: hopper_decode.)
 bool hopper_decode_takes(WeightCode code) {
     static const bool tiled = env_equals("STEADYMOE_DECODE_KERNEL", "tiled");
     return hopper_few_row_kernels() && (code == WeightCode::Fp4 || !tiled);
 }
 
 bool hopper_decode(const GroupedGemmLaunch& g) {
+    if (g.code == WeightCode::Fp4 && g.a_fp8) {  // only this kernel multiplies them
+        const int chunks = fp4_e4m3_decode_ctas(g) ? Fp4E4m3Decode::kChunksPerTile : Fp4E4m3Tiles::kChunksPerTile;
+        return g.a_scale && int64_t(g.max_tiles) * chunks <= 65535;
+    }
     if (!g.few_rows || !hopper_decode_takes(g.code)) return false;
-    const int chunks = g.code == WeightCode::Bf16 ? DecodeShape<WeightCode::Bf16>::kChunksPerTile
-                       : g.code == WeightCode::Fp8 ? DecodeShape<WeightCode::Fp8>::kChunksPerTile
-                                                   : DecodeShape<WeightCode::Fp4>::kChunksPerTile;
+    const int chunks = g.code == WeightCode::Bf16 ? Bf16Decode::kChunksPerTile
+                       : g.code == WeightCode::Fp8 ? Fp8Decode::kChunksPerTile
+                                                   : Fp4Decode::kChunksPerTile;
     if (int64_t(g.max_tiles) * chunks > 65535) return false;  // grid.y
     return g.code == WeightCode::Fp8 ? g.a_fp8 && g.a_scale : !g.a_fp8;
 }
 
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
-    case WeightCode::Bf16: return g.scaled ? launch_typed<WeightCode::Bf16, true>(g) : launch_typed<WeightCode::Bf16, false>(g);
-    case WeightCode::Fp8: return launch_typed<WeightCode::Fp8, true>(g);
-    case WeightCode::Fp4: return g.scaled ? launch_typed<WeightCode::Fp4, true>(g) : launch_typed<WeightCode::Fp4, false>(g);
+    case WeightCode::Bf16: return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
+    case WeightCode::Fp8: return launch_typed<Fp8Decode, true>(g);
+    case WeightCode::Fp4:
+        if (g.a_fp8) return fp4_e4m3_decode_ctas(g) ? launch_typed<Fp4E4m3Decode, true>(g) : launch_typed<Fp4E4m3Tiles, true>(g);
+        return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
     }
     return cudaErrorInvalidValue;
 }
 
 int hopper_decode_ctas_per_sm(WeightCode code) {
     switch (code) {
-    case WeightCode::Bf16: return ctas_per_sm<WeightCode::Bf16>();
-    case WeightCode::Fp8: return ctas_per_sm<WeightCode::Fp8>();
-    case WeightCode::Fp4: return ctas_per_sm<WeightCode::Fp4>();
+    case WeightCode::Bf16: return ctas_per_sm<Bf16Decode>();
+    case WeightCode::Fp8: return ctas_per_sm<Fp8Decode>();
+    case WeightCode::Fp4: return ctas_per_sm<Fp4Decode>();
     }
     return 0;
 }
+
+int hopper_fp4_e4m3_ctas_per_sm(bool decode) { return decode ? ctas_per_sm<Fp4E4m3Decode>() : ctas_per_sm<Fp4E4m3Tiles>(); }
 
 }  // namespace steadymoe::cuda
