@@ -380,10 +380,11 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
 }
 
 // FP4 weights meeting e4m3 activations (DeepSeek-V4's arithmetic: a tensor-core sum per 32-wide group,
-// scaled per group, folded per 128-wide block) run one kernel at every batch size, 32 tokens to a CTA in
-// decode batches and 64 in others: the same bits either way — with activation scales that are not powers of
-// two, with a partial last n-tile (200 features) and with k split in two — and within the FP8 tensor cores'
-// rounding of float64.
+// scaled per group, folded per 128-wide block) run one kernel at every batch size, 16 tokens and two blocks a
+// stage to a CTA in decode batches, 64 tokens and one block in others: the same bits either way — with
+// activation scales that are not powers of two, with a partial last n-tile (200 features), with k split in two
+// and in eight (a split of one block: a stage half filled) — and within the FP8 tensor cores' rounding of
+// float64.
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
@@ -405,8 +406,10 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     EXPECT_EQ(std::memcmp(partial_tiles.data(), partial_few.data(), partial_tiles.size() * 4), 0) << "200 features";
     for (int64_t r = 0; r < kRows; ++r)  // the features past 200 are never written (NaN bits left there)
         EXPECT_EQ(std::memcmp(&partial_tiles[size_t(r * kN)], &tiles[size_t(r * kN)], 200 * 4), 0) << "row " << r;
-    const std::vector<float> split_tiles = run(p, true, false, true, {}, 2), split_few = run(p, true, true, true, {}, 2);
-    EXPECT_EQ(std::memcmp(split_tiles.data(), split_few.data(), split_tiles.size() * 4), 0) << "two k splits";
+    for (int32_t splits : {2, 8}) {  // eight: one 128-wide block per split, half a decode stage
+        const std::vector<float> split_tiles = run(p, true, false, true, {}, splits), split_few = run(p, true, true, true, {}, splits);
+        EXPECT_EQ(std::memcmp(split_tiles.data(), split_few.data(), split_tiles.size() * 4), 0) << splits << " k splits";
+    }
 }
 
 // The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs —

@@ -98,7 +98,7 @@ int64_t stage_tile_bytes(WeightCode code) {
 // onwards) codes 4q .. 4q + 3 in its even nibbles and 16 + 4q .. 16 + 4q + 3 in its odd ones, so that
 // thread q of a decode MMA reads both its words at once and widens each into its fragment registers
 // with shifts and masks (grouped_gemm_stage.cuh: e2m1x8_to_e4m3x8). Codes stay in their 32-wide group.
-void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {
+void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {  // (dst starts zeroed)
     const auto code = [&](int k) { return (src[k / 2] >> (4 * (k % 2))) & 0xF; };
     for (int s = 0; s < 2; ++s)
         for (int q = 0; q < 4; ++q)
@@ -108,7 +108,7 @@ void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {
             }
 }
 
-std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, WeightCode code, bool e4m3_order) {
+std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, WeightCode code) {
     const int64_t n_tiles = (n + kTileN - 1) / kTileN, k_tiles = k / kStageK, tile = stage_tile_bytes(code);
     const int64_t row_bytes = tile / kTileN * k_tiles;  // bytes of one stored row
     const int64_t slice = tile / kTileN;                // bytes of one row within a stage tile
@@ -119,13 +119,33 @@ std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, Weig
             for (int64_t r = 0; r < kTileN && nt * kTileN + r < n; ++r) {
                 const uint8_t* src = rows + (nt * kTileN + r) * row_bytes + kt * slice;
                 if (code == WeightCode::Fp4) {
-                    if (e4m3_order) put_in_e4m3_order(src, dst + r * slice);  // (dst starts zeroed)
-                    else std::memcpy(dst + r * slice, src, size_t(slice));
+                    std::memcpy(dst + r * slice, src, size_t(slice));
                     continue;
                 }
                 // 16-byte chunks, XOR-swizzled by row: bf16 by r % 8, FP8 by (r / 2) % 4.
                 const int64_t chunks = slice / 16, key = code == WeightCode::Bf16 ? (r & 7) : ((r >> 1) & 3);
                 for (int64_t c = 0; c < chunks; ++c) std::memcpy(dst + r * slice + ((c ^ key) << 4), src + c * 16, 16);
+            }
+        }
+    return out;
+}
+
+// FP4 rows in e4m3 order ([n][k/2] codes and [n][k/32] e8m0 scales in GEMM row order) as one run per 64-row half
+// of an n-tile (the rows of one CTA of the e4m3 kernel, grouped_gemm_sm90_decode.cu), of one block per 128-wide
+// k block: its two stage tiles' codes (64 rows x 32 bytes each, put_in_e4m3_order) then the rows' four
+// exponents (64 x 4 bytes). Rows past n are zeros.
+constexpr int64_t kHalfRows = kTileN / 2, kE4m3BlockBytes = 2 * kHalfRows * kStageK / 2 + kHalfRows * 4;
+std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales, int64_t n, int64_t k) {
+    const int64_t halves = (n + kTileN - 1) / kTileN * 2, k_blocks = k / 128;
+    std::vector<uint8_t> out(size_t(halves * k_blocks * kE4m3BlockBytes), 0);
+    for (int64_t h = 0; h < halves; ++h)
+        for (int64_t kb = 0; kb < k_blocks; ++kb) {
+            uint8_t* block = out.data() + (h * k_blocks + kb) * kE4m3BlockBytes;
+            for (int64_t r = 0; r < kHalfRows && h * kHalfRows + r < n; ++r) {
+                const int64_t row = h * kHalfRows + r;
+                for (int64_t sub = 0; sub < 2; ++sub)
+                    put_in_e4m3_order(rows + row * (k / 2) + (2 * kb + sub) * (kStageK / 2), block + (sub * kHalfRows + r) * (kStageK / 2));
+                std::memcpy(block + 2 * kHalfRows * (kStageK / 2) + r * 4, scales + row * (k / 32) + kb * 4, 4);
             }
         }
     return out;
@@ -150,12 +170,12 @@ DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, c
     s.n = n;
     s.k = like.cols;
     const int64_t n_tiles = (n + kTileN - 1) / kTileN;
-    s.expert_bytes = n_tiles * (s.k / kStageK) * stage_tile_bytes(s.code);
+    s.expert_bytes = s.fp4_e4m3_order ? n_tiles * 2 * (s.k / 128) * kE4m3BlockBytes : n_tiles * (s.k / kStageK) * stage_tile_bytes(s.code);
     s.data = DeviceBuffer(size_t(experts * s.expert_bytes), what);
     if (s.code == WeightCode::Fp8) {
         s.scale_expert_bytes = (n == like.rows ? (n + 127) / 128 : 2 * ((like.rows + 127) / 128)) * (s.k / 128) * 4;
         if (n != like.rows) s.fp8_half_blocks = int32_t((like.rows + 127) / 128);
-    } else if (s.code == WeightCode::Fp4) {
+    } else if (s.code == WeightCode::Fp4 && !s.fp4_e4m3_order) {  // (in e4m3 order the exponents lie among the codes)
         s.scale_expert_bytes = n_tiles * (s.k / 128) * kTileN * 4;
     }
     if (s.scale_expert_bytes) s.scale = DeviceBuffer(size_t(experts * s.scale_expert_bytes), what + " scales");
@@ -168,12 +188,17 @@ void upload_rows(DeviceMatrixSet& s, int64_t e, const std::vector<const uint8_t*
     const int64_t n = int64_t(data_rows.size());
     std::vector<uint8_t> rows(size_t(n * row_bytes));
     for (int64_t r = 0; r < n; ++r) std::memcpy(rows.data() + r * row_bytes, data_rows[size_t(r)], size_t(row_bytes));
-    const std::vector<uint8_t> tiled = tile_matrix(rows.data(), n, s.k, s.code, s.fp4_e4m3_order);
+    const int64_t sb = s.k / kMxBlockSize;
+    std::vector<uint8_t> scales(size_t(s.code == WeightCode::Fp4 ? n * sb : 0));
+    for (int64_t r = 0; r < n && s.code == WeightCode::Fp4; ++r) std::memcpy(scales.data() + r * sb, scale_rows[size_t(r)], size_t(sb));
+    if (s.fp4_e4m3_order) {
+        const std::vector<uint8_t> blocks = fp4_e4m3_blocks(rows.data(), scales.data(), n, s.k);
+        copy_to_device(s.data, e * s.expert_bytes, blocks.data(), blocks.size());
+        return;
+    }
+    const std::vector<uint8_t> tiled = tile_matrix(rows.data(), n, s.k, s.code);
     copy_to_device(s.data, e * s.expert_bytes, tiled.data(), tiled.size());
     if (s.code != WeightCode::Fp4) return;
-    const int64_t sb = s.k / kMxBlockSize;
-    std::vector<uint8_t> scales(size_t(n * sb));
-    for (int64_t r = 0; r < n; ++r) std::memcpy(scales.data() + r * sb, scale_rows[size_t(r)], size_t(sb));
     const std::vector<uint8_t> scale_tiles = tile_fp4_scales(scales.data(), n, s.k);
     copy_to_device(s.scale, e * s.scale_expert_bytes, scale_tiles.data(), scale_tiles.size());
 }

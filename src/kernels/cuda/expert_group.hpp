@@ -22,8 +22,9 @@ struct DeviceMatrixSet {
     int64_t n = 0;               // output features (2I for interleaved gate/up)
     int64_t k = 0;               // input features, a multiple of 128
     int32_t fp8_half_blocks = 0; // interleaved FP8 gate/up: 128-row blocks per half
-    // FP4 codes in the order of the kernel for FP4 weights meeting e4m3 activations (each 32-wide group's
-    // codes permuted within it: expert_group.cpp, put_in_e4m3_order); only such launches may read them.
+    // FP4 weights laid out for the kernel for FP4 weights meeting e4m3 activations: per 64 rows one run of
+    // 128-wide k blocks, each its codes (each 32-wide group's permuted within it) then its exponents, and
+    // no `scale` (expert_group.cpp: fp4_e4m3_blocks); only such launches may read them.
     bool fp4_e4m3_order = false;
     int64_t expert_bytes = 0;
     int64_t scale_expert_bytes = 0;

@@ -37,44 +37,51 @@ constexpr int kConsumers = 128, kThreads = kConsumers + 32;
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async one
 
 // A CTA's shape and its stage's layout: the weights' format, the tokens' form (e4m3 codes or bf16), tokens
-// per CTA (the MMAs' N), stages, CTAs to an SM. The stages take what the CTAs' shares of shared memory hold.
-// A stage: the tokens (kSubs swizzled 64-k tiles of kTokens rows), the weight rows (the CTA's half of
-// kSubs stored tiles), FP4's e8m0 exponents [kFeatures][4], the tokens' 128-block scales, FP8's two
-// weight scales (the even and the odd fragments of 8 features: gate and up where rows interleave).
+// per CTA (the MMAs' N), 128-wide k blocks per stage, stages, CTAs to an SM. The stages take what the CTAs'
+// shares of shared memory hold. A stage: the tokens (per block, kSubs swizzled 64-k tiles of kTokens rows),
+// the weights (per block, the CTA's half of kSubs stored tiles, then FP4's e8m0 exponents [kFeatures][4]),
+// the tokens' 128-block scales (per block), FP8's two weight scales (the even and the odd fragments of 8
+// features: gate and up where rows interleave).
 // FP4 with bf16 tokens keeps four CTAs of four stages (three with five stages measured the same: widening
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
-// FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 32 tokens to a CTA in decode batches, 64 in
-// others.
+// FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 16 tokens to a CTA in decode batches, 64 in
+// others. Its weights are stored as one contiguous run per CTA (expert_group.cpp), so a stage's weights —
+// codes and exponents of kBlocks blocks — come by one bulk copy: a CTA's stream is limited per copy
+// (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB, 2 KB and 256 bytes a stage left
+// it at 0.22-0.43 of the memory floor (bench/results/2026-12-02-cuda-fp4-e4m3.md).
 template <WeightCode kCode, bool kE4m3, int kTokensPerCta>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
-    static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_stage)
+    static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block)
     static constexpr int kTokens = kTokensPerCta;
-    static constexpr int kStages = kFp4E4m3 && kTokens > 32 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
-    static constexpr int kCtasPerSm = kFp4E4m3 && kTokens > 32 ? 3 : kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
+    static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
+    static constexpr int kStages = kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
+    static constexpr int kCtasPerSm = kFp4E4m3 && kTokens > 16 ? 3 : kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
     static constexpr int kHalfTileBytes = kFeatures * kWeightRowBytes;  // this CTA's rows of a stored tile
     static constexpr int kStoredTileBytes = kTileN * kWeightRowBytes;   // a stored tile: kTileN rows
-    static constexpr int kExpBytes = kCode == WeightCode::Fp4 ? kFeatures * 4 : 0;  // per stage
+    static constexpr int kExpBytes = kCode == WeightCode::Fp4 ? kFeatures * 4 : 0;  // per block
+    static constexpr int kBlockWeightBytes = kSubs * kHalfTileBytes + kExpBytes;   // codes, then exponents
     static constexpr int kTokenTileBytes = kTokens * kTokenRowBytes;
-    static constexpr int kCodesOffset = kSubs * kTokenTileBytes;
-    static constexpr int kExpOffset = kCodesOffset + kSubs * kHalfTileBytes;
-    static constexpr int kTokenScaleOffset = kExpOffset + kExpBytes;
-    static constexpr int kWeightScaleOffset = kTokenScaleOffset + kTokens * 4;
+    static constexpr int kCodesOffset = kBlocks * kSubs * kTokenTileBytes;
+    static constexpr int kTokenScaleOffset = kCodesOffset + kBlocks * kBlockWeightBytes;
+    static constexpr int kWeightScaleOffset = kTokenScaleOffset + kBlocks * kTokens * 4;
     static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
     static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t)) + 1024;  // + barriers, alignment
     static constexpr int kChunksPerTile = kHopperTileRows / kTokens;  // CTAs per row tile (most exit at once)
+    static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
     static_assert((kSmemBytes + 1024) * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
     static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % 1024 == 0, "swizzle atoms stay aligned");
+    static_assert(kBlockWeightBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
 };
 using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
-using Fp4E4m3Decode = DecodeShape<WeightCode::Fp4, true, 32>;
+using Fp4E4m3Decode = DecodeShape<WeightCode::Fp4, true, 16>;
 using Fp4E4m3Tiles = DecodeShape<WeightCode::Fp4, true, 64>;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -91,48 +98,65 @@ __device__ __forceinline__ Tile decode_tile(const GroupedGemmLaunch& g) {
     return t;
 }
 
-// The producer warp: per stage, one bulk copy per stored tile's half (and one for FP4's exponents), the
-// tokens' rows and scales (and FP8's weight scales) by cp.async, all announced on the stage's "full" barrier.
+// A stage's 128-wide k blocks: ks * kBlocks onwards of the tile's k range, as many as are left (a split's k
+// range is a multiple of 128, not always of kBlocks blocks).
+template <class S>
+__device__ __forceinline__ int stage_blocks(const Tile& t, int ks) {
+    return min(S::kBlocks, t.ktiles / kSubs - ks * S::kBlocks);
+}
+
+// The producer warp: per stage, the weights by bulk copies (FP4 meeting e4m3 tokens: one for the stage's
+// blocks; else one per stored tile's half and one for FP4's exponents), the tokens' rows and scales (and
+// FP8's weight scales) by cp.async, all announced on the stage's "full" barrier.
 template <class S, bool kScaled>
 __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
                                         uint64_t* empty, int stages) {
     constexpr WeightCode kCode = S::kFormat;
     const int lane = threadIdx.x & 31, half = int(blockIdx.x) & 1, n_tile = t.n0 / kTileN;
-    const char* codes = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes +
-                        int64_t(n_tile) * (g.k / kBK) * S::kStoredTileBytes + half * S::kHalfTileBytes;
+    const char* weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
+    const char* codes = weights + int64_t(n_tile) * (g.k / kBK) * S::kStoredTileBytes + half * S::kHalfTileBytes;
+    const char* blocks = weights + int64_t(t.n0 / kFeatures) * (g.k / 128) * S::kBlockWeightBytes;  // (e4m3 order)
     const char* scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
-    const char* exps = S::kExpBytes > 0 ? scales + int64_t(n_tile) * (g.k / 128) * (kTileN * 4) + half * S::kExpBytes : nullptr;
+    const char* exps = S::kExpBytes > 0 && !S::kFp4E4m3 ? scales + int64_t(n_tile) * (g.k / 128) * (kTileN * 4) + half * S::kExpBytes : nullptr;
     for (int ks = 0; ks < stages; ++ks) {
-        const int s = ks % S::kStages, kt = t.kt0 + ks * kSubs, block = kt / kSubs;
+        const int s = ks % S::kStages, first = t.kt0 / kSubs + ks * S::kBlocks, count = stage_blocks<S>(t, ks);
         if (ks >= S::kStages) barrier::wait(&empty[s], uint32_t((ks / S::kStages - 1) & 1));
         char* stage = smem + s * S::kStageBytes;
         if (lane == 0) {
-            barrier::arrive_expect_bytes(&full[s], kSubs * S::kHalfTileBytes + S::kExpBytes);
-            for (int h = 0; h < kSubs; ++h)
-                barrier::bulk_copy(stage + S::kCodesOffset + h * S::kHalfTileBytes, codes + int64_t(kt + h) * S::kStoredTileBytes,
-                                   S::kHalfTileBytes, &full[s]);
-            if constexpr (S::kExpBytes > 0)
-                barrier::bulk_copy(stage + S::kExpOffset, exps + int64_t(block) * (kTileN * 4), S::kExpBytes, &full[s]);
-        }
-        for (int h = 0; h < kSubs; ++h) {
-            char* tile = stage + h * S::kTokenTileBytes;
-            if constexpr (S::kE4m3Tokens) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, ...
-                const int chunk = lane & 3;
-                const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + (kt + h) * kBK + chunk * 16);
-                for (int row = lane >> 2; row < t.rows; row += 8, src += 8 * g.k) cp_async16(tile + swizzle64(row, chunk), src, true);
-            } else {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, ...
-                const int chunk = lane & 7;
-                const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + (kt + h) * kBK + chunk * 8);
-                for (int row = lane >> 3; row < t.rows; row += 4, src += 4 * g.k * 2) cp_async16(tile + swizzle(row, chunk), src, true);
+            barrier::arrive_expect_bytes(&full[s], count * S::kBlockWeightBytes);
+            if constexpr (S::kFp4E4m3) {
+                barrier::bulk_copy(stage + S::kCodesOffset, blocks + int64_t(first) * S::kBlockWeightBytes, count * S::kBlockWeightBytes, &full[s]);
+            } else {
+                for (int h = 0; h < kSubs; ++h)
+                    barrier::bulk_copy(stage + S::kCodesOffset + h * S::kHalfTileBytes, codes + int64_t(first * kSubs + h) * S::kStoredTileBytes,
+                                       S::kHalfTileBytes, &full[s]);
+                if constexpr (S::kExpBytes > 0)
+                    barrier::bulk_copy(stage + S::kCodesOffset + kSubs * S::kHalfTileBytes, exps + int64_t(first) * (kTileN * 4), S::kExpBytes, &full[s]);
             }
         }
+        for (int b = 0; b < count; ++b)
+            for (int h = 0; h < kSubs; ++h) {
+                char* tile = stage + (b * kSubs + h) * S::kTokenTileBytes;
+                const int kt = (first + b) * kSubs + h;
+                if constexpr (S::kE4m3Tokens) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, ...
+                    const int chunk = lane & 3;
+                    const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + kt * kBK + chunk * 16);
+                    for (int row = lane >> 2; row < t.rows; row += 8, src += 8 * g.k) cp_async16(tile + swizzle64(row, chunk), src, true);
+                } else {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, ...
+                    const int chunk = lane & 7;
+                    const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + kt * kBK + chunk * 8);
+                    for (int row = lane >> 3; row < t.rows; row += 4, src += 4 * g.k * 2) cp_async16(tile + swizzle(row, chunk), src, true);
+                }
+            }
         if (kScaled && g.a_scale)
-            for (int row = lane; row < t.rows; row += 32)
-                cp_async4(stage + S::kTokenScaleOffset + row * 4, g.a_scale + (int64_t(t.row0) + row) * (g.k / 128) + block, true);
+            for (int b = 0; b < count; ++b)
+                for (int row = lane; row < t.rows; row += 32)
+                    cp_async4(stage + S::kTokenScaleOffset + (b * S::kTokens + row) * 4, g.a_scale + (int64_t(t.row0) + row) * (g.k / 128) + first + b,
+                              true);
         if (kCode == WeightCode::Fp8 && lane < 2) {  // fragment `lane`'s weight scale: that of every even / odd fragment
             const int64_t n = t.n0 + lane * 8;
             const bool valid = n < g.n;
-            cp_async4(stage + S::kWeightScaleOffset + lane * 4, scales + (valid ? weight_scale_offset(g, n, block) : 0), valid);
+            cp_async4(stage + S::kWeightScaleOffset + lane * 4, scales + (valid ? weight_scale_offset(g, n, first) : 0), valid);
         }
         barrier::arrive_after_cp_async(&full[s]);
     }
@@ -154,12 +178,12 @@ __device__ __forceinline__ uint4 widen_fragments(const uint32_t (&words)[8], int
 // A stage's MMAs into acc (thread rows `row` and row + 8 of the CTA's features), committed as one group.
 template <class S>
 __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* stage, int row, int lane) {
-    static_assert(!S::kFp4E4m3, "fp4_e4m3_stage");
+    static_assert(!S::kFp4E4m3, "fp4_e4m3_block");
     if constexpr (S::kFormat == WeightCode::Fp4) {
         const int q = lane & 3;
         const uint32_t select = uint32_t(q) | uint32_t(q + 4) << 4;
-        const uint32_t exps[2] = {*reinterpret_cast<const uint32_t*>(stage + S::kExpOffset + row * 4),
-                                  *reinterpret_cast<const uint32_t*>(stage + S::kExpOffset + (row + 8) * 4)};
+        const uint32_t* stage_exps = reinterpret_cast<const uint32_t*>(stage + S::kCodesOffset + kSubs * S::kHalfTileBytes);
+        const uint32_t exps[2] = {stage_exps[row], stage_exps[row + 8]};
         uint32_t a[kSubs * 4][4];  // the A fragments of the stage's eight 16-wide k steps
 #pragma unroll
         for (int h = 0; h < kSubs; ++h) {
@@ -202,7 +226,7 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
     wgmma_commit();
 }
 
-// One stage (one 128-wide block) of FP4 weights meeting e4m3 tokens, DeepSeek-V4's arithmetic: per
+// One 128-wide block (b of its stage) of FP4 weights meeting e4m3 tokens, DeepSeek-V4's arithmetic: per
 // 32-wide group g (one e8m0 scale per weight row) one MMA sums the group's products anew into acc (the
 // FP8 tensor cores' sum; the weights as e4m3 codes of 2^-6 times their values, so every product is
 // exact); block = fma(acc, 2^(e_g - 127), block) in ascending g (the first a plain product: exact); then
@@ -211,17 +235,18 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
 // Each group's fragments (widened from codes that expert_group.cpp ordered so that one word gives a
 // thread's four registers) are widened while the group before multiplies.
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_stage(float (&acc)[S::kAcc], float (&total)[S::kAcc], const char* stage, int row, int lane) {
+__device__ __forceinline__ void fp4_e4m3_block(float (&acc)[S::kAcc], float (&total)[S::kAcc], const char* stage, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
     const int q = lane & 3;
+    const char* weights = stage + S::kCodesOffset + b * S::kBlockWeightBytes;
     uint32_t exps[2];
     uint2 words[kSubs][2];  // [sub-tile][row, row + 8]: this thread's word of each of the sub-tile's two groups
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        exps[r] = *reinterpret_cast<const uint32_t*>(stage + S::kExpOffset + (row + 8 * r) * 4);
+        exps[r] = *reinterpret_cast<const uint32_t*>(weights + kSubs * S::kHalfTileBytes + (row + 8 * r) * 4);
 #pragma unroll
         for (int h = 0; h < kSubs; ++h)
-            words[h][r] = *reinterpret_cast<const uint2*>(stage + S::kCodesOffset + h * S::kHalfTileBytes + (row + 8 * r) * S::kWeightRowBytes + 8 * q);
+            words[h][r] = *reinterpret_cast<const uint2*>(weights + h * S::kHalfTileBytes + (row + 8 * r) * S::kWeightRowBytes + 8 * q);
     }
     uint32_t a[kSubs * 2][4];  // group g's A fragment: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..)
     auto widen = [&](int g) {
@@ -231,7 +256,7 @@ __device__ __forceinline__ void fp4_e4m3_stage(float (&acc)[S::kAcc], float (&to
             a[g][r] = v.x, a[g][r + 2] = v.y;
         }
     };
-    const uint64_t desc_t = smem_descriptor<512>(stage);
+    const uint64_t desc_t = smem_descriptor<512>(stage + b * kSubs * S::kTokenTileBytes);
     float block[S::kAcc];
     widen(0);
 #pragma unroll
@@ -240,9 +265,9 @@ __device__ __forceinline__ void fp4_e4m3_stage(float (&acc)[S::kAcc], float (&to
 #pragma unroll
         for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[g][i])::"memory");  // written before the fence
         wgmma_fence();
-        const uint64_t b = desc_t + ((g / 2) * S::kTokenTileBytes + 32 * (g % 2)) / 16;
-        if constexpr (S::kTokens == 32) wgmma_m64n32k32_e4m3_rs(acc, a[g], b);
-        else wgmma_m64n64k32_e4m3_rs(acc, a[g], b);
+        const uint64_t tokens = desc_t + ((g / 2) * S::kTokenTileBytes + 32 * (g % 2)) / 16;
+        if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs(acc, a[g], tokens);
+        else wgmma_m64n64k32_e4m3_rs(acc, a[g], tokens);
         wgmma_commit();
         if (g + 1 < kSubs * 2) widen(g + 1);
         wgmma_wait<0>();
@@ -254,7 +279,7 @@ __device__ __forceinline__ void fp4_e4m3_stage(float (&acc)[S::kAcc], float (&to
         for (int i = 0; i < S::kAcc; ++i)  // element i: weight row row + 8 * (i / 2 % 2)
             block[i] = g == 0 ? __fmul_rn(acc[i], scale[i / 2 % 2]) : __fmaf_rn(acc[i], scale[i / 2 % 2], block[i]);
     }
-    const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset);
+    const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset) + b * S::kTokens;
 #pragma unroll
     for (int i = 0; i < S::kAcc; ++i)  // element i: token 8 * (i / 4) + 2q + i % 2
         total[i] = __fmaf_rn(block[i], __fmul_rn(token_scale[8 * (i / 4) + 2 * q + (i & 1)], 64.0f), total[i]);
@@ -273,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes);
     uint64_t* empty = full + S::kStages;
-    const int stages = t.ktiles / kSubs;  // a split's k range is a multiple of 128
+    const int stages = (t.ktiles / kSubs + S::kBlocks - 1) / S::kBlocks;  // a split's k range is a multiple of 128
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
@@ -292,11 +317,12 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     // A row's products never reach another row, but the MMAs should not read uninitialised memory.
     for (int s = 0; s < S::kStages; ++s) {
         char* stage = smem + s * S::kStageBytes;
-        for (int h = 0; h < kSubs; ++h)
+        for (int h = 0; h < S::kBlocks * kSubs; ++h)
             for (int c = threadIdx.x; c < (S::kTokens - t.rows) * (S::kTokenRowBytes / 16); c += kConsumers)
                 *reinterpret_cast<uint4*>(stage + h * S::kTokenTileBytes + t.rows * S::kTokenRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
-        for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
-            reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[row] = 0.0f;
+        for (int b = 0; b < S::kBlocks; ++b)
+            for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
+                reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
@@ -315,7 +341,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + s * S::kStageBytes;
         if constexpr (S::kFp4E4m3) {
-            fp4_e4m3_stage<S>(acc, total, stage, row, lane);
+            for (int b = 0; b < stage_blocks<S>(t, ks); ++b) fp4_e4m3_block<S>(acc, total, stage, b, row, lane);
         } else {
             stage_mmas<S>(acc, stage, row, lane);
             wgmma_wait<0>();
