@@ -85,12 +85,14 @@ using Fp4E4m3Decode = DecodeShape<WeightCode::Fp4, true, 16>;
 using Fp4E4m3Tiles = DecodeShape<WeightCode::Fp4, true, 64>;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = kChunksPerTile * tile + chunk.
+// This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = max_tiles * chunk + tile. Chunk
+// by chunk: CTAs are dispatched in that order, so every tile's first chunk (the only one a decode tile
+// mostly fills) starts before the CTAs that find no rows, which would otherwise hold an SM's slots while
+// they read the tile list (at one token 7 in 8 of the 16-token CTAs).
 template <int kTokens>
 __device__ __forceinline__ Tile decode_tile(const GroupedGemmLaunch& g) {
-    constexpr int kChunks = kHopperTileRows / kTokens;
-    Tile t = tile_of_block(g, int(blockIdx.y) / kChunks);
-    const int skip = int(blockIdx.y) % kChunks * kTokens;
+    Tile t = tile_of_block(g, int(blockIdx.y) % g.max_tiles);
+    const int skip = int(blockIdx.y) / g.max_tiles * kTokens;
     t.rows = t.rows > skip ? min(kTokens, t.rows - skip) : 0;
     t.row0 += skip;
     t.n0 = int(blockIdx.x) * kFeatures;
@@ -232,11 +234,14 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
 // exact); block = fma(acc, 2^(e_g - 127), block) in ascending g (the first a plain product: exact); then
 // total = fma(block, 64 * s_a, total) with the token's 128-block scale s_a. A row's sum depends neither
 // on the batch nor on the CTA's width (tokens per CTA), so every batch size takes this kernel and its bits.
-// Each group's fragments (widened from codes that expert_group.cpp ordered so that one word gives a
-// thread's four registers) are widened while the group before multiplies.
+// The groups' fragments come from codes that expert_group.cpp ordered so that one word gives a thread's four
+// registers. With few tokens the four groups' MMAs run at once into sums of their own, then one wait: a wait
+// after each left the warps stalled on the MMAs (bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens
+// (32 accumulators) one group at a time, the next group's fragments widened while it multiplies.
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_block(float (&acc)[S::kAcc], float (&total)[S::kAcc], const char* stage, int b, int row, int lane) {
+__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
+    constexpr int kGroups = kSubs * 2, kSets = S::kAcc <= 8 ? kGroups : 1;  // groups multiplied at once
     const int q = lane & 3;
     const char* weights = stage + S::kCodesOffset + b * S::kBlockWeightBytes;
     uint32_t exps[2];
@@ -248,7 +253,7 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&acc)[S::kAcc], float (&to
         for (int h = 0; h < kSubs; ++h)
             words[h][r] = *reinterpret_cast<const uint2*>(weights + h * S::kHalfTileBytes + (row + 8 * r) * S::kWeightRowBytes + 8 * q);
     }
-    uint32_t a[kSubs * 2][4];  // group g's A fragment: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..)
+    uint32_t a[kGroups][4];  // group g's A fragment: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..)
     auto widen = [&](int g) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -257,27 +262,43 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&acc)[S::kAcc], float (&to
         }
     };
     const uint64_t desc_t = smem_descriptor<512>(stage + b * kSubs * S::kTokenTileBytes);
-    float block[S::kAcc];
-    widen(0);
+    float sums[kSets][S::kAcc], block[S::kAcc];
 #pragma unroll
-    for (int g = 0; g < kSubs * 2; ++g) {
-        fence_operands(acc);
+    for (int g = 0; g < kSets; ++g) widen(g);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[g][i])::"memory");  // written before the fence
+    for (int first = 0; first < kGroups; first += kSets) {
+#pragma unroll
+        for (int j = 0; j < kSets; ++j) {
+            fence_operands(sums[j]);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[first + j][i])::"memory");  // written before the fence
+        }
         wgmma_fence();
-        const uint64_t tokens = desc_t + ((g / 2) * S::kTokenTileBytes + 32 * (g % 2)) / 16;
-        if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs(acc, a[g], tokens);
-        else wgmma_m64n64k32_e4m3_rs(acc, a[g], tokens);
+#pragma unroll
+        for (int j = 0; j < kSets; ++j) {
+            const int g = first + j;
+            const uint64_t tokens = desc_t + ((g / 2) * S::kTokenTileBytes + 32 * (g % 2)) / 16;
+            if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs(sums[j], a[g], tokens);
+            else wgmma_m64n64k32_e4m3_rs(sums[j], a[g], tokens);
+        }
         wgmma_commit();
-        if (g + 1 < kSubs * 2) widen(g + 1);
+#pragma unroll
+        for (int g = first + kSets; g < first + 2 * kSets && g < kGroups; ++g) widen(g);
         wgmma_wait<0>();
 #pragma unroll
-        for (int i = 0; i < 4; ++i) asm volatile("" ::"r"(a[g][i]) : "memory");  // the MMA read them until here
-        fence_operands(acc);
-        const float scale[2] = {__uint_as_float((exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((exps[1] >> (8 * g) & 0xFFu) << 23)};
+        for (int j = 0; j < kSets; ++j) {
 #pragma unroll
-        for (int i = 0; i < S::kAcc; ++i)  // element i: weight row row + 8 * (i / 2 % 2)
-            block[i] = g == 0 ? __fmul_rn(acc[i], scale[i / 2 % 2]) : __fmaf_rn(acc[i], scale[i / 2 % 2], block[i]);
+            for (int i = 0; i < 4; ++i) asm volatile("" ::"r"(a[first + j][i]) : "memory");  // the MMAs read them until here
+            fence_operands(sums[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kSets; ++j) {
+            const int g = first + j;
+            const float scale[2] = {__uint_as_float((exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((exps[1] >> (8 * g) & 0xFFu) << 23)};
+#pragma unroll
+            for (int i = 0; i < S::kAcc; ++i)  // element i: weight row row + 8 * (i / 2 % 2)
+                block[i] = g == 0 ? __fmul_rn(sums[j][i], scale[i / 2 % 2]) : __fmaf_rn(sums[j][i], scale[i / 2 % 2], block[i]);
+        }
     }
     const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset) + b * S::kTokens;
 #pragma unroll
@@ -341,7 +362,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + s * S::kStageBytes;
         if constexpr (S::kFp4E4m3) {
-            for (int b = 0; b < stage_blocks<S>(t, ks); ++b) fp4_e4m3_block<S>(acc, total, stage, b, row, lane);
+            for (int b = 0; b < stage_blocks<S>(t, ks); ++b) fp4_e4m3_block<S>(total, stage, b, row, lane);
         } else {
             stage_mmas<S>(acc, stage, row, lane);
             wgmma_wait<0>();
