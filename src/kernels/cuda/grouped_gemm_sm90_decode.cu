@@ -85,14 +85,16 @@ using Fp4E4m3Decode = DecodeShape<WeightCode::Fp4, true, 16>;
 using Fp4E4m3Tiles = DecodeShape<WeightCode::Fp4, true, 64>;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = max_tiles * chunk + tile. Chunk
-// by chunk: CTAs are dispatched in that order, so every tile's first chunk (the only one a decode tile
-// mostly fills) starts before the CTAs that find no rows, which would otherwise hold an SM's slots while
-// they read the tile list (at one token 7 in 8 of the 16-token CTAs).
+// This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = kChunksPerTile * tile + chunk.
+// Tile by tile, so the chunks of a tile with more rows than one CTA takes run together and share its weights
+// in L2. (Chunk by chunk — every tile's first chunk dispatched before the CTAs that find no rows — qwen3's
+// bf16 experts at 8 to 256 tokens were 10-23% slower than the previous session's tile-by-tile figures, on
+// another machine: not an A/B, so undone rather than kept; bench/results/2026-12-02-cuda-fp4-e4m3.md.)
 template <int kTokens>
 __device__ __forceinline__ Tile decode_tile(const GroupedGemmLaunch& g) {
-    Tile t = tile_of_block(g, int(blockIdx.y) % g.max_tiles);
-    const int skip = int(blockIdx.y) / g.max_tiles * kTokens;
+    constexpr int kChunks = kHopperTileRows / kTokens;
+    Tile t = tile_of_block(g, int(blockIdx.y) / kChunks);
+    const int skip = int(blockIdx.y) % kChunks * kTokens;
     t.rows = t.rows > skip ? min(kTokens, t.rows - skip) : 0;
     t.row0 += skip;
     t.n0 = int(blockIdx.x) * kFeatures;
