@@ -71,20 +71,21 @@ WeightMatrix bf16_matrix(int64_t rows, int64_t cols, Value value, const std::str
 }
 
 struct Problem {
+    int64_t kdim = kK;  // the weights' input features (k)
     bool fp4 = false;
     bool bf16 = false;  // the weight codes' e4m3 values stored as bf16 (exact), scale 1
-    std::vector<uint8_t> a, w;            // e4m3 codes [kRows][kK]; weight codes [kN][kK] (e4m3 or e2m1)
-    std::vector<uint16_t> a_bf16;         // when set: bf16 activations [kRows][kK] instead of a's codes
-    std::vector<float> a_scale, w_scale;  // [kRows][kK/128]; FP8: [kN/128][kK/128]
-    std::vector<uint8_t> w_exp;           // FP4: e8m0 [kN][kK/32]
+    std::vector<uint8_t> a, w;            // e4m3 codes [kRows][kdim]; weight codes [kN][kdim] (e4m3 or e2m1)
+    std::vector<uint16_t> a_bf16;         // when set: bf16 activations [kRows][kdim] instead of a's codes
+    std::vector<float> a_scale, w_scale;  // [kRows][kdim/128]; FP8: [kN/128][kdim/128]
+    std::vector<uint8_t> w_exp;           // FP4: e8m0 [kN][kdim/32]
 
     double activation(int64_t r, int64_t k) const {
-        return a_bf16.empty() ? double(e4m3_to_f32(a[size_t(r * kK + k)])) : double(bf16_to_f32(a_bf16[size_t(r * kK + k)]));
+        return a_bf16.empty() ? double(e4m3_to_f32(a[size_t(r * kdim + k)])) : double(bf16_to_f32(a_bf16[size_t(r * kdim + k)]));
     }
     double weight(int64_t n, int64_t k) const {
-        if (fp4) return double(e2m1_to_f32(w[size_t(n * kK + k)])) * std::ldexp(1.0, int(w_exp[size_t(n * (kK / 32) + k / 32)]) - 127);
-        const double scale = bf16 ? 1.0 : w_scale[size_t((n / 128) * (kK / 128) + k / 128)];
-        return double(e4m3_to_f32(w[size_t(n * kK + k)])) * scale;
+        if (fp4) return double(e2m1_to_f32(w[size_t(n * kdim + k)])) * std::ldexp(1.0, int(w_exp[size_t(n * (kdim / 32) + k / 32)]) - 127);
+        const double scale = bf16 ? 1.0 : w_scale[size_t((n / 128) * (kdim / 128) + k / 128)];
+        return double(e4m3_to_f32(w[size_t(n * kdim + k)])) * scale;
     }
 };
 
@@ -109,25 +110,26 @@ const T& pick_from(const std::vector<T>& v, std::mt19937& rng) {
 // Activation codes from `a_values` with scales from `scales`; FP8 weight codes from `w_values` with
 // block scales from `scales`.
 Problem make_problem(const std::vector<float>& a_values, const std::vector<float>& w_values,
-                     const std::vector<float>& scales, uint32_t seed) {
+                     const std::vector<float>& scales, uint32_t seed, int64_t kdim = kK) {
     std::mt19937 rng(seed);
     Problem p;
-    for (int64_t i = 0; i < kRows * kK; ++i) p.a.push_back(f32_to_e4m3(pick_from(a_values, rng)));
-    for (int64_t i = 0; i < kN * kK; ++i) p.w.push_back(f32_to_e4m3(pick_from(w_values, rng)));
-    for (int64_t i = 0; i < kRows * (kK / 128); ++i) p.a_scale.push_back(pick_from(scales, rng));
-    for (int64_t i = 0; i < (kN / 128) * (kK / 128); ++i) p.w_scale.push_back(pick_from(scales, rng));
+    p.kdim = kdim;
+    for (int64_t i = 0; i < kRows * kdim; ++i) p.a.push_back(f32_to_e4m3(pick_from(a_values, rng)));
+    for (int64_t i = 0; i < kN * kdim; ++i) p.w.push_back(f32_to_e4m3(pick_from(w_values, rng)));
+    for (int64_t i = 0; i < kRows * (kdim / 128); ++i) p.a_scale.push_back(pick_from(scales, rng));
+    for (int64_t i = 0; i < (kN / 128) * (kdim / 128); ++i) p.w_scale.push_back(pick_from(scales, rng));
     return p;
 }
 
 // The same with FP4 weights: e2m1 codes of `w_values`, exponents 127 + one of `shifts` per 32 values.
 Problem make_fp4_problem(const std::vector<float>& a_values, const std::vector<float>& w_values,
-                         const std::vector<int>& shifts, uint32_t seed) {
-    Problem p = make_problem(a_values, {0.0f}, {1.0f}, seed);
+                         const std::vector<int>& shifts, uint32_t seed, int64_t kdim = kK) {
+    Problem p = make_problem(a_values, {0.0f}, {1.0f}, seed, kdim);
     std::mt19937 rng(seed + 1);
     p.fp4 = true;
     p.w.clear();
-    for (int64_t i = 0; i < kN * kK; ++i) p.w.push_back(f32_to_e2m1(pick_from(w_values, rng)));
-    for (int64_t i = 0; i < kN * (kK / 32); ++i) p.w_exp.push_back(uint8_t(127 + pick_from(shifts, rng)));
+    for (int64_t i = 0; i < kN * kdim; ++i) p.w.push_back(f32_to_e2m1(pick_from(w_values, rng)));
+    for (int64_t i = 0; i < kN * (kdim / 32); ++i) p.w_exp.push_back(uint8_t(127 + pick_from(shifts, rng)));
     return p;
 }
 
@@ -136,33 +138,34 @@ std::vector<double> reference(const Problem& p) {
     for (int64_t r = 0; r < kRows; ++r)
         for (int64_t n = 0; n < kN; ++n) {
             double sum = 0;
-            for (int64_t k = 0; k < kK; ++k)
-                sum += p.activation(r, k) * p.a_scale[r * (kK / 128) + k / 128] * p.weight(n, k);
+            for (int64_t k = 0; k < p.kdim; ++k)
+                sum += p.activation(r, k) * p.a_scale[r * (p.kdim / 128) + k / 128] * p.weight(n, k);
             out[size_t(r * kN + n)] = sum;
         }
     return out;
 }
 
-// The weights as the down projection ([kN][kK]) of a one-expert group; gate and up only fill the group.
+// The weights as the down projection ([kN][kdim]) of a one-expert group; gate and up only fill the group.
 // FP4 weights that meet e4m3 activations go in e4m3 order.
 cuda::DeviceExpertGroup upload(const Problem& p, bool e4m3_order) {
+    const int64_t K = p.kdim;
     ExpertWeights e;
     if (p.fp4) {
-        const std::vector<uint8_t> gu(size_t(kK * kN), 2), gu_exp(size_t(kK * kN / 32), 127);  // 1.0
-        e.gate = fp4_matrix(kK, kN, gu, gu_exp, "gate");
-        e.up = fp4_matrix(kK, kN, gu, gu_exp, "up");
-        e.down = fp4_matrix(kN, kK, p.w, p.w_exp, "down");
+        const std::vector<uint8_t> gu(size_t(K * kN), 2), gu_exp(size_t(K * kN / 32), 127);  // 1.0
+        e.gate = fp4_matrix(K, kN, gu, gu_exp, "gate");
+        e.up = fp4_matrix(K, kN, gu, gu_exp, "up");
+        e.down = fp4_matrix(kN, K, p.w, p.w_exp, "down");
     } else if (p.bf16) {
         const auto one = [](int64_t) { return 1.0f; };
-        e.gate = bf16_matrix(kK, kN, one, "gate");
-        e.up = bf16_matrix(kK, kN, one, "up");
-        e.down = bf16_matrix(kN, kK, [&](int64_t i) { return e4m3_to_f32(p.w[size_t(i)]); }, "down");
+        e.gate = bf16_matrix(K, kN, one, "gate");
+        e.up = bf16_matrix(K, kN, one, "up");
+        e.down = bf16_matrix(kN, K, [&](int64_t i) { return e4m3_to_f32(p.w[size_t(i)]); }, "down");
     } else {
-        const std::vector<uint8_t> gu(size_t(kK * kN), 0x38);  // 1.0
-        const std::vector<float> gu_scale(size_t((kK / 128) * (kN / 128)), 1.0f);
-        e.gate = fp8_matrix(kK, kN, gu, gu_scale, "gate");
-        e.up = fp8_matrix(kK, kN, gu, gu_scale, "up");
-        e.down = fp8_matrix(kN, kK, p.w, p.w_scale, "down");
+        const std::vector<uint8_t> gu(size_t(K * kN), 0x38);  // 1.0
+        const std::vector<float> gu_scale(size_t((K / 128) * (kN / 128)), 1.0f);
+        e.gate = fp8_matrix(K, kN, gu, gu_scale, "gate");
+        e.up = fp8_matrix(K, kN, gu, gu_scale, "up");
+        e.down = fp8_matrix(kN, K, p.w, p.w_scale, "down");
     }
     return cuda::upload_expert_group({&e}, "test experts", e4m3_order);
 }
@@ -183,7 +186,7 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
         tile_list[size_t(2 * tiles + t)] = int32_t(std::min<int64_t>(tm, kRows - t * tm));  // rows
     }
     tile_list[size_t(3 * tiles)] = tiles;
-    cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(size_t(kRows * kK) * 2, "a"),
+    cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(size_t(kRows * p.kdim) * 2, "a"),
         scale_buf(p.a_scale.size() * 4, "a scales"), out_buf(size_t(splits * kRows * kN) * 4, "out");
     tile_buf.upload(tile_list.data(), tile_list.size() * 4);
     scale_buf.upload(p.a_scale.data(), p.a_scale.size() * 4);
@@ -204,7 +207,7 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
     }
     g.a_scale = scaled ? scale_buf.as<float>() : nullptr;
     const cuda::DeviceMatrixSet& w = group.down;
-    g.code = w.code, g.w = w.data.get(), g.w_expert_bytes = w.expert_bytes, g.w_scale = w.scale.get();
+    g.code = w.code, g.fp4_e4m3_order = w.fp4_e4m3_order, g.w = w.data.get(), g.w_expert_bytes = w.expert_bytes, g.w_scale = w.scale.get();
     g.scale_expert_bytes = w.scale_expert_bytes, g.n = w.n, g.k = w.k, g.scaled = scaled || w.code == cuda::WeightCode::Fp8;
     if (p.bf16) g.w_scale = nullptr, g.scale_expert_bytes = 0;
     g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = kN;
@@ -383,8 +386,8 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
 // scaled per group, folded per 128-wide block) run one kernel at every batch size, 16 tokens and two blocks a
 // stage to a CTA in decode batches, 64 tokens and one block in others: the same bits either way — with
 // activation scales that are not powers of two, with a partial last n-tile (200 features), with k split in two
-// and in eight (a split of one block: a stage half filled) — and within the FP8 tensor cores' rounding of
-// float64.
+// and in eight (a split of one block: a stage half filled), with nine blocks (the stage ring wraps) — and
+// within the FP8 tensor cores' rounding of float64.
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
@@ -410,6 +413,23 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
         const std::vector<float> split_tiles = run(p, true, false, true, {}, splits), split_few = run(p, true, true, true, {}, splits);
         EXPECT_EQ(std::memcmp(split_tiles.data(), split_few.data(), split_tiles.size() * 4), 0) << splits << " k splits";
     }
+    // k = 1152: nine blocks, five decode stages of two, so the ring of four stages wraps and the last is half filled.
+    const Problem long_k = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 23, 1152);
+    const std::vector<float> long_tiles = run(long_k, true, false), long_few = run(long_k, true, true);
+    EXPECT_EQ(std::memcmp(long_tiles.data(), long_few.data(), long_tiles.size() * 4), 0) << "k = 1152";
+    EXPECT_LE(relative_error(long_few, reference(long_k)), 1e-3) << "k = 1152";
+}
+
+// FP4 codes are stored in one order for bf16 activations and in another for e4m3 ones (expert_group.hpp): a
+// launch whose codes are in the other order than its activations need is refused before it touches a GPU.
+TEST(CudaGroupedGemm, RefusesFp4CodesInTheOtherOrder) {
+    static const uint8_t e4m3_rows[128] = {};
+    cuda::GroupedGemmLaunch g;
+    g.max_tiles = 1, g.n = 128, g.k = 128, g.code = cuda::WeightCode::Fp4;
+    g.a_fp8 = e4m3_rows;  // e4m3 activations, codes in the bf16 order
+    EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaErrorInvalidValue);
+    g.a_fp8 = nullptr, g.fp4_e4m3_order = true;  // bf16 activations, codes in e4m3 order
+    EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaErrorInvalidValue);
 }
 
 // The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs —

@@ -58,6 +58,7 @@ cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::
     g.a = a;
     g.a_scale = a_scale;
     g.code = w.code;
+    g.fp4_e4m3_order = w.fp4_e4m3_order;
     g.w = w.data.get();
     g.w_expert_bytes = w.expert_bytes;
     g.w_scale = w.scale.get();
@@ -102,9 +103,10 @@ struct InputForm {
 
 InputForm input_form(const cuda::DeviceMatrixSet& w, ActivationQuant aq, bool fp8_tensor_cores) {
     const int mode = cuda::activation_quant_mode(aq, w.quantized);
-    // (FP4 sets only where uploaded for it: the layer asks fp4_takes_e4m3 with the same flag)
-    return {mode, mode != 0 && fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code) &&
-                      (w.code != cuda::WeightCode::Fp4 || w.fp4_e4m3_order)};
+    // FP4 sets take e4m3 activations exactly where they were uploaded in e4m3 order (fp4_takes_e4m3, asked
+    // by the layer with the same flags); a launch that mixes the two is refused (launch_grouped_gemm).
+    if (w.code == cuda::WeightCode::Fp4) return {mode, w.fp4_e4m3_order};
+    return {mode, mode != 0 && fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code)};
 }
 InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, ActivationQuant aq) {
     return input_form(w, aq, r.fp8_tensor_cores);
@@ -202,9 +204,9 @@ TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts) {
     c.tile_m = cuda::grouped_gemm_tile_rows();
     c.token_tiles = (tokens + c.tile_m - 1) / c.tile_m;
     c.pair_tiles = std::min(pairs, (pairs + c.tile_m - 1) / c.tile_m + experts);
-    SMOE_CHECK(c.pair_tiles <= 65535 && c.token_tiles <= 65535, InvalidArgument,
-               "a batch of {} tokens needs more row tiles than one launch holds (65535 of {} rows); split it",
-               tokens, c.tile_m);
+    SMOE_CHECK(c.pair_tiles <= cuda::kMaxLaunchTiles && c.token_tiles <= cuda::kMaxLaunchTiles, InvalidArgument,
+               "a batch of {} tokens needs more row tiles than one launch holds ({} of {} rows); split it", tokens,
+               cuda::kMaxLaunchTiles, c.tile_m);
     return c;
 }
 

@@ -71,6 +71,7 @@ struct GroupRun {
     EventTimer* gate_up_time = nullptr;  // around the gate/up GEMM, when timing
     EventTimer* down_time = nullptr;
     bool fp8_tensor_cores = true;  // FP8 weights meet FP8 activations on the FP8 tensor cores where there are some
+                                   // (FP4 sets: where uploaded for it, DeviceMatrixSet::fp4_e4m3_order)
     // Rows of the input that perm->rows points into (0: not known). Where several GEMM rows read each (a
     // token's K slots) and they go in as e4m3, each is quantised once and its codes gathered.
     int64_t source_rows = 0;
@@ -89,8 +90,8 @@ struct ContributionRows {
 // copy and gather between the GEMMs.
 bool swiglu_outputs_direct(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16);
 
-// Whether the group's gate/up GEMM takes its input rows as e4m3 codes (FP8 weights meeting FP8-quantised
-// activations on FP8 tensor cores): then GroupRun::source_rows saves quantising a row once per slot.
+// Whether the group's gate/up GEMM takes its input rows as e4m3 codes (FP8 or FP4 weights meeting
+// FP8-quantised activations on FP8 tensor cores): then GroupRun::source_rows saves quantising a row once per slot.
 bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores);
 
 // The expert stages of one group on stream `s`: gather (and quantise) its rows of `hidden`, gate/up with

@@ -18,15 +18,16 @@ namespace steadymoe {
 
 enum class CudaPath { Auto, TensorCore, Portable };
 
-// How FP8 weights meet FP8 activations (DeepSeek-V3's per-128 activation scales, V4's power-of-two
+// How FP8 and FP4 weights meet FP8 activations (DeepSeek-V3's per-128 activation scales, V4's power-of-two
 // ones) on the tensor-core path of a Hopper. Either way a token's bits do not depend on its batch.
 enum class Fp8Products {
-    // On the FP8 tensor cores, as DeepSeek runs them: each 128-wide block's partial sums are added up by
-    // the tensor cores, whose adder keeps fewer bits than fp32 (a few 1e-3 relative from exact sums),
-    // then folded with their scales in fp32. Twice the bf16 rate and half the bytes; the default.
+    // On the FP8 tensor cores, as DeepSeek runs them: the partial sums of each 128-wide block (FP8 weights)
+    // or 32-wide group (FP4 weights, as e4m3 codes) are added up by the tensor cores, whose adder keeps
+    // fewer bits than fp32 (a few 1e-3 relative from exact sums), then scaled and folded in fp32. Twice
+    // the bf16 rate and half the bytes; the default.
     TensorCores,
-    // Exact products summed in fp32 (e4m3 values widened to bf16 for the bf16 tensor cores): the CPU
-    // backend's arithmetic to fp32 rounding, at the bf16 rate. Other GPUs always work this way.
+    // Exact products summed in fp32 (e4m3 and e2m1 values widened to bf16 for the bf16 tensor cores): the
+    // CPU backend's arithmetic to fp32 rounding, at the bf16 rate. Other GPUs always work this way.
     Fp32Sums,
 };
 
@@ -64,12 +65,14 @@ public:
     // The expert GEMM kernel the tensor-core path runs on this GPU: "wgmma (sm_90a)" or "mma.sync (sm_80)".
     static std::string gemm_kernel();
     // Whether Fp8Products::TensorCores runs on FP8 tensor cores here (a Hopper, and no
-    // STEADYMOE_FP8_TENSOR_CORES=0 in the environment); elsewhere FP8 products are summed in fp32.
+    // STEADYMOE_FP8_TENSOR_CORES=0 in the environment), for FP8 and FP4 weights; elsewhere their products
+    // are summed in fp32.
     static bool fp8_tensor_cores();
     // The expert-GEMM kernels of decode batches (at most 32 rows per expert) on this GPU, in words, with
     // their CTAs per SM: the decode kernel (the weights as the MMAs' first operand), or for BF16 and FP8
-    // weights with STEADYMOE_DECODE_KERNEL=tiled the tiled kernel's 64-row CTAs; "" where there are none
-    // (not a Hopper, or STEADYMOE_FEW_ROW_KERNELS=0).
+    // weights with STEADYMOE_DECODE_KERNEL=tiled the tiled kernel's 64-row CTAs, and the CTAs per SM of
+    // FP4 weights meeting e4m3 activations; "" where there are none (not a Hopper, or
+    // STEADYMOE_FEW_ROW_KERNELS=0).
     static std::string few_row_kernels();
     // Whether batches that run as CUDA graphs launch their kernels as dependent launches here (each may
     // start before the one before it ends): a Hopper or later, unless STEADYMOE_DEPENDENT_LAUNCHES=0.

@@ -94,20 +94,6 @@ int64_t stage_tile_bytes(WeightCode code) {
 // kernel loads is one contiguous block. bf16 and FP8 tiles are stored swizzled — byte o of a tile is what
 // byte o of the shared-memory stage holds (128-byte rows in the 128-byte swizzle, 64-byte FP8 rows in
 // the 64-byte swizzle that Hopper's FP8 MMAs read) — FP4 tiles row-major.
-// The row's 64 FP4 codes of one stage tile (32 bytes) in e4m3 order: word 2q + s holds group s's (k 32s
-// onwards) codes 4q .. 4q + 3 in its even nibbles and 16 + 4q .. 16 + 4q + 3 in its odd ones, so that
-// thread q of a decode MMA reads both its words at once and widens each into its fragment registers
-// with shifts and masks (grouped_gemm_stage.cuh: e2m1x8_to_e4m3x8). Codes stay in their 32-wide group.
-void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {  // (dst starts zeroed)
-    const auto code = [&](int k) { return (src[k / 2] >> (4 * (k % 2))) & 0xF; };
-    for (int s = 0; s < 2; ++s)
-        for (int q = 0; q < 4; ++q)
-            for (int i = 0; i < 8; ++i) {  // nibble i of word 2q + s
-                const int k = 32 * s + 4 * q + i / 2 + 16 * (i % 2), nibble = 8 * (2 * q + s) + i;
-                dst[nibble / 2] = uint8_t(dst[nibble / 2] | code(k) << (4 * (nibble % 2)));
-            }
-}
-
 std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, WeightCode code) {
     const int64_t n_tiles = (n + kTileN - 1) / kTileN, k_tiles = k / kStageK, tile = stage_tile_bytes(code);
     const int64_t row_bytes = tile / kTileN * k_tiles;  // bytes of one stored row
@@ -130,17 +116,32 @@ std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, Weig
     return out;
 }
 
+// The row's 64 FP4 codes of one stage tile (32 bytes) in e4m3 order: word 2q + s holds group s's (k 32s
+// onwards) codes 4q .. 4q + 3 in its even nibbles and 16 + 4q .. 16 + 4q + 3 in its odd ones, so that
+// thread q of a decode MMA reads both its words at once and widens each into its fragment registers
+// with shifts and masks (grouped_gemm_stage.cuh: e2m1x8_to_e4m3x8). Codes stay in their 32-wide group.
+void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {  // (dst starts zeroed)
+    const auto code = [&](int k) { return (src[k / 2] >> (4 * (k % 2))) & 0xF; };
+    for (int s = 0; s < 2; ++s)
+        for (int q = 0; q < 4; ++q)
+            for (int i = 0; i < 8; ++i) {  // nibble i of word 2q + s
+                const int k = 32 * s + 4 * q + i / 2 + 16 * (i % 2), nibble = 8 * (2 * q + s) + i;
+                dst[nibble / 2] = uint8_t(dst[nibble / 2] | code(k) << (4 * (nibble % 2)));
+            }
+}
+
 // FP4 rows in e4m3 order ([n][k/2] codes and [n][k/32] e8m0 scales in GEMM row order) as one run per 64-row half
 // of an n-tile (the rows of one CTA of the e4m3 kernel, grouped_gemm_sm90_decode.cu), of one block per 128-wide
 // k block: its two stage tiles' codes (64 rows x 32 bytes each, put_in_e4m3_order) then the rows' four
 // exponents (64 x 4 bytes). Rows past n are zeros.
-constexpr int64_t kHalfRows = kTileN / 2, kE4m3BlockBytes = 2 * kHalfRows * kStageK / 2 + kHalfRows * 4;
+constexpr int64_t kHalfRows = kTileN / 2;
+static_assert(kFp4E4m3BlockBytes == 2 * kHalfRows * kStageK / 2 + kHalfRows * 4, "two stage tiles' codes, then the exponents");
 std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales, int64_t n, int64_t k) {
     const int64_t halves = (n + kTileN - 1) / kTileN * 2, k_blocks = k / 128;
-    std::vector<uint8_t> out(size_t(halves * k_blocks * kE4m3BlockBytes), 0);
+    std::vector<uint8_t> out(size_t(halves * k_blocks * kFp4E4m3BlockBytes), 0);
     for (int64_t h = 0; h < halves; ++h)
         for (int64_t kb = 0; kb < k_blocks; ++kb) {
-            uint8_t* block = out.data() + (h * k_blocks + kb) * kE4m3BlockBytes;
+            uint8_t* block = out.data() + (h * k_blocks + kb) * kFp4E4m3BlockBytes;
             for (int64_t r = 0; r < kHalfRows && h * kHalfRows + r < n; ++r) {
                 const int64_t row = h * kHalfRows + r;
                 for (int64_t sub = 0; sub < 2; ++sub)
@@ -170,7 +171,7 @@ DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, c
     s.n = n;
     s.k = like.cols;
     const int64_t n_tiles = (n + kTileN - 1) / kTileN;
-    s.expert_bytes = s.fp4_e4m3_order ? n_tiles * 2 * (s.k / 128) * kE4m3BlockBytes : n_tiles * (s.k / kStageK) * stage_tile_bytes(s.code);
+    s.expert_bytes = s.fp4_e4m3_order ? n_tiles * 2 * (s.k / 128) * kFp4E4m3BlockBytes : n_tiles * (s.k / kStageK) * stage_tile_bytes(s.code);
     s.data = DeviceBuffer(size_t(experts * s.expert_bytes), what);
     if (s.code == WeightCode::Fp8) {
         s.scale_expert_bytes = (n == like.rows ? (n + 127) / 128 : 2 * ((like.rows + 127) / 128)) * (s.k / 128) * 4;

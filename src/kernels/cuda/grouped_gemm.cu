@@ -290,6 +290,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     const bool split_ok = g.k_splits == 1 || (g.k_splits > 1 && g.k % (int64_t(g.k_splits) * 128) == 0 &&
                                               g.epilogue == GemmEpilogue::Store && g.k_splits <= 65535);
     if (!split_ok) return cudaErrorInvalidValue;
+    if (g.code == WeightCode::Fp4 && (g.a_fp8 != nullptr) != g.fp4_e4m3_order) return cudaErrorInvalidValue;  // the codes' order
     if (g.out_bf16 && (g.epilogue == GemmEpilogue::Store || !g.round_bf16)) return cudaErrorInvalidValue;
     if (hopper_gemm_available()) return launch_grouped_gemm_sm90(g);
     if (g.a_fp8) return cudaErrorInvalidValue;  // e4m3 activations are for the Hopper kernel only

@@ -11,7 +11,8 @@
 // fold, with the partial sums accumulated by the tensor cores (exact products, summed with fewer
 // bits than fp32). FP4 weights meeting FP8 activations on Hopper follow DeepSeek-V4: one tensor-core sum
 // per 32-wide k group (one e8m0 scale), scaled by the weight's 2^(e - 127) into a block sum (fp32 fma, in
-// ascending groups), and each block sum folded as c = fma(b, s_a, c). Which runs depends on the GPU and
+// ascending groups; the e4m3 forms of the codes are 2^-6 times their values), and each block sum folded as
+// c = fma(b, 64 * s_a, c). Which runs depends on the GPU and
 // the format, never on the batch. No row's result depends on another's, so a token's bits do not depend on which tile, or how
 // full a tile, it lands in.
 #pragma once
@@ -23,12 +24,19 @@
 namespace steadymoe::cuda {
 
 inline constexpr int kTileN = 128;  // output features per tile
+// Row tiles one launch takes: the kernel for FP4 weights meeting e4m3 activations gives a tile two rows of
+// CTAs (64 tokens each) in a grid of at most 65535 rows.
+inline constexpr int64_t kMaxLaunchTiles = 65535 / 2;
+// FP4 weights in e4m3 order (DeviceMatrixSet::fp4_e4m3_order): bytes of one 128-wide k block of 64 rows, the
+// codes (64 x 64) then the e8m0 exponents (64 x 4).
+inline constexpr int kFp4E4m3BlockBytes = 64 * 64 + 64 * 4;
 
 // Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): the tile list must use this many.
 int grouped_gemm_tile_rows();
 
 // Weights are stored per expert as n-tiles of kTileN rows (zero rows pad the last), each a run of K/64
-// stage tiles of kTileN rows x 64 k values, contiguous (expert_group.cpp: tile_matrix).
+// stage tiles of kTileN rows x 64 k values, contiguous (expert_group.cpp: tile_matrix); FP4 weights for e4m3
+// activations in e4m3 order instead (kFp4E4m3BlockBytes, expert_group.cpp: fp4_e4m3_blocks, no w_scale).
 enum class WeightCode : int {
     Bf16 = 0,  // bf16 stage tiles, pre-swizzled as the shared-memory stage holds them
     Fp8 = 1,   // e4m3 stage tiles, in wgmma's 64-byte swizzle; f32 scales [ceil(N/128)][K/128] (see fp8_half_blocks)
@@ -64,7 +72,7 @@ struct GroupedGemmLaunch {
     int32_t identity_tile_rows = 0;
     // A hint that the tiles hold few rows (a decode batch): Hopper then runs the decode kernel (the weights
     // as the MMAs' first operand, 16 or 32 tokens per CTA), or two 64-row CTAs per tile where that kernel
-    // does not take the launch. Each row's MMAs and folds are the same either way, so the hint may follow
+    // does not take the launch (FP4 weights meeting e4m3 activations: 16 tokens per CTA, else 64). Each row's MMAs and folds are the same either way, so the hint may follow
     // the batch size.
     bool few_rows = false;
     TiledSchedule schedule = TiledSchedule::Automatic;
@@ -79,6 +87,9 @@ struct GroupedGemmLaunch {
     const uint8_t* a_fp8 = nullptr;
 
     WeightCode code = WeightCode::Bf16;
+    // FP4 weights stored in e4m3 order (DeviceMatrixSet::fp4_e4m3_order): such weights must meet e4m3
+    // activations (a_fp8) and FP4 weights meeting them must be so stored; a launch that mixes them is refused.
+    bool fp4_e4m3_order = false;
     const void* w = nullptr;         // expert e at w + e * w_expert_bytes
     int64_t w_expert_bytes = 0;
     const void* w_scale = nullptr;   // expert e at w_scale + e * scale_expert_bytes
@@ -118,7 +129,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 int grouped_gemm_few_row_ctas_per_sm();
 // How many CTAs of the decode kernel (few_rows on a Hopper: the weights as the MMAs' first operand) the
 // current GPU keeps on one SM for weights `code`: 3 for BF16, 5 for FP8 (with e4m3 activations), 4 for
-// FP4; 0 where few-row launches over `code` do not take it (not a Hopper, STEADYMOE_FEW_ROW_KERNELS=0, or
+// FP4 (with bf16 activations; with e4m3 ones see grouped_gemm_fp4_e4m3_ctas_per_sm); 0 where few-row launches over `code` do not take it (not a Hopper, STEADYMOE_FEW_ROW_KERNELS=0, or
 // for BF16 and FP8 STEADYMOE_DECODE_KERNEL=tiled, which keeps them on the tiled kernel's 64-row CTAs).
 int grouped_gemm_decode_ctas_per_sm(WeightCode code);
 

@@ -17,7 +17,8 @@ cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& launch);
 
 // The kernels for launches whose tiles hold few rows (few_rows: a decode batch), each with the same
 // arithmetic per row as the tiled kernel: STEADYMOE_FEW_ROW_KERNELS=0 in the environment keeps every
-// launch on the tiled kernel's 128-row CTAs, to compare.
+// launch on the tiled kernel's 128-row CTAs, to compare (but FP4 weights meeting e4m3 activations, which
+// only the decode kernel multiplies: they take its 64-token CTAs).
 bool hopper_few_row_kernels();
 // Whether `launch` runs as 64-row CTAs, and how many of them the FP8 x e4m3 kernel keeps on one SM (the
 // bf16 ones use as much shared memory).
@@ -27,14 +28,15 @@ int hopper_few_row_ctas_per_sm();
 uint64_t hopper_paired_launches();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);
-// Whether `launch` takes the decode kernel (few rows; FP4 weights meeting e4m3 activations in every batch) (grouped_gemm_sm90_decode.cu: the weights as the
-// MMAs' A operand), that kernel's launch, and how many of its CTAs the current GPU keeps on one SM for
-// weights `code` (0 where the query fails).
+// Whether `launch` takes the decode kernel (grouped_gemm_sm90_decode.cu: the weights as the MMAs' A operand;
+// launches with few rows, and every launch of FP4 weights meeting e4m3 activations), that kernel's launch, and
+// how many of its CTAs the current GPU keeps on one SM for weights `code` in decode batches (FP4: with bf16
+// activations; 0 where the query fails).
 bool hopper_decode(const GroupedGemmLaunch& launch);
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& launch);
 int hopper_decode_ctas_per_sm(WeightCode code);
 // CTAs of the kernel for FP4 weights meeting e4m3 activations the current GPU keeps on one SM: in decode
-// batches (32 tokens to a CTA) or in others (64).
+// batches (16 tokens to a CTA) or in others (64).
 int hopper_fp4_e4m3_ctas_per_sm(bool decode);
 
 }  // namespace steadymoe::cuda

@@ -1,6 +1,8 @@
-// Decode batches on Hopper: the weights are the MMAs' A operand and the tokens their B operand, 64
-// weight rows and a few tokens to a CTA. BF16 weights and FP8 weights (meeting e4m3 tokens) are read by
-// the MMAs from their stage as stored; FP4 weights are widened from e2m1 codes straight into registers.
+// The weights-as-A kernel on Hopper: the weights are the MMAs' A operand and the tokens their B operand, 64
+// weight rows and a few tokens to a CTA. It runs decode batches (BF16 weights and FP8 weights meeting e4m3
+// tokens read by the MMAs from their stage as stored; FP4 weights widened from e2m1 codes straight into
+// registers) and every batch of FP4 weights meeting e4m3 tokens (widened to e4m3; 16 tokens to a CTA in
+// decode batches, 64 in others), which no other kernel multiplies.
 //
 // Why a kernel of its own: the tiled kernel (grouped_gemm_sm90.cu) multiplies 64 or 128 rows, mostly
 // padding in a decode batch, against 128 features per CTA. Its activation tiles take shared memory from
@@ -16,7 +18,8 @@
 // k with the same fp32 accumulator (16 k a step for bf16, 32 for e4m3), and the 128-block fold (when
 // scaled) is the same multiply and fma — whichever operand the weights are and however many columns an
 // MMA has (tests/test_cuda_grouped_gemm.cpp compares this kernel's output with the tiled kernel's, bit
-// for bit). So a decode batch gives a token the bits a prefill batch gives it.
+// for bit). So a decode batch gives a token the bits a prefill batch gives it. FP4 weights meeting e4m3
+// tokens have their own arithmetic (fp4_e4m3_block), the same at either CTA width.
 #include "async_barrier.cuh"
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
@@ -32,7 +35,7 @@ using namespace stage;
 using namespace wgmma;
 
 constexpr int kFeatures = 64;  // weight rows per CTA: one warpgroup's M, half a stored n-tile
-constexpr int kSubs = 2;       // stored 64-k tiles per stage: one 128-k block, folded at the stage's end
+constexpr int kSubs = 2;       // stored 64-k tiles per 128-k block (a stage holds kBlocks of them), folded at the block's end
 constexpr int kConsumers = 128, kThreads = kConsumers + 32;
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async one
 
@@ -62,7 +65,6 @@ struct DecodeShape {
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
     static constexpr int kHalfTileBytes = kFeatures * kWeightRowBytes;  // this CTA's rows of a stored tile
-    static constexpr int kStoredTileBytes = kTileN * kWeightRowBytes;   // a stored tile: kTileN rows
     static constexpr int kExpBytes = kCode == WeightCode::Fp4 ? kFeatures * 4 : 0;  // per block
     static constexpr int kBlockWeightBytes = kSubs * kHalfTileBytes + kExpBytes;   // codes, then exponents
     static constexpr int kTokenTileBytes = kTokens * kTokenRowBytes;
@@ -77,12 +79,13 @@ struct DecodeShape {
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
     static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % 1024 == 0, "swizzle atoms stay aligned");
     static_assert(kBlockWeightBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
+    static_assert(!kFp4E4m3 || kBlockWeightBytes == kFp4E4m3BlockBytes, "the layout expert_group.cpp uploads");
 };
 using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
-using Fp4E4m3Decode = DecodeShape<WeightCode::Fp4, true, 16>;
-using Fp4E4m3Tiles = DecodeShape<WeightCode::Fp4, true, 64>;
+using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16>;  // decode batches
+using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = kChunksPerTile * tile + chunk.
@@ -118,10 +121,17 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
     constexpr WeightCode kCode = S::kFormat;
     const int lane = threadIdx.x & 31, half = int(blockIdx.x) & 1, n_tile = t.n0 / kTileN;
     const char* weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
-    const char* codes = weights + int64_t(n_tile) * (g.k / kBK) * S::kStoredTileBytes + half * S::kHalfTileBytes;
-    const char* blocks = weights + int64_t(t.n0 / kFeatures) * (g.k / 128) * S::kBlockWeightBytes;  // (e4m3 order)
-    const char* scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
-    const char* exps = S::kExpBytes > 0 && !S::kFp4E4m3 ? scales + int64_t(n_tile) * (g.k / 128) * (kTileN * 4) + half * S::kExpBytes : nullptr;
+    // In e4m3 order this CTA's blocks are one run; else its half of each stored tile, and FP4's exponents
+    // (or FP8's scales) beside them in w_scale.
+    constexpr int kStoredTileBytes = kTileN * S::kWeightRowBytes;  // a stored tile: kTileN rows
+    const char *codes = nullptr, *blocks = nullptr, *scales = nullptr, *exps = nullptr;
+    if constexpr (S::kFp4E4m3) {
+        blocks = weights + int64_t(t.n0 / kFeatures) * (g.k / 128) * S::kBlockWeightBytes;
+    } else {
+        codes = weights + int64_t(n_tile) * (g.k / kBK) * kStoredTileBytes + half * S::kHalfTileBytes;
+        scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+        if constexpr (S::kExpBytes > 0) exps = scales + int64_t(n_tile) * (g.k / 128) * (kTileN * 4) + half * S::kExpBytes;
+    }
     for (int ks = 0; ks < stages; ++ks) {
         const int s = ks % S::kStages, first = t.kt0 / kSubs + ks * S::kBlocks, count = stage_blocks<S>(t, ks);
         if (ks >= S::kStages) barrier::wait(&empty[s], uint32_t((ks / S::kStages - 1) & 1));
@@ -132,7 +142,7 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
                 barrier::bulk_copy(stage + S::kCodesOffset, blocks + int64_t(first) * S::kBlockWeightBytes, count * S::kBlockWeightBytes, &full[s]);
             } else {
                 for (int h = 0; h < kSubs; ++h)
-                    barrier::bulk_copy(stage + S::kCodesOffset + h * S::kHalfTileBytes, codes + int64_t(first * kSubs + h) * S::kStoredTileBytes,
+                    barrier::bulk_copy(stage + S::kCodesOffset + h * S::kHalfTileBytes, codes + int64_t(first * kSubs + h) * kStoredTileBytes,
                                        S::kHalfTileBytes, &full[s]);
                 if constexpr (S::kExpBytes > 0)
                     barrier::bulk_copy(stage + S::kCodesOffset + kSubs * S::kHalfTileBytes, exps + int64_t(first) * (kTileN * 4), S::kExpBytes, &full[s]);
@@ -231,7 +241,7 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
 }
 
 // One 128-wide block (b of its stage) of FP4 weights meeting e4m3 tokens, DeepSeek-V4's arithmetic: per
-// 32-wide group g (one e8m0 scale per weight row) one MMA sums the group's products anew into acc (the
+// 32-wide group g (one e8m0 scale per weight row) one MMA sums the group's products anew (the
 // FP8 tensor cores' sum; the weights as e4m3 codes of 2^-6 times their values, so every product is
 // exact); block = fma(acc, 2^(e_g - 127), block) in ascending g (the first a plain product: exact); then
 // total = fma(block, 64 * s_a, total) with the token's 128-block scale s_a. A row's sum depends neither
@@ -352,9 +362,9 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, q = lane & 3;
     const int row = warp * 16 + (lane >> 2);  // this thread's weight rows: row and row + 8
-    float acc[S::kAcc], total[kScaled ? S::kAcc : 1];
+    float acc[S::kFp4E4m3 ? 1 : S::kAcc], total[kScaled ? S::kAcc : 1];  // (fp4_e4m3_block keeps its own sums)
 #pragma unroll
-    for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < (S::kFp4E4m3 ? 1 : S::kAcc); ++i) acc[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < (kScaled ? S::kAcc : 1); ++i) total[i] = 0.0f;
 
@@ -431,9 +441,9 @@ int ctas_per_sm() {
     return ctas;
 }
 
-// FP4 weights meeting e4m3 tokens: 32 tokens to a CTA in decode batches (where few-row kernels are on),
-// 64 in others — the same bits.
-bool fp4_e4m3_decode_ctas(const GroupedGemmLaunch& g) { return g.few_rows && hopper_few_row_kernels(); }
+// FP4 weights meeting e4m3 tokens: narrow CTAs (16 tokens) in decode batches where few-row kernels are on,
+// wide ones (64) in others — the same bits.
+bool fp4_e4m3_narrow(const GroupedGemmLaunch& g) { return g.few_rows && hopper_few_row_kernels(); }
 
 }  // namespace
 
@@ -448,7 +458,7 @@ bool hopper_decode_takes(WeightCode code) {
 
 bool hopper_decode(const GroupedGemmLaunch& g) {
     if (g.code == WeightCode::Fp4 && g.a_fp8) {  // only this kernel multiplies them
-        const int chunks = fp4_e4m3_decode_ctas(g) ? Fp4E4m3Decode::kChunksPerTile : Fp4E4m3Tiles::kChunksPerTile;
+        const int chunks = fp4_e4m3_narrow(g) ? Fp4E4m3Narrow::kChunksPerTile : Fp4E4m3Wide::kChunksPerTile;
         return g.a_scale && int64_t(g.max_tiles) * chunks <= 65535;
     }
     if (!g.few_rows || !hopper_decode_takes(g.code)) return false;
@@ -464,7 +474,7 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     case WeightCode::Bf16: return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
     case WeightCode::Fp8: return launch_typed<Fp8Decode, true>(g);
     case WeightCode::Fp4:
-        if (g.a_fp8) return fp4_e4m3_decode_ctas(g) ? launch_typed<Fp4E4m3Decode, true>(g) : launch_typed<Fp4E4m3Tiles, true>(g);
+        if (g.a_fp8) return fp4_e4m3_narrow(g) ? launch_typed<Fp4E4m3Narrow, true>(g) : launch_typed<Fp4E4m3Wide, true>(g);
         return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
     }
     return cudaErrorInvalidValue;
@@ -479,6 +489,6 @@ int hopper_decode_ctas_per_sm(WeightCode code) {
     return 0;
 }
 
-int hopper_fp4_e4m3_ctas_per_sm(bool decode) { return decode ? ctas_per_sm<Fp4E4m3Decode>() : ctas_per_sm<Fp4E4m3Tiles>(); }
+int hopper_fp4_e4m3_ctas_per_sm(bool decode) { return decode ? ctas_per_sm<Fp4E4m3Narrow>() : ctas_per_sm<Fp4E4m3Wide>(); }
 
 }  // namespace steadymoe::cuda

@@ -107,8 +107,9 @@ __device__ __forceinline__ void wgmma_m64n32k32_e4m3(float (&d)[16], uint64_t de
 
 // The weights-as-A forms of FP4 weights meeting e4m3 tokens: A e4m3 from registers (four per thread:
 // (row, k 4q..4q+3), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, k 16 + 4q..) of each warp's 16 rows,
-// q = lane % 4), B e4m3 K-major in shared memory; D = A . B^T, each group's sum anew (scale-d off).
-// D (64 x 16, f32);
+// q = lane % 4), B e4m3 K-major in shared memory; D = A . B^T, written anew (scale-d off: D's
+// values going in are not read, so it need not be set).
+// D (64 x 16, f32),
 __device__ __forceinline__ void wgmma_m64n16k32_e4m3_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b) {
     asm volatile(
         "{\n"
