@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <utility>
 
 namespace steadymoe::cuda {
@@ -465,11 +464,10 @@ int hopper_few_row_ctas_per_sm() {
     return ctas;
 }
 
+// Asked once per device: a process may drive GPUs of more than one kind.
 bool hopper_gemm_available() {
-    static std::once_flag once;
-    static bool available = false;
-    std::call_once(once, [] { available = probe_hopper(); });
-    return available;
+    static PerDeviceAnswers answers;
+    return answers.get([](int) { return probe_hopper() ? 1 : 0; }, 0) == 1;
 }
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {

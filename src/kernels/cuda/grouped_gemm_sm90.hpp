@@ -9,7 +9,7 @@ namespace steadymoe::cuda {
 
 inline constexpr int kHopperTileRows = 128;
 
-// True when the current GPU is a Hopper and this build carries the sm_90a kernels. The environment
+// True when the current GPU is a Hopper and this build carries the sm_90a kernels (asked once per device). The environment
 // variable STEADYMOE_GEMM_KERNEL=mma forces the sm_80 kernel instead (to test it on a Hopper).
 bool hopper_gemm_available();
 
