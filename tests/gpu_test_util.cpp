@@ -33,7 +33,7 @@ ExpertWeights expert(int64_t index, int64_t inter, uint32_t gate_up, uint32_t do
 }  // namespace
 
 // A DeepSeek-V3-style layer (sigmoid + bias, 2 groups of 4 / top-1, norm, x2.5) with one shared
-// expert, weights drawn from the benchmark streams and stored in `format`.
+// expert, weights drawn from the benchmark streams and stored in `format` (FP4 for "fp4-fp8").
 MoeConfig tensor_core_config(const std::string& format) {
     MoeConfig c;
     c.family = ModelFamily::DeepseekV3;
@@ -63,7 +63,9 @@ MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing) 
     w.has_shared = true;
     w.shared = expert(0, kShared, synthetic::kSharedGateUp, synthetic::kSharedDown, format, "shared");
     if (!c.selection_bias) w.selection_bias = Tensor();
-    return MoeLayer(c, std::move(w));
+    MoeLayerOptions options;
+    if (format == "fp4-fp8") options.activation_quant = ActivationQuant::Fp8Pow2;  // DeepSeek-V4's FP4 arithmetic
+    return MoeLayer(c, std::move(w), options);
 }
 
 // Routing variants for the GPU router, each a bf16 layer of the same experts.

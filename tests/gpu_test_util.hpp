@@ -11,7 +11,8 @@ namespace steadymoe::test {
 constexpr int64_t kH = 256, kI = 256, kE = 8, kK = 2, kShared = 128;
 
 // A DeepSeek-V3-style layer (sigmoid + bias, 2 groups of 4 / top-1, norm, x2.5) with one shared
-// expert, weights from the benchmark streams stored in `format` ("bf16", "fp8", "fp4").
+// expert, weights from the benchmark streams stored in `format` ("bf16", "fp8", "fp4"; "fp4-fp8": FP4
+// experts meeting FP8 activations under power-of-two scales, as DeepSeek-V4 runs them).
 MoeConfig tensor_core_config(const std::string& format);
 // Its weights; `routing` (when set) replaces the config, its expert count included.
 MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing = nullptr);

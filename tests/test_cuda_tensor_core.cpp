@@ -131,7 +131,13 @@ TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4"));
+// "fp4-fp8": FP4 experts meeting FP8 activations (on a Hopper the FP8 tensor cores, per-32 sums, in every batch).
+INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4", "fp4-fp8"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                             std::string name = info.param;
+                             for (char& c : name) c = c == '-' ? '_' : c;  // test names take letters, digits and _
+                             return name;
+                         });
 
 class CudaRouting : public ::testing::TestWithParam<std::string> {};
 

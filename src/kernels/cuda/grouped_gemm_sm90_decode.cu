@@ -243,13 +243,14 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
 // One 128-wide block (b of its stage) of FP4 weights meeting e4m3 tokens, DeepSeek-V4's arithmetic: per
 // 32-wide group g (one e8m0 scale per weight row) one MMA sums the group's products anew (the
 // FP8 tensor cores' sum; the weights as e4m3 codes of 2^-6 times their values, so every product is
-// exact); block = fma(acc, 2^(e_g - 127), block) in ascending g (the first a plain product: exact); then
+// exact); block = fma(sum_g, 2^(e_g - 127), block) in ascending g (the first a plain product: exact); then
 // total = fma(block, 64 * s_a, total) with the token's 128-block scale s_a. A row's sum depends neither
 // on the batch nor on the CTA's width (tokens per CTA), so every batch size takes this kernel and its bits.
 // The groups' fragments come from codes that expert_group.cpp ordered so that one word gives a thread's four
-// registers. With few tokens the four groups' MMAs run at once into sums of their own, then one wait: a wait
-// after each left the warps stalled on the MMAs (bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens
-// (32 accumulators) one group at a time, the next group's fragments widened while it multiplies.
+// registers. With few tokens the four groups' MMAs run at once into sums of their own, then one wait (with a
+// wait after each, deepseek-v4-flash's one-token gate/up took 43.7 µs; with one, and its CTAs dispatched in
+// another order, 35.4: bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens (32 accumulators) one
+// group at a time, the next group's fragments widened while it multiplies.
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
