@@ -136,8 +136,8 @@ __device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t scale
 // Eight e2m1 codes (a word, low nibble first) as eight e4m3 codes of 2^-6 times their values, exactly:
 // e2m1's sign, two exponent bits and mantissa bit land in e4m3's sign, low exponent bits and top
 // mantissa bit (e2m1's subnormal 0.5 is e4m3's subnormal 2^-7). Returns the even nibbles' codes in .x
-// (nibble 2i in byte i) and the odd nibbles' in .y: four shifts and masks each, a quarter of the bf16
-// widening's integer work (FP4 weights meeting e4m3 activations; expert_group.cpp orders the codes so
+// (nibble 2i in byte i) and the odd nibbles' in .y: seven integer operations for the eight, half the bf16
+// widening's and no multiply (FP4 weights meeting e4m3 activations; expert_group.cpp orders the codes so
 // that .x and .y are the MMA fragment's registers).
 __device__ __forceinline__ uint2 e2m1x8_to_e4m3x8(uint32_t codes) {
     const uint32_t even = ((codes << 2) & 0x1C1C1C1Cu) | ((codes << 4) & 0x80808080u);
