@@ -2,19 +2,18 @@
 // the .cu file needs no host library headers.
 //
 // One launch computes C = A . W_e^T for every expert e of a group at once. A holds the experts' input
-// rows one expert after another (bf16 bits); a tile list names, for every tile of rows, its expert,
-// first row and number of valid rows. The arithmetic of one output element is fixed by (N, K, format)
-// alone: bf16 operands (every FP8 / FP4 weight and FP8 activation value is exact in bf16), fp32
-// accumulation in 16-wide k steps in ascending k, and — when a 128-block scale applies — one partial
-// sum per 128-wide k block folded as c = fma(p, s_a * s_w, c). On Hopper, FP8 weights meeting FP8
-// activations (a_fp8) multiply on the FP8 tensor cores instead: the same 128-block partial sums and
-// fold, with the partial sums accumulated by the tensor cores (exact products, summed with fewer
-// bits than fp32). FP4 weights meeting FP8 activations on Hopper follow DeepSeek-V4: one tensor-core sum
-// per 32-wide k group (one e8m0 scale), scaled by the weight's 2^(e - 127) into a block sum (fp32 fma, in
-// ascending groups; the e4m3 forms of the codes are 2^-6 times their values), and each block sum folded as
-// c = fma(b, 64 * s_a, c). Which runs depends on the GPU and
-// the format, never on the batch. No row's result depends on another's, so a token's bits do not depend on which tile, or how
-// full a tile, it lands in.
+// rows one expert after another (bf16 bits); a tile list names, for every tile of rows, its expert, first
+// row and number of valid rows. The arithmetic of one output element is fixed by (N, K, format) alone:
+// bf16 operands (every FP8 / FP4 weight and FP8 activation value is exact in bf16), fp32 accumulation in
+// 16-wide k steps in ascending k, and — when a 128-block scale applies — one partial sum per 128-wide k
+// block folded as c = fma(p, s_a * s_w, c). On Hopper, FP8 weights meeting FP8 activations (a_fp8)
+// multiply on the FP8 tensor cores instead: the same 128-block partial sums and fold, with the partial
+// sums accumulated by the tensor cores (exact products, summed with fewer bits than fp32). FP4 weights
+// meeting FP8 activations on Hopper follow DeepSeek-V4: one tensor-core sum per 32-wide k group (one e8m0
+// scale), scaled by the weight's 2^(e - 127) into a block sum (fp32 fma, in ascending groups; the e4m3
+// forms of the codes are 2^-6 times their values), and each block sum folded as c = fma(b, 64 * s_a, c).
+// Which runs depends on the GPU and the format, never on the batch. No row's result depends on another's,
+// so a token's bits do not depend on which tile, or how full a tile, it lands in.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -70,10 +69,10 @@ struct GroupedGemmLaunch {
     // onwards of rows [0, identity_rows), expert 0 — no list to build in a launch of its own.
     int64_t identity_rows = 0;
     int32_t identity_tile_rows = 0;
-    // A hint that the tiles hold few rows (a decode batch): Hopper then runs the decode kernel (the weights
-    // as the MMAs' first operand, 16 or 32 tokens per CTA), or two 64-row CTAs per tile where that kernel
-    // does not take the launch (FP4 weights meeting e4m3 activations: 16 tokens per CTA, else 64). Each row's MMAs and folds are the same either way, so the hint may follow
-    // the batch size.
+    // A hint that the tiles hold few rows (a decode batch): Hopper then runs the decode kernel (the
+    // weights as the MMAs' first operand, 16 or 32 tokens per CTA), or two 64-row CTAs per tile where
+    // that kernel does not take the launch (FP4 weights meeting e4m3 activations: 16 tokens per CTA, else
+    // 64). Each row's MMAs and folds are the same either way, so the hint may follow the batch size.
     bool few_rows = false;
     TiledSchedule schedule = TiledSchedule::Automatic;
 
@@ -129,8 +128,9 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 int grouped_gemm_few_row_ctas_per_sm();
 // How many CTAs of the decode kernel (few_rows on a Hopper: the weights as the MMAs' first operand) the
 // current GPU keeps on one SM for weights `code`: 3 for BF16, 5 for FP8 (with e4m3 activations), 4 for
-// FP4 (with bf16 activations; with e4m3 ones see grouped_gemm_fp4_e4m3_ctas_per_sm); 0 where few-row launches over `code` do not take it (not a Hopper, STEADYMOE_FEW_ROW_KERNELS=0, or
-// for BF16 and FP8 STEADYMOE_DECODE_KERNEL=tiled, which keeps them on the tiled kernel's 64-row CTAs).
+// FP4 (with bf16 activations; with e4m3 ones see grouped_gemm_fp4_e4m3_ctas_per_sm); 0 where few-row
+// launches over `code` do not take it (not a Hopper, STEADYMOE_FEW_ROW_KERNELS=0, or for BF16 and FP8
+// STEADYMOE_DECODE_KERNEL=tiled, which keeps them on the tiled kernel's 64-row CTAs).
 int grouped_gemm_decode_ctas_per_sm(WeightCode code);
 
 // Launches so far in this process that ran on Hopper's persistent CTAs paired in clusters of two, which

@@ -15,12 +15,12 @@ using namespace stage;
 using namespace wgmma;
 
 // A CTA: kWG consumer warpgroups of 64 rows each and one producer warp. Two warpgroups share each weight
-// stage between the 128 rows of a tile; one-warpgroup CTAs take half a tile each, two CTAs to an SM,
-// for batches whose tiles hold few rows where the decode kernel (grouped_gemm_sm90_decode.cu) does not
-// take them (a CTA streams weights at a limited rate: two per SM stream more). A row's MMAs are the same either way, so is its result. Two-warpgroup CTAs run on one of the
-// schedules of TiledSchedule: one to an SM with deep pipelines, two to an SM with three stages each (a
-// prefill launch is thousands of short CTAs, and one CTA's prologue and epilogue then overlap the other's
-// MMAs), or persistent.
+// stage between the 128 rows of a tile; one-warpgroup CTAs take half a tile each, two CTAs to an SM, for
+// batches whose tiles hold few rows where the decode kernel (grouped_gemm_sm90_decode.cu) does not take
+// them (a CTA streams weights at a limited rate: two per SM stream more). A row's MMAs are the same
+// either way, so is its result. Two-warpgroup CTAs run on one of the schedules of TiledSchedule: one to
+// an SM with deep pipelines, two to an SM with three stages each (a prefill launch is thousands of short
+// CTAs, and one CTA's prologue and epilogue then overlap the other's MMAs), or persistent.
 template <int kWG>
 struct Cta {
     static_assert(kWG == 1 || kWG == 2);
