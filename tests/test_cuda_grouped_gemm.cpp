@@ -174,11 +174,11 @@ cuda::DeviceExpertGroup upload(const Problem& p, bool e4m3_order) {
 // few_rows: the launch's decode hint (the few-row kernels on a Hopper where the path has them); scaled:
 // the activations' 128-block scales apply (else none: scale 1); adjust: changes to the launch (another
 // epilogue) before it runs; splits: k splits, each summing its share of k into an output of its own
-// (returned one after the other).
+// (returned one after the other); tile_m: rows per tile of the launch's tile list (0: the GPU's tile rows).
 std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool scaled = true,
-                       const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}, int32_t splits = 1) {
+                       const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}, int32_t splits = 1, int32_t tile_m = 0) {
     const cuda::DeviceExpertGroup group = upload(p, fp8_a && p.fp4);
-    const int32_t tm = cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
+    const int32_t tm = tile_m > 0 ? tile_m : cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
     std::vector<int32_t> tile_list(size_t(3 * tiles + 1));
     for (int32_t t = 0; t < tiles; ++t) {
         tile_list[size_t(t)] = 0;                                                  // expert
@@ -195,6 +195,7 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
     const int32_t* t = tile_buf.as<int32_t>();
     g.tile_expert = t, g.tile_row0 = t + tiles, g.tile_rows = t + 2 * tiles, g.tile_count = t + 3 * tiles;
     g.max_tiles = tiles;
+    g.tile_m = tile_m;
     if (fp8_a) {
         a_buf.upload(p.a.data(), p.a.size());
         g.a_fp8 = a_buf.as<uint8_t>();
@@ -319,6 +320,10 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
                      " activations");
         const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
         EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
+        // and in tiles as tall as the decode kernel's CTAs (a decode batch's tile list): 10 or 5 tiles
+        const int32_t decode_tm = cuda::grouped_gemm_decode_tile_rows(p.bf16 ? cuda::WeightCode::Bf16 : cuda::WeightCode::Fp8, fp8_a, kRows, 1);
+        const std::vector<float> short_tiles = run(p, fp8_a, true, true, {}, 1, decode_tm);
+        EXPECT_EQ(std::memcmp(full.data(), short_tiles.data(), full.size() * 4), 0) << decode_tm << "-row tiles";
         if (bf16_weights) {
             EXPECT_LE(relative_error(halves, reference(p)), 1e-6);
             // and without activation scales: one sum over the whole k (no 128-block folds)
@@ -383,41 +388,52 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
 }
 
 // FP4 weights meeting e4m3 activations (DeepSeek-V4's arithmetic: a tensor-core sum per 32-wide group,
-// scaled per group, folded per 128-wide block) run one kernel at every batch size, 16 tokens and two blocks a
-// stage to a CTA in decode batches, 64 tokens and one block in others: the same bits either way — with
-// activation scales that are not powers of two, with a partial last n-tile (200 features), with k split in two
-// and in eight (a split of one block: a stage half filled), with nine blocks (the stage ring wraps) — and
-// within the FP8 tensor cores' rounding of float64.
+// scaled per group, folded per 128-wide block) run one kernel at every batch size: 64 tokens and one block a
+// stage to a CTA in other batches; in decode batches two blocks a stage and 16 tokens (over 128-row tiles in
+// chunks, or over 16-row tiles) or 8 (8-row tiles; a stage's two blocks multiplied at once). The same bits
+// every way — with activation scales that are not powers of two, with a partial last n-tile (200 features),
+// with k split in two and in eight (a split of one block: a stage half filled), with nine blocks (the stage
+// ring wraps) — and within the FP8 tensor cores' rounding of float64.
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
-    const int decode = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(true), others = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(false);
-    std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d in decode batches, %d in others\n", decode, others);
-    EXPECT_EQ(decode, 4);
-    EXPECT_EQ(others, 3);
+    const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8), narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
+              wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
+    std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 64\n", thin, narrow, wide);
+    EXPECT_EQ(thin, 4);
+    EXPECT_EQ(narrow, 4);
+    EXPECT_EQ(wide, 3);
     const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
     Problem p = make_fp4_problem(e4m3, e2m1, {-16, -9, -5, 0, 3}, 21);
     std::mt19937 rng(22);
     for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
-    const std::vector<float> tiles = run(p, true, false), few = run(p, true, true);
-    EXPECT_EQ(std::memcmp(tiles.data(), few.data(), tiles.size() * 4), 0);
-    const double err = relative_error(few, reference(p));
+    // The decode batches' forms against the others' (64-token CTAs over 128-row tiles).
+    const auto every_decode_form = [](const Problem& q, const std::vector<float>& want, const char* what,
+                                      const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}, int32_t splits = 1) {
+        for (int32_t tile_m : {0, 16, 8}) {
+            const std::vector<float> got = run(q, true, true, true, adjust, splits, tile_m);
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << what << ", tiles of " << tile_m << " rows (0: 128)";
+        }
+    };
+    const std::vector<float> tiles = run(p, true, false);
+    every_decode_form(p, tiles, "");
+    const double err = relative_error(run(p, true, true, true, {}, 1, 8), reference(p));
     std::printf("FP4 weights, e4m3 activations with scales: relative error vs float64 %.3g\n", err);
     EXPECT_LE(err, 1e-3);
     const auto partial = [](cuda::GroupedGemmLaunch& g) { g.n = 200; };
-    const std::vector<float> partial_tiles = run(p, true, false, true, partial), partial_few = run(p, true, true, true, partial);
-    EXPECT_EQ(std::memcmp(partial_tiles.data(), partial_few.data(), partial_tiles.size() * 4), 0) << "200 features";
+    const std::vector<float> partial_tiles = run(p, true, false, true, partial);
+    every_decode_form(p, partial_tiles, "200 features", partial);
     for (int64_t r = 0; r < kRows; ++r)  // the features past 200 are never written (NaN bits left there)
         EXPECT_EQ(std::memcmp(&partial_tiles[size_t(r * kN)], &tiles[size_t(r * kN)], 200 * 4), 0) << "row " << r;
     for (int32_t splits : {2, 8}) {  // eight: one 128-wide block per split, half a decode stage
-        const std::vector<float> split_tiles = run(p, true, false, true, {}, splits), split_few = run(p, true, true, true, {}, splits);
-        EXPECT_EQ(std::memcmp(split_tiles.data(), split_few.data(), split_tiles.size() * 4), 0) << splits << " k splits";
+        const std::vector<float> split_tiles = run(p, true, false, true, {}, splits);
+        every_decode_form(p, split_tiles, splits == 2 ? "2 k splits" : "8 k splits", {}, splits);
     }
     // k = 1152: nine blocks, five decode stages of two, so the ring of four stages wraps and the last is half filled.
     const Problem long_k = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 23, 1152);
-    const std::vector<float> long_tiles = run(long_k, true, false), long_few = run(long_k, true, true);
-    EXPECT_EQ(std::memcmp(long_tiles.data(), long_few.data(), long_tiles.size() * 4), 0) << "k = 1152";
-    EXPECT_LE(relative_error(long_few, reference(long_k)), 1e-3) << "k = 1152";
+    const std::vector<float> long_tiles = run(long_k, true, false);
+    every_decode_form(long_k, long_tiles, "k = 1152");
+    EXPECT_LE(relative_error(long_tiles, reference(long_k)), 1e-3) << "k = 1152";
 }
 
 // FP4 codes are stored in one order for bf16 activations and in another for e4m3 ones (expert_group.hpp): a

@@ -108,6 +108,11 @@ InputForm input_form(const cuda::DeviceMatrixSet& w, ActivationQuant aq, bool fp
     if (w.code == cuda::WeightCode::Fp4) return {mode, w.fp4_e4m3_order};
     return {mode, mode != 0 && fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code)};
 }
+// At most 32 rows per expert on average (a decode batch): most 128-row tiles would be less than half full,
+// so Hopper runs its decode kernel (the weights as the MMAs' first operand, a few tokens as the second)
+// — the same arithmetic per row.
+bool few_rows(int64_t rows, int64_t experts) { return rows <= 32 * experts; }
+
 InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, ActivationQuant aq) {
     return input_form(w, aq, r.fp8_tensor_cores);
 }
@@ -122,10 +127,8 @@ cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrix
                                             f.mode == 1 || f.fp8 ? a_scale.as<const float>() : nullptr, s);
     if (f.fp8) g.a_fp8 = a.as<const uint8_t>();
     g.a_rows = int64_t(a.bytes() / (size_t(width) * (f.fp8 ? 1 : 2)));
-    // At most 32 rows per expert on average (a decode batch): most tiles are less than half full, so
-    // Hopper runs its decode kernel (the weights as the MMAs' first operand, a few tokens as the second)
-    // — the same arithmetic per row.
-    g.few_rows = r.max_rows <= 32 * r.group->experts;
+    g.few_rows = few_rows(r.max_rows, r.group->experts);
+    g.tile_m = r.tile_m;
     return g;
 }
 
@@ -199,15 +202,39 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     if (r.down_time) r.down_time->end(s, capturing);
 }
 
+namespace {
+
+// Tiles of tile_m rows over `rows` rows of `experts` experts (each expert's last tile may be partial).
+int64_t tile_bound(int64_t rows, int64_t experts, int32_t tile_m) {
+    const int64_t tiles = std::min(rows, (rows + tile_m - 1) / tile_m + experts);
+    SMOE_CHECK(tiles <= cuda::kMaxLaunchTiles, InvalidArgument,
+               "a batch of {} rows needs more row tiles than one launch holds ({} of {} rows); split it", rows,
+               cuda::kMaxLaunchTiles, tile_m);
+    return tiles;
+}
+
+}  // namespace
+
 TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts) {
     TileCounts c;
     c.tile_m = cuda::grouped_gemm_tile_rows();
-    c.token_tiles = (tokens + c.tile_m - 1) / c.tile_m;
-    c.pair_tiles = std::min(pairs, (pairs + c.tile_m - 1) / c.tile_m + experts);
-    SMOE_CHECK(c.pair_tiles <= cuda::kMaxLaunchTiles && c.token_tiles <= cuda::kMaxLaunchTiles, InvalidArgument,
-               "a batch of {} tokens needs more row tiles than one launch holds ({} of {} rows); split it", tokens,
-               cuda::kMaxLaunchTiles, c.tile_m);
+    c.token_tiles = tile_bound(tokens, 1, c.tile_m);
+    c.pair_tiles = tile_bound(pairs, experts, c.tile_m);
     return c;
+}
+
+GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64_t experts, ActivationQuant aq,
+                       bool fp8_tensor_cores) {
+    int32_t tile_m = cuda::grouped_gemm_tile_rows();
+    if (few_rows(rows, experts)) {
+        // Both GEMMs read the one tile list: the taller of their CTAs (a shorter CTA takes a tile in chunks,
+        // a taller one would run half empty).
+        const auto decode_rows = [&](const cuda::DeviceMatrixSet& w) {
+            return cuda::grouped_gemm_decode_tile_rows(w.code, input_form(w, aq, fp8_tensor_cores).fp8, rows, experts);
+        };
+        tile_m = int32_t(std::max(decode_rows(group.gate_up), decode_rows(group.down)));
+    }
+    return {tile_m, tile_bound(rows, experts, tile_m)};
 }
 
 namespace {

@@ -75,6 +75,7 @@ struct GroupRun {
     // Rows of the input that perm->rows points into (0: not known). Where several GEMM rows read each (a
     // token's K slots) and they go in as e4m3, each is quantised once and its codes gathered.
     int64_t source_rows = 0;
+    int32_t tile_m = 0;  // rows per tile of perm (GroupTiles); 0: grouped_gemm_tile_rows()
 };
 
 // Where the down GEMM scatters the expert outputs: f32 rows, or bf16 bits where the activations are bf16
@@ -106,6 +107,16 @@ struct TileCounts {
     int64_t pair_tiles = 0;   // a bound on the routed experts' tiles over `pairs` rows of `experts` experts
 };
 TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts);
+
+// The tile list of one expert group's batch of at most `rows` rows over `experts` experts: rows per tile
+// (decode batches take the decode kernel's CTA height, cuda::grouped_gemm_decode_tile_rows) and a bound on
+// the tiles.
+struct GroupTiles {
+    int32_t tile_m = 0;
+    int64_t tiles = 0;
+};
+GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64_t experts, ActivationQuant aq,
+                       bool fp8_tensor_cores);
 
 // The router on the GPU: logits (bf16 tensor cores for bf16 hidden states and a bf16 router, the exact
 // fp32 GEMM otherwise), then the routing kernel — scores, bias, group limits, hash routing, top-k.

@@ -104,7 +104,8 @@ struct TensorCorePath::Shape {
     bool bf16 = false;
     bool hash = false;
     int64_t pairs = 0;  // tokens x top-k
-    tc::TileCounts tiles;
+    tc::TileCounts tiles;        // the router GEMM's
+    tc::GroupTiles routed_tiles, shared_tiles;
     size_t hidden_bytes = 0;
     size_t out_bytes = 0;
 };
@@ -129,13 +130,13 @@ bool TensorCorePath::reserve(const Shape& b) const {
     grow(ws.active, size_t(T), "mask", moved);
     if (b.hash) grow(ws.token_ids, size_t(T) * 8, "token ids", moved);
     router_.reserve(ws.router, T, b.tiles, b.bf16, moved);
-    ws.routed_perm.reserve(b.pairs, b.tiles.pair_tiles, E, moved);
+    ws.routed_perm.reserve(b.pairs, b.routed_tiles.tiles, E, moved);
     grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", moved);
     const ActivationQuant aq = layer_.activation_quant();
     ws.routed.reserve(b.pairs, H, routed_.intermediate, moved, routed_source_rows(T),
                       !tc::swiglu_outputs_direct(routed_, aq, fp8_tensor_cores_, b.bf16));
     if (shared_) {
-        ws.shared_perm.reserve(T, b.tiles.token_tiles, 1, moved);
+        ws.shared_perm.reserve(T, b.shared_tiles.tiles, 1, moved);
         ws.shared.reserve(T, H, shared_->intermediate, moved, 0, !tc::swiglu_outputs_direct(*shared_, aq, fp8_tensor_cores_, b.bf16));
     }
     grow(ws.out, b.out_bytes, "output", moved);
@@ -172,23 +173,24 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
     if (shared_) {
         begin(&StageTimers::shared, ws.side);
-        const cuda::PermutationOut perm = ws.shared_perm.view(b.tiles.token_tiles, 1);
-        SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.tiles.tile_m, perm,
+        const cuda::PermutationOut perm = ws.shared_perm.view(b.shared_tiles.tiles, 1);
+        SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.shared_tiles.tile_m, perm,
                                                     ws.side));
         // The shared expert has no clamp and weight 1 (the CPU layer's shared job).
-        tc::run_group({&*shared_, &perm, T, b.tiles.token_tiles, perm.load, &ws.shared, 0.0f, false, nullptr, nullptr,
-                       fp8_tensor_cores_},
+        tc::run_group({&*shared_, &perm, T, b.shared_tiles.tiles, perm.load, &ws.shared, 0.0f, false, nullptr, nullptr,
+                       fp8_tensor_cores_, 0, b.shared_tiles.tile_m},
                       ws.hidden.get(), b.bf16, H, aq, contributions, ws.side, capturing);
         end(&StageTimers::shared, ws.side);
     }
     SMOE_CUDA_CHECK(cudaEventRecord(ws.join, ws.side));
     begin(&StageTimers::routed, main);
-    const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.tiles.pair_tiles, E);
+    const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
     SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),
                                                 ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
-                                                int32_t(E), b.tiles.tile_m, routed_perm, main));
-    tc::run_group({&routed_, &routed_perm, b.pairs, b.tiles.pair_tiles, routed_perm.offsets + E, &ws.routed, limit,
-                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, routed_source_rows(T)},
+                                                int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
+    tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed, limit,
+                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, routed_source_rows(T),
+                   b.routed_tiles.tile_m},
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
@@ -214,6 +216,9 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
                "use the portable CUDA path");
     b.pairs = T * K;
     b.tiles = tc::tile_counts(T, b.pairs, E);
+    const ActivationQuant aq = layer_.activation_quant();
+    b.routed_tiles = tc::group_tiles(routed_, b.pairs, E, aq, fp8_tensor_cores_);
+    if (shared_) b.shared_tiles = tc::group_tiles(*shared_, T, 1, aq, fp8_tensor_cores_);
     b.hidden_bytes = input.hidden.nbytes();
     b.out_bytes = plan.out.output.nbytes();
     try {

@@ -263,6 +263,11 @@ cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const 
 
 int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows : kRows; }
 
+int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts) {
+    const int rows_per_tile = hopper_gemm_available() ? hopper_decode_tile_rows(code, a_fp8, rows, experts) : 0;
+    return rows_per_tile > 0 ? rows_per_tile : grouped_gemm_tile_rows();
+}
+
 int grouped_gemm_few_row_ctas_per_sm() {
     return hopper_gemm_available() && hopper_few_row_kernels() ? hopper_few_row_ctas_per_sm() : 0;
 }
@@ -278,12 +283,13 @@ bool grouped_gemm_takes_fp8_activations(WeightCode code) {
     return code != WeightCode::Bf16 && enabled && hopper_gemm_available();
 }
 
-int grouped_gemm_fp4_e4m3_ctas_per_sm(bool decode) {
-    return grouped_gemm_takes_fp8_activations(WeightCode::Fp4) ? hopper_fp4_e4m3_ctas_per_sm(decode) : 0;
+int grouped_gemm_fp4_e4m3_ctas_per_sm(int tokens) {
+    return grouped_gemm_takes_fp8_activations(WeightCode::Fp4) ? hopper_fp4_e4m3_ctas_per_sm(tokens) : 0;
 }
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
+    if (g.tile_m < 0 || g.tile_m > grouped_gemm_tile_rows()) return cudaErrorInvalidValue;
     if (g.identity_rows > 0 && (g.identity_tile_rows != grouped_gemm_tile_rows() ||
                                 (g.identity_rows + g.identity_tile_rows - 1) / g.identity_tile_rows > g.max_tiles))
         return cudaErrorInvalidValue;

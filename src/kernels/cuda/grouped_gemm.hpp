@@ -30,7 +30,7 @@ inline constexpr int64_t kMaxLaunchTiles = 65535 / 2;
 // codes (64 x 64) then the e8m0 exponents (64 x 4).
 inline constexpr int kFp4E4m3BlockBytes = 64 * 64 + 64 * 4;
 
-// Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): the tile list must use this many.
+// Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): a tile list holds at most this many.
 int grouped_gemm_tile_rows();
 
 // Weights are stored per expert as n-tiles of kTileN rows (zero rows pad the last), each a run of K/64
@@ -42,6 +42,12 @@ enum class WeightCode : int {
     Fp4 = 2,   // e2m1 stage tiles, row-major, low nibble first (or in e4m3 order: expert_group.hpp); e8m0
                // scales per (n-tile, 128-k block) [128][4]
 };
+
+// Rows per tile for a few-row launch (GroupedGemmLaunch::few_rows) over weights `code` meeting e4m3
+// (a_fp8) or bf16 activations, with at most `rows` rows over `experts` experts: on a Hopper, the tokens per
+// CTA of its decode kernel (8 to 32), so that the launch's grid holds no CTA for rows a tile cannot have;
+// else grouped_gemm_tile_rows(). Any height up to that gives the same bits.
+int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts);
 
 enum class GemmEpilogue : int {
     Store = 0,    // out[row][n] = c (f32, row stride ldo)
@@ -65,6 +71,8 @@ struct GroupedGemmLaunch {
     const int32_t* tile_rows = nullptr;
     const int32_t* tile_count = nullptr;
     int32_t max_tiles = 0;
+    // Rows per tile of the list (its permutation's tile_m): at most grouped_gemm_tile_rows(); 0 means that.
+    int32_t tile_m = 0;
     // Instead of a tile list (a dense GEMM, as the router's): tile i covers rows i * identity_tile_rows
     // onwards of rows [0, identity_rows), expert 0 — no list to build in a launch of its own.
     int64_t identity_rows = 0;
@@ -145,8 +153,9 @@ uint64_t grouped_gemm_paired_launches();
 // e4m3 activations must be stored in e4m3 order (expert_group.hpp: DeviceMatrixSet::fp4_e4m3_order).
 bool grouped_gemm_takes_fp8_activations(WeightCode code);
 // CTAs per SM of the kernel for FP4 weights meeting e4m3 activations (the weights as the MMAs' first
-// operand, every batch size) in decode batches or in others; 0 where there is none.
-int grouped_gemm_fp4_e4m3_ctas_per_sm(bool decode);
+// operand, every batch size) whose CTAs take `tokens` tokens: 8 or 16 in decode batches, 64 in others; 0
+// where there is none.
+int grouped_gemm_fp4_e4m3_ctas_per_sm(int tokens);
 
 // A's rows for a grouped GEMM: out[r] = src[rows ? rows[r] : r] (stride `stride` values, f32 or bf16) as bf16 bits,
 // optionally FP8-quantised per 128 values exactly as the CPU backend does (quant_mode 0 none: values

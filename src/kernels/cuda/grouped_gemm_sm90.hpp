@@ -33,10 +33,14 @@ bool hopper_decode_takes(WeightCode code);
 // how many of its CTAs the current GPU keeps on one SM for weights `code` in decode batches (FP4: with bf16
 // activations; 0 where the query fails).
 bool hopper_decode(const GroupedGemmLaunch& launch);
+// Rows per tile for a few-row launch over weights `code` meeting e4m3 (a_fp8) or bf16 tokens, `rows` rows
+// (a bound) over `experts` experts: the tokens per CTA of the decode kernel's shape for it, or 0 where
+// that kernel does not take such launches.
+int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts);
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& launch);
 int hopper_decode_ctas_per_sm(WeightCode code);
-// CTAs of the kernel for FP4 weights meeting e4m3 activations the current GPU keeps on one SM: in decode
-// batches (16 tokens to a CTA) or in others (64).
-int hopper_fp4_e4m3_ctas_per_sm(bool decode);
+// CTAs of the kernel for FP4 weights meeting e4m3 activations the current GPU keeps on one SM, for CTAs of
+// `tokens` tokens (8, 16 or 64; 0 for others).
+int hopper_fp4_e4m3_ctas_per_sm(int tokens);
 
 }  // namespace steadymoe::cuda

@@ -73,31 +73,39 @@ struct DecodeShape {
     static constexpr int kWeightScaleOffset = kTokenScaleOffset + kBlocks * kTokens * 4;
     static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
     static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t)) + 1024;  // + barriers, alignment
-    static constexpr int kChunksPerTile = kHopperTileRows / kTokens;  // CTAs per row tile (most exit at once)
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
     static_assert((kSmemBytes + 1024) * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
-    static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % 1024 == 0, "swizzle atoms stay aligned");
+    static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % (kE4m3Tokens ? 512 : 1024) == 0,
+                  "swizzle atoms stay aligned");
     static_assert(kBlockWeightBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
     static_assert(!kFp4E4m3 || kBlockWeightBytes == kFp4E4m3BlockBytes, "the layout expert_group.cpp uploads");
 };
 using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
-using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16>;  // decode batches
+using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8>;     // decode batches of at most 8 rows per expert
+using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
 
+// A launch's row tiles hold at most tile_m rows (grouped_gemm.hpp): so many CTAs of kTokens share each.
+__host__ __device__ inline int decode_chunks(const GroupedGemmLaunch& g, int tokens) {
+    return ((g.tile_m > 0 ? g.tile_m : kHopperTileRows) + tokens - 1) / tokens;
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = kChunksPerTile * tile + chunk.
+// This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = decode_chunks * tile + chunk.
+// Decode batches come in tiles as tall as their CTAs (hopper_decode_tile_rows): one chunk each, no CTA for
+// rows a tile cannot hold.
 // Tile by tile, so the chunks of a tile with more rows than one CTA takes run together and share its weights
 // in L2. (Chunk by chunk — every tile's first chunk dispatched before the CTAs that find no rows — qwen3's
 // bf16 experts at 8 to 256 tokens were 10-23% slower than the previous session's tile-by-tile figures, on
 // another machine: not an A/B, so undone rather than kept; bench/results/2026-12-02-cuda-fp4-e4m3.md.)
 template <int kTokens>
 __device__ __forceinline__ Tile decode_tile(const GroupedGemmLaunch& g) {
-    constexpr int kChunks = kHopperTileRows / kTokens;
-    Tile t = tile_of_block(g, int(blockIdx.y) / kChunks);
-    const int skip = int(blockIdx.y) % kChunks * kTokens;
+    const int chunks = decode_chunks(g, kTokens);
+    Tile t = tile_of_block(g, int(blockIdx.y) / chunks);
+    const int skip = int(blockIdx.y) % chunks * kTokens;
     t.rows = t.rows > skip ? min(kTokens, t.rows - skip) : 0;
     t.row0 += skip;
     t.n0 = int(blockIdx.x) * kFeatures;
@@ -240,83 +248,156 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
     wgmma_commit();
 }
 
-// One 128-wide block (b of its stage) of FP4 weights meeting e4m3 tokens, DeepSeek-V4's arithmetic: per
-// 32-wide group g (one e8m0 scale per weight row) one MMA sums the group's products anew (the
-// FP8 tensor cores' sum; the weights as e4m3 codes of 2^-6 times their values, so every product is
-// exact); block = fma(sum_g, 2^(e_g - 127), block) in ascending g (the first a plain product: exact); then
-// total = fma(block, 64 * s_a, total) with the token's 128-block scale s_a. A row's sum depends neither
-// on the batch nor on the CTA's width (tokens per CTA), so every batch size takes this kernel and its bits.
-// The groups' fragments come from codes that expert_group.cpp ordered so that one word gives a thread's four
-// registers. With few tokens the four groups' MMAs run at once into sums of their own, then one wait (with a
-// wait after each, deepseek-v4-flash's one-token gate/up took 43.7 µs; with one, and its CTAs dispatched in
-// another order, 35.4: bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens (32 accumulators) one
-// group at a time, the next group's fragments widened while it multiplies.
+// FP4 weights meeting e4m3 tokens, DeepSeek-V4's arithmetic, per 128-wide block: per 32-wide group g (one
+// e8m0 scale per weight row) one MMA sums the group's products anew (the FP8 tensor cores' sum; the weights
+// as e4m3 codes of 2^-6 times their values, so every product is exact); block = fma(sum_g, 2^(e_g - 127),
+// block) in ascending g (the first a plain product: exact); then total = fma(block, 64 * s_a, total) with
+// the token's 128-block scale s_a. A row's sum depends neither on the batch nor on the CTA's width (tokens
+// per CTA), so every batch size takes this kernel and its bits.
+//
+// A block's codes and exponents as one thread's fragments need them: expert_group.cpp ordered the codes so
+// that one word gives a thread's two registers of a group for one of its rows.
+struct Fp4Block {
+    uint32_t exps[2];       // rows row, row + 8: the e8m0 exponents of the block's four groups, one byte each
+    uint2 words[kSubs][2];  // [sub-tile][row, row + 8]: this thread's word of each of the sub-tile's two groups
+};
+constexpr int kFp4Groups = kSubs * 2;  // 32-wide groups per 128-wide block
+
+template <class S>
+__device__ __forceinline__ Fp4Block load_fp4_block(const char* stage, int b, int row, int q) {
+    const char* weights = stage + S::kCodesOffset + b * S::kBlockWeightBytes;
+    Fp4Block blk;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        blk.exps[r] = *reinterpret_cast<const uint32_t*>(weights + kSubs * S::kHalfTileBytes + (row + 8 * r) * 4);
+#pragma unroll
+        for (int h = 0; h < kSubs; ++h)
+            blk.words[h][r] = *reinterpret_cast<const uint2*>(weights + h * S::kHalfTileBytes + (row + 8 * r) * S::kWeightRowBytes + 8 * q);
+    }
+    return blk;
+}
+
+// Group g's A fragment: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..).
+__device__ __forceinline__ void widen_group(const Fp4Block& blk, int g, uint32_t (&a)[4]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const uint2 v = e2m1x8_to_e4m3x8(g % 2 ? blk.words[g / 2][r].y : blk.words[g / 2][r].x);
+        a[r] = v.x, a[r + 2] = v.y;
+    }
+}
+
+// Group g's MMA of block b of the stage into sums (written anew), after the fence that orders the
+// fragment's registers and the sums' before it.
+template <class S>
+__device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t (&a)[4], const char* stage, int b, int g) {
+    const uint64_t tokens = smem_descriptor<512>(stage + (b * kSubs + g / 2) * S::kTokenTileBytes) + (32 * (g % 2)) / 16;
+    if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs(sums, a, tokens);
+    else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs(sums, a, tokens);
+    else wgmma_m64n64k32_e4m3_rs(sums, a, tokens);
+}
+
+// Orders registers before the MMAs that read them (written before the fence) or after those that wrote
+// them (read after the wait).
+template <int kAcc>
+__device__ __forceinline__ void order_mma_registers(float (&sums)[kAcc], uint32_t (&a)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
+    fence_operands(sums);
+}
+
+// block = fma(sums, 2^(e_g - 127), block): group g's sums (element i: weight row row + 8 * (i / 2 % 2))
+// scaled by their rows' exponents; the first group's a plain product.
+template <int kAcc>
+__device__ __forceinline__ void fold_group(float (&block)[kAcc], const float (&sums)[kAcc], const Fp4Block& blk, int g) {
+    const float scale[2] = {__uint_as_float((blk.exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((blk.exps[1] >> (8 * g) & 0xFFu) << 23)};
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) block[i] = g == 0 ? __fmul_rn(sums[i], scale[i / 2 % 2]) : __fmaf_rn(sums[i], scale[i / 2 % 2], block[i]);
+}
+
+// total = fma(block, 64 * s_a, total) with block b's token scales (element i: token 8 * (i / 4) + 2q + i % 2).
+template <class S>
+__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float (&block)[S::kAcc], const char* stage, int b, int q) {
+    const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset) + b * S::kTokens;
+#pragma unroll
+    for (int i = 0; i < S::kAcc; ++i) total[i] = __fmaf_rn(block[i], __fmul_rn(token_scale[8 * (i / 4) + 2 * q + (i & 1)], 64.0f), total[i]);
+}
+
+// One block (b of its stage). With 16 tokens the four groups' MMAs run at once into sums of their own,
+// then one wait (with a wait after each, deepseek-v4-flash's one-token gate/up took 43.7 µs; with one, and
+// its CTAs dispatched in another order, 35.4: bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens
+// (32 accumulators) one group at a time, the next group's fragments widened while it multiplies.
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
-    constexpr int kGroups = kSubs * 2, kSets = S::kAcc <= 8 ? kGroups : 1;  // groups multiplied at once
-    const int q = lane & 3;
-    const char* weights = stage + S::kCodesOffset + b * S::kBlockWeightBytes;
-    uint32_t exps[2];
-    uint2 words[kSubs][2];  // [sub-tile][row, row + 8]: this thread's word of each of the sub-tile's two groups
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        exps[r] = *reinterpret_cast<const uint32_t*>(weights + kSubs * S::kHalfTileBytes + (row + 8 * r) * 4);
-#pragma unroll
-        for (int h = 0; h < kSubs; ++h)
-            words[h][r] = *reinterpret_cast<const uint2*>(weights + h * S::kHalfTileBytes + (row + 8 * r) * S::kWeightRowBytes + 8 * q);
-    }
-    uint32_t a[kGroups][4];  // group g's A fragment: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..)
-    auto widen = [&](int g) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const uint2 v = e2m1x8_to_e4m3x8(g % 2 ? words[g / 2][r].y : words[g / 2][r].x);
-            a[g][r] = v.x, a[g][r + 2] = v.y;
-        }
-    };
-    const uint64_t desc_t = smem_descriptor<512>(stage + b * kSubs * S::kTokenTileBytes);
+    constexpr int kSets = S::kAcc <= 8 ? kFp4Groups : 1;  // groups multiplied at once
+    const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
+    uint32_t a[kFp4Groups][4];
     float sums[kSets][S::kAcc], block[S::kAcc];
 #pragma unroll
-    for (int g = 0; g < kSets; ++g) widen(g);
+    for (int g = 0; g < kSets; ++g) widen_group(blk, g, a[g]);
 #pragma unroll
-    for (int first = 0; first < kGroups; first += kSets) {
+    for (int first = 0; first < kFp4Groups; first += kSets) {
 #pragma unroll
-        for (int j = 0; j < kSets; ++j) {
-            fence_operands(sums[j]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[first + j][i])::"memory");  // written before the fence
-        }
+        for (int j = 0; j < kSets; ++j) order_mma_registers(sums[j], a[first + j]);
         wgmma_fence();
 #pragma unroll
-        for (int j = 0; j < kSets; ++j) {
-            const int g = first + j;
-            const uint64_t tokens = desc_t + ((g / 2) * S::kTokenTileBytes + 32 * (g % 2)) / 16;
-            if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs(sums[j], a[g], tokens);
-            else wgmma_m64n64k32_e4m3_rs(sums[j], a[g], tokens);
-        }
+        for (int j = 0; j < kSets; ++j) group_mma<S>(sums[j], a[first + j], stage, b, first + j);
         wgmma_commit();
 #pragma unroll
-        for (int g = first + kSets; g < first + 2 * kSets && g < kGroups; ++g) widen(g);
+        for (int g = first + kSets; g < first + 2 * kSets && g < kFp4Groups; ++g) widen_group(blk, g, a[g]);
         wgmma_wait<0>();
 #pragma unroll
         for (int j = 0; j < kSets; ++j) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) asm volatile("" ::"r"(a[first + j][i]) : "memory");  // the MMAs read them until here
-            fence_operands(sums[j]);
-        }
-#pragma unroll
-        for (int j = 0; j < kSets; ++j) {
-            const int g = first + j;
-            const float scale[2] = {__uint_as_float((exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((exps[1] >> (8 * g) & 0xFFu) << 23)};
-#pragma unroll
-            for (int i = 0; i < S::kAcc; ++i)  // element i: weight row row + 8 * (i / 2 % 2)
-                block[i] = g == 0 ? __fmul_rn(sums[j][i], scale[i / 2 % 2]) : __fmaf_rn(sums[j][i], scale[i / 2 % 2], block[i]);
+            order_mma_registers(sums[j], a[first + j]);
+            fold_group(block, sums[j], blk, first + j);
         }
     }
-    const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset) + b * S::kTokens;
+    fold_block<S>(total, block, stage, b, lane & 3);
+}
+
+// Two blocks on 8-token CTAs (4 accumulators a thread, so registers hold both blocks' sums): the eight
+// groups' MMAs at once, committed per block, and block 0 folded while block 1's multiply. The same sums,
+// folds and order as fp4_e4m3_block.
+template <class S>
+__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, int row, int lane) {
+    static_assert(S::kFp4E4m3 && S::kBlocks == 2 && S::kAcc == 4);
+    const int q = lane & 3;
+    Fp4Block blk[2];
+    uint32_t a[2][kFp4Groups][4];
+    float sums[2][kFp4Groups][S::kAcc];
 #pragma unroll
-    for (int i = 0; i < S::kAcc; ++i)  // element i: token 8 * (i / 4) + 2q + i % 2
-        total[i] = __fmaf_rn(block[i], __fmul_rn(token_scale[8 * (i / 4) + 2 * q + (i & 1)], 64.0f), total[i]);
+    for (int b = 0; b < 2; ++b) {
+        blk[b] = load_fp4_block<S>(stage, b, row, q);
+#pragma unroll
+        for (int g = 0; g < kFp4Groups; ++g) {
+            widen_group(blk[b], g, a[b][g]);
+            order_mma_registers(sums[b][g], a[b][g]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int g = 0; g < kFp4Groups; ++g) group_mma<S>(sums[b][g], a[b][g], stage, b, g);
+        wgmma_commit();
+    }
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+        if (b == 0) wgmma_wait<1>();
+        else wgmma_wait<0>();
+        float block[S::kAcc];
+#pragma unroll
+        for (int g = 0; g < kFp4Groups; ++g) {
+            order_mma_registers(sums[b][g], a[b][g]);
+            fold_group(block, sums[b][g], blk[b], g);
+        }
+        fold_block<S>(total, block, stage, b, q);
+    }
+}
+
+// A stage's `count` blocks: in pairs on 8-token CTAs, else (and a split's last stage of one block) one by one.
+template <class S>
+__device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, int count, int row, int lane) {
+    if constexpr (S::kTokens == 8)
+        if (count == 2) return fp4_e4m3_pair<S>(total, stage, row, lane);
+    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, b, row, lane);
 }
 #endif
 
@@ -375,7 +456,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + s * S::kStageBytes;
         if constexpr (S::kFp4E4m3) {
-            for (int b = 0; b < stage_blocks<S>(t, ks); ++b) fp4_e4m3_block<S>(total, stage, b, row, lane);
+            fp4_e4m3_stage<S>(total, stage, stage_blocks<S>(t, ks), row, lane);
         } else {
             stage_mmas<S>(acc, stage, row, lane);
             wgmma_wait<0>();
@@ -425,7 +506,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr auto kernel = decode_kernel<S, kScaled>;
     const cudaError_t err = allow_shared_memory<kernel>(S::kSmemBytes);
     if (err != cudaSuccess) return err;
-    const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * S::kChunksPerTile),
+    const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * decode_chunks(g, S::kTokens)),
                     unsigned(g.k_splits));
     return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g);
 }
@@ -442,9 +523,17 @@ int ctas_per_sm() {
     return ctas;
 }
 
-// FP4 weights meeting e4m3 tokens: narrow CTAs (16 tokens) in decode batches where few-row kernels are on,
-// wide ones (64) in others — the same bits.
-bool fp4_e4m3_narrow(const GroupedGemmLaunch& g) { return g.few_rows && hopper_few_row_kernels(); }
+// The tokens per CTA of a launch of FP4 weights meeting e4m3 tokens: in decode batches where few-row
+// kernels are on, 8 in tiles of at most 8 rows, else 16; 64 in others — the same bits.
+int fp4_e4m3_tokens(const GroupedGemmLaunch& g) {
+    if (!g.few_rows || !hopper_few_row_kernels()) return Fp4E4m3Wide::kTokens;
+    return g.tile_m > 0 && g.tile_m <= Fp4E4m3Thin::kTokens ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
+}
+
+// The tokens per CTA of the other formats' decode shapes.
+int decode_tokens(WeightCode code) {
+    return code == WeightCode::Bf16 ? Bf16Decode::kTokens : code == WeightCode::Fp8 ? Fp8Decode::kTokens : Fp4Decode::kTokens;
+}
 
 }  // namespace
 
@@ -457,16 +546,23 @@ bool hopper_decode_takes(WeightCode code) {
     return hopper_few_row_kernels() && (code == WeightCode::Fp4 || !tiled);
 }
 
+// Tiles as tall as the CTAs: with 128-row tiles a launch's grid held a CTA for every 16 rows a tile might
+// have, most of which found none in a decode batch (deepseek-v4-flash's gate/up at 8 tokens: 24576 CTAs for
+// 3072 with rows). STEADYMOE_DECODE_TILES=full keeps 128-row tiles and STEADYMOE_FP4_THIN_CTAS=0 16-token
+// CTAs for FP4 weights, to compare (the same bits).
+int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts) {
+    static const bool full = env_equals("STEADYMOE_DECODE_TILES", "full"), thin = !env_equals("STEADYMOE_FP4_THIN_CTAS", "0");
+    if (full || !hopper_few_row_kernels()) return 0;
+    if (code == WeightCode::Fp4 && a_fp8) return thin && rows <= Fp4E4m3Thin::kTokens * experts ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
+    if (!hopper_decode_takes(code) || (code == WeightCode::Fp8) != a_fp8) return 0;
+    return decode_tokens(code);
+}
+
 bool hopper_decode(const GroupedGemmLaunch& g) {
-    if (g.code == WeightCode::Fp4 && g.a_fp8) {  // only this kernel multiplies them
-        const int chunks = fp4_e4m3_narrow(g) ? Fp4E4m3Narrow::kChunksPerTile : Fp4E4m3Wide::kChunksPerTile;
-        return g.a_scale && int64_t(g.max_tiles) * chunks <= 65535;
-    }
+    if (g.code == WeightCode::Fp4 && g.a_fp8)  // only this kernel multiplies them
+        return g.a_scale && int64_t(g.max_tiles) * decode_chunks(g, fp4_e4m3_tokens(g)) <= 65535;
     if (!g.few_rows || !hopper_decode_takes(g.code)) return false;
-    const int chunks = g.code == WeightCode::Bf16 ? Bf16Decode::kChunksPerTile
-                       : g.code == WeightCode::Fp8 ? Fp8Decode::kChunksPerTile
-                                                   : Fp4Decode::kChunksPerTile;
-    if (int64_t(g.max_tiles) * chunks > 65535) return false;  // grid.y
+    if (int64_t(g.max_tiles) * decode_chunks(g, decode_tokens(g.code)) > 65535) return false;  // grid.y
     return g.code == WeightCode::Fp8 ? g.a_fp8 && g.a_scale : !g.a_fp8;
 }
 
@@ -475,8 +571,12 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     case WeightCode::Bf16: return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
     case WeightCode::Fp8: return launch_typed<Fp8Decode, true>(g);
     case WeightCode::Fp4:
-        if (g.a_fp8) return fp4_e4m3_narrow(g) ? launch_typed<Fp4E4m3Narrow, true>(g) : launch_typed<Fp4E4m3Wide, true>(g);
-        return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
+        if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
+        switch (fp4_e4m3_tokens(g)) {
+        case Fp4E4m3Thin::kTokens: return launch_typed<Fp4E4m3Thin, true>(g);
+        case Fp4E4m3Narrow::kTokens: return launch_typed<Fp4E4m3Narrow, true>(g);
+        default: return launch_typed<Fp4E4m3Wide, true>(g);
+        }
     }
     return cudaErrorInvalidValue;
 }
@@ -490,6 +590,13 @@ int hopper_decode_ctas_per_sm(WeightCode code) {
     return 0;
 }
 
-int hopper_fp4_e4m3_ctas_per_sm(bool decode) { return decode ? ctas_per_sm<Fp4E4m3Narrow>() : ctas_per_sm<Fp4E4m3Wide>(); }
+int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
+    switch (tokens) {
+    case Fp4E4m3Thin::kTokens: return ctas_per_sm<Fp4E4m3Thin>();
+    case Fp4E4m3Narrow::kTokens: return ctas_per_sm<Fp4E4m3Narrow>();
+    case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
+    }
+    return 0;
+}
 
 }  // namespace steadymoe::cuda

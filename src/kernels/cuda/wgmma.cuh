@@ -109,7 +109,18 @@ __device__ __forceinline__ void wgmma_m64n32k32_e4m3(float (&d)[16], uint64_t de
 // (row, k 4q..4q+3), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, k 16 + 4q..) of each warp's 16 rows,
 // q = lane % 4), B e4m3 K-major in shared memory; D = A . B^T, written anew (scale-d off: D's
 // values going in are not read, so it need not be set).
-// D (64 x 16, f32),
+// D (64 x 8, f32).
+__device__ __forceinline__ void wgmma_m64n8k32_e4m3_rs(float (&d)[4], const uint32_t (&a)[4], uint64_t desc_b) {
+    asm volatile(
+        "{\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, %8, 0, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+// D (64 x 16, f32).
 __device__ __forceinline__ void wgmma_m64n16k32_e4m3_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b) {
     asm volatile(
         "{\n"
