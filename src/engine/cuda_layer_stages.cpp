@@ -205,8 +205,11 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
 namespace {
 
 // Tiles of tile_m rows over `rows` rows of `experts` experts (each expert's last tile may be partial).
+int64_t max_tiles(int64_t rows, int64_t experts, int32_t tile_m) { return std::min(rows, (rows + tile_m - 1) / tile_m + experts); }
+
+// The same, checked against what one launch takes.
 int64_t tile_bound(int64_t rows, int64_t experts, int32_t tile_m) {
-    const int64_t tiles = std::min(rows, (rows + tile_m - 1) / tile_m + experts);
+    const int64_t tiles = max_tiles(rows, experts, tile_m);
     SMOE_CHECK(tiles <= cuda::kMaxLaunchTiles, InvalidArgument,
                "a batch of {} rows needs more row tiles than one launch holds ({} of {} rows); split it", rows,
                cuda::kMaxLaunchTiles, tile_m);
@@ -234,7 +237,7 @@ GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64
         };
         tile_m = int32_t(std::max(decode_rows(group.gate_up), decode_rows(group.down)));
     }
-    return {tile_m, tile_bound(rows, experts, tile_m)};
+    return {tile_m, tile_bound(rows, experts, tile_m), max_tiles(rows, experts, cuda::kMinTileRows)};
 }
 
 namespace {

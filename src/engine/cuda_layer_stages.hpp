@@ -109,11 +109,14 @@ struct TileCounts {
 TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts);
 
 // The tile list of one expert group's batch of at most `rows` rows over `experts` experts: rows per tile
-// (decode batches take the decode kernel's CTA height, cuda::grouped_gemm_decode_tile_rows) and a bound on
-// the tiles.
+// (decode batches take the decode kernel's CTA height, cuda::grouped_gemm_decode_tile_rows), a bound on
+// the tiles, and the tiles to make room for: as many as any batch of at most `rows` rows may have (a
+// smaller batch's tiles may be shorter), so that a batch never grows the list a larger one left — which
+// would drop the captured graphs.
 struct GroupTiles {
     int32_t tile_m = 0;
     int64_t tiles = 0;
+    int64_t room = 0;
 };
 GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64_t experts, ActivationQuant aq,
                        bool fp8_tensor_cores);

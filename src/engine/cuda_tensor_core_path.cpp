@@ -130,13 +130,13 @@ bool TensorCorePath::reserve(const Shape& b) const {
     grow(ws.active, size_t(T), "mask", moved);
     if (b.hash) grow(ws.token_ids, size_t(T) * 8, "token ids", moved);
     router_.reserve(ws.router, T, b.tiles, b.bf16, moved);
-    ws.routed_perm.reserve(b.pairs, b.routed_tiles.tiles, E, moved);
+    ws.routed_perm.reserve(b.pairs, b.routed_tiles.room, E, moved);
     grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", moved);
     const ActivationQuant aq = layer_.activation_quant();
     ws.routed.reserve(b.pairs, H, routed_.intermediate, moved, routed_source_rows(T),
                       !tc::swiglu_outputs_direct(routed_, aq, fp8_tensor_cores_, b.bf16));
     if (shared_) {
-        ws.shared_perm.reserve(T, b.shared_tiles.tiles, 1, moved);
+        ws.shared_perm.reserve(T, b.shared_tiles.room, 1, moved);
         ws.shared.reserve(T, H, shared_->intermediate, moved, 0, !tc::swiglu_outputs_direct(*shared_, aq, fp8_tensor_cores_, b.bf16));
     }
     grow(ws.out, b.out_bytes, "output", moved);

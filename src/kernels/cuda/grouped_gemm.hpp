@@ -32,6 +32,8 @@ inline constexpr int kFp4E4m3BlockBytes = 64 * 64 + 64 * 4;
 
 // Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): a tile list holds at most this many.
 int grouped_gemm_tile_rows();
+// The shortest tiles any launch takes (grouped_gemm_decode_tile_rows).
+inline constexpr int kMinTileRows = 8;
 
 // Weights are stored per expert as n-tiles of kTileN rows (zero rows pad the last), each a run of K/64
 // stage tiles of kTileN rows x 64 k values, contiguous (expert_group.cpp: tile_matrix); FP4 weights for e4m3
