@@ -48,19 +48,21 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // FP4 with bf16 tokens keeps four CTAs of four stages (three with five stages measured the same: widening
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
 // FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
-// in others. kDeepStages > 0: that many stages and as many CTAs to an SM as they leave room for (a
-// measurement's variant: STEADYMOE_FP4_THIN_STAGES). Its weights are stored as one contiguous run per CTA (expert_group.cpp), so a stage's weights —
-// codes and exponents of kBlocks blocks — come by one bulk copy: a CTA's stream is limited per copy
-// (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB, 2 KB and 256 bytes a stage left
-// it at 0.22-0.43 of the memory floor (bench/results/2026-12-02-cuda-fp4-e4m3.md).
-template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kDeepStages = 0>
+// in others (8-token CTAs of six stages, three to an SM, were 9-12% slower than four of four stages:
+// bench/results/2026-12-02-cuda-decode-tiles.md). Its weights are stored as one contiguous run per CTA
+// (expert_group.cpp), so a stage's weights — codes and exponents of kBlocks blocks — come by one bulk copy:
+// a CTA's stream is limited per copy (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB,
+// 2 KB and 256 bytes a stage left it at 0.22-0.43 of the memory floor
+// (bench/results/2026-12-02-cuda-fp4-e4m3.md).
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
     static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block)
     static constexpr int kTokens = kTokensPerCta;
     static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
-    static constexpr int kStages = kDeepStages > 0 ? kDeepStages : kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
+    static constexpr int kStages = kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
+    static constexpr int kCtasPerSm = kFp4E4m3 && kTokens > 16 ? 3 : kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
@@ -73,11 +75,6 @@ struct DecodeShape {
     static constexpr int kWeightScaleOffset = kTokenScaleOffset + kBlocks * kTokens * 4;
     static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
     static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t)) + 1024;  // + barriers, alignment
-    static constexpr int kCtasPerSm = kDeepStages > 0                  ? 228 * 1024 / (kSmemBytes + 1024)
-                                      : kFp4E4m3 && kTokens > 16       ? 3
-                                      : kCode == WeightCode::Fp4       ? 4
-                                      : kCode == WeightCode::Bf16      ? 3
-                                                                       : 5;
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
     static_assert((kSmemBytes + 1024) * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
@@ -90,7 +87,6 @@ using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8>;     // decode batches of at most 4 rows per expert
-using Fp4E4m3ThinDeep = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // the same with six stages, three CTAs to an SM
 using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
 static_assert(Fp4E4m3Thin::kTokens >= kMinTileRows && Bf16Decode::kTokens >= kMinTileRows, "hopper_decode_tile_rows");
@@ -537,12 +533,6 @@ int fp4_e4m3_tokens(const GroupedGemmLaunch& g) {
     return g.tile_m > 0 && g.tile_m <= Fp4E4m3Thin::kTokens ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
 }
 
-// STEADYMOE_FP4_THIN_STAGES=6: 8-token CTAs of six stages, three to an SM (four of four otherwise), to compare.
-bool fp4_thin_deep() {
-    static const bool deep = env_equals("STEADYMOE_FP4_THIN_STAGES", "6");
-    return deep;
-}
-
 // The tokens per CTA of the other formats' decode shapes.
 int decode_tokens(WeightCode code) {
     return code == WeightCode::Bf16 ? Bf16Decode::kTokens : code == WeightCode::Fp8 ? Fp8Decode::kTokens : Fp4Decode::kTokens;
@@ -589,7 +579,7 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
         switch (fp4_e4m3_tokens(g)) {
-        case Fp4E4m3Thin::kTokens: return fp4_thin_deep() ? launch_typed<Fp4E4m3ThinDeep, true>(g) : launch_typed<Fp4E4m3Thin, true>(g);
+        case Fp4E4m3Thin::kTokens: return launch_typed<Fp4E4m3Thin, true>(g);
         case Fp4E4m3Narrow::kTokens: return launch_typed<Fp4E4m3Narrow, true>(g);
         default: return launch_typed<Fp4E4m3Wide, true>(g);
         }
