@@ -288,9 +288,9 @@ TEST(CudaGroupedGemm, RandomCodesMatchFloat64) {
 // The decode hint changes how rows and features are spread over CTAs, never a row's arithmetic: the same
 // bits, for FP8 weights with e4m3 activations and for bf16 weights (e4m3 values, then full-mantissa bf16
 // activations). On a Hopper those take the decode kernel (the weights as the MMAs' first operand, 64 of
-// them and 16 or 32 tokens to a CTA; the second tile's 22 rows in a full chunk and a partial one), or with
-// STEADYMOE_DECODE_KERNEL=tiled the tiled kernel's 64-row CTAs. (FP8 weights with bf16 activations keep
-// their 128-row CTAs.)
+// them and 16 or 32 tokens to a CTA; the second tile's 22 rows in a full chunk and a partial one; and over
+// tiles as tall as those CTAs, as decode batches are cut), or with STEADYMOE_DECODE_KERNEL=tiled the tiled
+// kernel's 64-row CTAs. (FP8 weights with bf16 activations keep their 128-row CTAs.)
 TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
     const int per_sm = cuda::grouped_gemm_few_row_ctas_per_sm();
