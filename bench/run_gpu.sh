@@ -17,9 +17,10 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | t
 # The tiled kernel's variants besides its defaults (the same bits; docs/cli.md): its schedules, rows by
 # cp.async in place of tensor copies, persistent CTAs each on its own in place of pairs; and every kernel
 # launched after the one before it has ended (no dependent launches); decode batches on the tiled kernel's
-# 64-row CTAs in place of the decode kernel.
+# 64-row CTAs in place of the decode kernel, in 128-row tiles in place of tiles as tall as the decode CTAs, and
+# FP4 x e4m3 decode CTAs of 16 tokens in place of 8.
 variants=(STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES=0 STEADYMOE_PAIRED_CTAS=0
-          STEADYMOE_DEPENDENT_LAUNCHES=0 STEADYMOE_DECODE_KERNEL=tiled)
+          STEADYMOE_DEPENDENT_LAUNCHES=0 STEADYMOE_DECODE_KERNEL=tiled STEADYMOE_DECODE_TILES=full STEADYMOE_FP4_THIN_CTAS=0)
 if [[ $what == tests || $what == all ]]; then
   for t in build-gpu/tests/test_cuda_* build-gpu/tests/test_cli; do
     [[ -x $t ]] || continue
@@ -63,10 +64,12 @@ if [[ $what == sanitize || $what == all ]]; then
       echo "compute-sanitizer $tool ($t): rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool-$t.log" | tr '\n' ' ')"
     done
   done
-  # The few-row kernels (the decode kernel; 64-row CTAs with STEADYMOE_DECODE_KERNEL=tiled) on their own.
+  # The few-row kernels (the decode kernel in each of its shapes; 64-row CTAs with STEADYMOE_DECODE_KERNEL=tiled)
+  # on their own.
   for tool in memcheck racecheck initcheck; do
     timeout 120 $san --tool $tool --error-exitcode 3 build-gpu/tests/test_cuda_grouped_gemm \
-      --gtest_filter='CudaGroupedGemm.FewRowCtas*:CudaGroupedGemm.Fp4Decode*' >"$out/sanitize-$tool-few-rows.log" 2>&1
+      --gtest_filter='CudaGroupedGemm.FewRowCtas*:CudaGroupedGemm.Fp4Decode*:CudaGroupedGemm.Fp4MeetingE4m3*' \
+      >"$out/sanitize-$tool-few-rows.log" 2>&1
     echo "compute-sanitizer $tool (few-row kernels): rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool-few-rows.log" | tr '\n' ' ')"
   done
 fi

@@ -322,8 +322,10 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
         EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
         // and in tiles as tall as the decode kernel's CTAs (a decode batch's tile list): 10 or 5 tiles
         const int32_t decode_tm = cuda::grouped_gemm_decode_tile_rows(p.bf16 ? cuda::WeightCode::Bf16 : cuda::WeightCode::Fp8, fp8_a, kRows, 1);
-        const std::vector<float> short_tiles = run(p, fp8_a, true, true, {}, 1, decode_tm);
-        EXPECT_EQ(std::memcmp(full.data(), short_tiles.data(), full.size() * 4), 0) << decode_tm << "-row tiles";
+        for (int32_t tm : {decode_tm, 2 * decode_tm}) {  // one chunk a tile, two
+            const std::vector<float> short_tiles = run(p, fp8_a, true, true, {}, 1, tm);
+            EXPECT_EQ(std::memcmp(full.data(), short_tiles.data(), full.size() * 4), 0) << tm << "-row tiles";
+        }
         if (bf16_weights) {
             EXPECT_LE(relative_error(halves, reference(p)), 1e-6);
             // and without activation scales: one sum over the whole k (no 128-block folds)
@@ -335,8 +337,9 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
 
 // The decode kernel where a launch's last n-tile is partial (200 features: its second half holds 8, the
 // FP8 weight scale of its odd fragments lies past the matrix) and where k is split in two (each split's
-// partial sums stored on their own, as the router's GEMM does): the bits of the tiled kernel, for FP8
-// weights with e4m3 activations, bf16 weights with and without activation scales, and FP4 weights.
+// partial sums stored on their own, as the router's GEMM does), over the GPU's tiles and a decode batch's:
+// the bits of the tiled kernel, for FP8 weights with e4m3 activations, bf16 weights with and without
+// activation scales, and FP4 weights.
 TEST(CudaGroupedGemm, DecodeKernelPartialTilesAndSplitsGiveTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Fp4) == 0) GTEST_SKIP() << "no decode kernel on this GPU (or turned off)";
@@ -354,10 +357,17 @@ TEST(CudaGroupedGemm, DecodeKernelPartialTilesAndSplitsGiveTheSameBits) {
                           Case{"bf16, unscaled", &bf16, false, false}, Case{"FP4", &fp4, false, true}}) {
         if (c.fp8_a && !fp8_path_here(false)) continue;
         SCOPED_TRACE(c.name);
-        const std::vector<float> tiled = run(*c.p, c.fp8_a, false, c.scaled, partial), decode = run(*c.p, c.fp8_a, true, c.scaled, partial);
-        EXPECT_EQ(std::memcmp(tiled.data(), decode.data(), tiled.size() * 4), 0) << "200 features";
-        const std::vector<float> split_tiled = run(*c.p, c.fp8_a, false, c.scaled, {}, 2), split_decode = run(*c.p, c.fp8_a, true, c.scaled, {}, 2);
-        EXPECT_EQ(std::memcmp(split_tiled.data(), split_decode.data(), split_tiled.size() * 4), 0) << "two k splits";
+        const cuda::WeightCode code = c.p->fp4 ? cuda::WeightCode::Fp4 : c.p->bf16 ? cuda::WeightCode::Bf16 : cuda::WeightCode::Fp8;
+        const int32_t decode_tm = cuda::grouped_gemm_decode_tile_rows(code, c.fp8_a, kRows, 1);
+        const std::vector<float> tiled = run(*c.p, c.fp8_a, false, c.scaled, partial);
+        const std::vector<float> split_tiled = run(*c.p, c.fp8_a, false, c.scaled, {}, 2);
+        for (int32_t tm : {0, decode_tm}) {  // the GPU's tiles, and a decode batch's
+            SCOPED_TRACE(std::to_string(tm) + "-row tiles (0: the GPU's)");
+            const std::vector<float> decode = run(*c.p, c.fp8_a, true, c.scaled, partial, 1, tm);
+            EXPECT_EQ(std::memcmp(tiled.data(), decode.data(), tiled.size() * 4), 0) << "200 features";
+            const std::vector<float> split_decode = run(*c.p, c.fp8_a, true, c.scaled, {}, 2, tm);
+            EXPECT_EQ(std::memcmp(split_tiled.data(), split_decode.data(), split_tiled.size() * 4), 0) << "two k splits";
+        }
     }
 }
 
@@ -374,6 +384,8 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
     for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
     const std::vector<float> scaled_tiled = run(p, false, false), scaled_decode = run(p, false, true);
     EXPECT_EQ(std::memcmp(scaled_tiled.data(), scaled_decode.data(), scaled_tiled.size() * 4), 0) << "with activation scales";
+    const std::vector<float> short_tiles = run(p, false, true, true, {}, 1, cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Fp4, false, kRows, 1));
+    EXPECT_EQ(std::memcmp(scaled_tiled.data(), short_tiles.data(), scaled_tiled.size() * 4), 0) << "in a decode batch's tiles";
     EXPECT_LE(relative_error(scaled_decode, reference(p)), 1e-6);
     std::fill(p.a_scale.begin(), p.a_scale.end(), 1.0f);  // what the reference multiplies by without scales
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -445,6 +457,20 @@ TEST(CudaGroupedGemm, RefusesFp4CodesInTheOtherOrder) {
     g.a_fp8 = e4m3_rows;  // e4m3 activations, codes in the bf16 order
     EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaErrorInvalidValue);
     g.a_fp8 = nullptr, g.fp4_e4m3_order = true;  // bf16 activations, codes in e4m3 order
+    EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaErrorInvalidValue);
+}
+
+// Tiles taller than the GPU's, or an identity launch whose tile height disagrees with its tiles', are refused
+// before the launch touches a GPU (a kernel would skip the rows past its CTAs').
+TEST(CudaGroupedGemm, RefusesTilesTallerThanItsCtas) {
+    static const uint16_t rows[128] = {};
+    cuda::GroupedGemmLaunch g;
+    g.max_tiles = 1, g.n = 128, g.k = 128, g.a = rows;
+    g.tile_m = cuda::grouped_gemm_tile_rows() + 1;
+    EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaErrorInvalidValue);
+    g.tile_m = -1;
+    EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaErrorInvalidValue);
+    g.tile_m = 16, g.identity_rows = 100, g.identity_tile_rows = cuda::grouped_gemm_tile_rows();
     EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaErrorInvalidValue);
 }
 

@@ -4,7 +4,9 @@
 // the chunked kernels, larger ones three launches over chunks of 1024 pairs; both sides of each line and
 // batches of many chunks are checked, with masked
 // tokens' pairs (id -1) and ids past the experts, a live-pair bound below the pair count (zero too), and
-// pairs that name their input rows (expert parallelism). Skips, saying so, without a GPU.
+// pairs that name their input rows (expert parallelism), in tiles of the GPU's height and of decode batches'
+// (32 and 8 rows), each tile list as long as the layer's bound allows. Skips, saying so, without a GPU. The
+// bound itself (tc::tile_bound) is checked on the host against every way rows can fall on experts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../src/engine/cuda_layer_stages.hpp"
 #include "../src/kernels/cuda/grouped_gemm.hpp"
 #include "../src/kernels/cuda/routing.hpp"
 #include "steadymoe/kernels/cuda/runtime.hpp"
@@ -75,9 +78,9 @@ std::vector<T> download(const cuda::DeviceBuffer& b, size_t n, size_t offset = 0
     return v;
 }
 
-void check(const Case& c, uint32_t seed) {
+void check(const Case& c, uint32_t seed, int32_t tile_m) {
     SCOPED_TRACE("pairs " + std::to_string(c.pairs) + ", live " + std::to_string(c.live) + ", experts " +
-                 std::to_string(c.experts) + (c.with_rows ? ", named rows" : ""));
+                 std::to_string(c.experts) + (c.with_rows ? ", named rows" : "") + ", tiles of " + std::to_string(tile_m));
     std::mt19937 rng(seed);
     const int64_t live = c.live < 0 ? c.pairs : c.live;
     std::vector<int32_t> ids(size_t(c.pairs)), row_of_pair;
@@ -91,10 +94,10 @@ void check(const Case& c, uint32_t seed) {
     for (auto& w : weights) w = float(rng() % 1000) / 7.0f;
     if (c.with_rows)
         for (int64_t i = 0; i < c.pairs; ++i) row_of_pair.push_back(int32_t(rng() % 100000));
-    const int32_t tile_m = cuda::grouped_gemm_tile_rows();
     const Permutation want = host_permutation(ids, weights, row_of_pair, live, c.experts, c.top_k, tile_m);
 
-    const int64_t max_tiles = c.pairs / tile_m + c.experts + 1;
+    const int64_t max_tiles = tc::tile_bound(c.pairs, c.experts, tile_m);  // what the layer gives
+    ASSERT_LE(want.tile_count, max_tiles);
     cuda::DeviceBuffer ids_buf(ids.size() * 4, "ids"), weights_buf(weights.size() * 4, "weights"),
         rows_of_pair_buf(std::max<size_t>(4, row_of_pair.size() * 4), "rows of pairs"), live_buf(4, "live"),
         rows(size_t(c.pairs) * 4, "rows"), dest(size_t(c.pairs) * 8, "dest"),
@@ -145,5 +148,28 @@ TEST(CudaPermutation, MatchesAHostCountingSortOnBothSidesOfTheOneBlockLimit) {
           Case{3000, -1, 64, 1, true}, Case{131072, -1, 256, 8, false}, Case{50000, 20000, 512, 8, false},
           Case{4097, 1025, 128, 1, true}, Case{3000, 0, 64, 8, false}, Case{1024, -1, 512, 8, false},
           Case{1024, 700, 128, 8, true}, Case{1025, -1, 128, 8, false}, Case{513, -1, 8, 1, false}})
-        check(c, seed++);
+        for (int32_t tile_m : {cuda::grouped_gemm_tile_rows(), 32, cuda::kMinTileRows}) check(c, seed++, tile_m);
+}
+
+// The layer's bound on a batch's tiles is the most tiles its rows can fill: against the maximum over every
+// way `rows` rows can fall on the experts (each expert's rows in tiles of their own), found by dynamic
+// programming. Too low, the permutation would write past its tile list; it runs on the host.
+TEST(TileBound, IsTheMostTilesRowsCanFillOverExperts) {
+    for (int32_t tile_m : {8, 16, 32, 128})
+        for (int64_t experts : {1, 2, 3, 7}) {
+            // most[r]: the most tiles r rows fill over the experts so far
+            std::vector<int64_t> most(201, 0);
+            for (int64_t r = 1; r <= 200; ++r) most[size_t(r)] = (r + tile_m - 1) / tile_m;  // one expert
+            for (int64_t e = 1; e < experts; ++e) {
+                std::vector<int64_t> next(most.size(), 0);
+                for (size_t r = 0; r < most.size(); ++r)
+                    for (size_t k = 0; k <= r; ++k) next[r] = std::max(next[r], int64_t((k + size_t(tile_m) - 1) / size_t(tile_m)) + most[r - k]);
+                most = next;
+            }
+            for (int64_t rows = 0; rows <= 200; ++rows)
+                ASSERT_EQ(tc::tile_bound(rows, experts, tile_m), most[size_t(rows)])
+                    << rows << " rows over " << experts << " experts, tiles of " << tile_m;
+        }
+    EXPECT_EQ(tc::tile_bound(1536, 256, 8), 256 + (1536 - 256) / 8);  // deepseek-v4 at 256 tokens: 256 experts hit, 1280 rows more
+    EXPECT_EQ(tc::tile_bound(6, 256, 8), 6);                           // one token: six experts, a row each
 }

@@ -111,7 +111,7 @@ InputForm input_form(const cuda::DeviceMatrixSet& w, ActivationQuant aq, bool fp
 // At most 32 rows per expert on average (a decode batch): most 128-row tiles would be less than half full,
 // so Hopper runs its decode kernel (the weights as the MMAs' first operand, a few tokens as the second)
 // — the same arithmetic per row.
-bool few_rows(int64_t rows, int64_t experts) { return rows <= 32 * experts; }
+bool decode_batch(int64_t rows, int64_t experts) { return rows <= 32 * experts; }
 
 InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, ActivationQuant aq) {
     return input_form(w, aq, r.fp8_tensor_cores);
@@ -127,7 +127,7 @@ cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrix
                                             f.mode == 1 || f.fp8 ? a_scale.as<const float>() : nullptr, s);
     if (f.fp8) g.a_fp8 = a.as<const uint8_t>();
     g.a_rows = int64_t(a.bytes() / (size_t(width) * (f.fp8 ? 1 : 2)));
-    g.few_rows = few_rows(r.max_rows, r.group->experts);
+    g.few_rows = decode_batch(r.max_rows, r.group->experts);
     g.tile_m = r.tile_m;
     return g;
 }
@@ -202,14 +202,17 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     if (r.down_time) r.down_time->end(s, capturing);
 }
 
+// At most n = min(experts, rows) experts have rows, and an expert with r > 0 rows fills ceil(r / tile_m) <=
+// (r + tile_m - 1) / tile_m tiles: the sum is at most (rows + n (tile_m - 1)) / tile_m, and an integer.
+int64_t tile_bound(int64_t rows, int64_t experts, int32_t tile_m) {
+    return (rows + std::min(experts, rows) * (tile_m - 1)) / tile_m;
+}
+
 namespace {
 
-// Tiles of tile_m rows over `rows` rows of `experts` experts (each expert's last tile may be partial).
-int64_t max_tiles(int64_t rows, int64_t experts, int32_t tile_m) { return std::min(rows, (rows + tile_m - 1) / tile_m + experts); }
-
-// The same, checked against what one launch takes.
-int64_t tile_bound(int64_t rows, int64_t experts, int32_t tile_m) {
-    const int64_t tiles = max_tiles(rows, experts, tile_m);
+// tile_bound, checked against what one launch takes.
+int64_t launch_tile_bound(int64_t rows, int64_t experts, int32_t tile_m) {
+    const int64_t tiles = tile_bound(rows, experts, tile_m);
     SMOE_CHECK(tiles <= cuda::kMaxLaunchTiles, InvalidArgument,
                "a batch of {} rows needs more row tiles than one launch holds ({} of {} rows); split it", rows,
                cuda::kMaxLaunchTiles, tile_m);
@@ -221,15 +224,15 @@ int64_t tile_bound(int64_t rows, int64_t experts, int32_t tile_m) {
 TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts) {
     TileCounts c;
     c.tile_m = cuda::grouped_gemm_tile_rows();
-    c.token_tiles = tile_bound(tokens, 1, c.tile_m);
-    c.pair_tiles = tile_bound(pairs, experts, c.tile_m);
+    c.token_tiles = launch_tile_bound(tokens, 1, c.tile_m);
+    c.pair_tiles = launch_tile_bound(pairs, experts, c.tile_m);
     return c;
 }
 
 GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64_t experts, ActivationQuant aq,
                        bool fp8_tensor_cores) {
     int32_t tile_m = cuda::grouped_gemm_tile_rows();
-    if (few_rows(rows, experts)) {
+    if (decode_batch(rows, experts)) {
         // Both GEMMs read the one tile list: the taller of their CTAs (a shorter CTA takes a tile in chunks,
         // a taller one would run half empty).
         const auto decode_rows = [&](const cuda::DeviceMatrixSet& w) {
@@ -237,7 +240,7 @@ GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64
         };
         tile_m = int32_t(std::max(decode_rows(group.gate_up), decode_rows(group.down)));
     }
-    return {tile_m, tile_bound(rows, experts, tile_m), max_tiles(rows, experts, cuda::kMinTileRows)};
+    return {tile_m, launch_tile_bound(rows, experts, tile_m), tile_bound(rows, experts, cuda::kMinTileRows)};
 }
 
 namespace {

@@ -107,6 +107,9 @@ struct TileCounts {
     int64_t pair_tiles = 0;   // a bound on the routed experts' tiles over `pairs` rows of `experts` experts
 };
 TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts);
+// The most tiles of at most tile_m rows that `rows` rows over `experts` experts fill (each expert's rows in
+// tiles of their own, the last partly filled).
+int64_t tile_bound(int64_t rows, int64_t experts, int32_t tile_m);
 
 // The tile list of one expert group's batch of at most `rows` rows over `experts` experts: rows per tile
 // (decode batches take the decode kernel's CTA height, cuda::grouped_gemm_decode_tile_rows), a bound on

@@ -289,7 +289,9 @@ int grouped_gemm_fp4_e4m3_ctas_per_sm(int tokens) {
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
-    if (g.tile_m < 0 || g.tile_m > grouped_gemm_tile_rows()) return cudaErrorInvalidValue;
+    // Tiles no taller than the GPU's; an identity launch's are identity_tile_rows tall.
+    if (g.tile_m < 0 || g.tile_m > grouped_gemm_tile_rows() || (g.identity_rows > 0 && g.tile_m != 0 && g.tile_m != g.identity_tile_rows))
+        return cudaErrorInvalidValue;
     if (g.identity_rows > 0 && (g.identity_tile_rows != grouped_gemm_tile_rows() ||
                                 (g.identity_rows + g.identity_tile_rows - 1) / g.identity_tile_rows > g.max_tiles))
         return cudaErrorInvalidValue;

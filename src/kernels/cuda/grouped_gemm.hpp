@@ -81,9 +81,9 @@ struct GroupedGemmLaunch {
     int32_t identity_tile_rows = 0;
     // A hint that the tiles hold few rows (a decode batch): Hopper then runs the decode kernel (the
     // weights as the MMAs' first operand, 16 or 32 tokens per CTA), or two 64-row CTAs per tile where
-    // that kernel does not take the launch (FP4 weights meeting e4m3 activations: 8 or 16 tokens per CTA,
-    // by tile_m, else 64). Each row's MMAs and folds are the same either way, so the hint may follow the
-    // batch size.
+    // that kernel does not take the launch. FP4 weights meeting e4m3 activations take the decode kernel
+    // in every launch: 8 or 16 tokens per CTA with the hint (by tile_m), 64 without. Each row's MMAs and
+    // folds are the same either way, so the hint may follow the batch size.
     bool few_rows = false;
     TiledSchedule schedule = TiledSchedule::Automatic;
 

@@ -8,7 +8,7 @@
 // padding in a decode batch, against 128 features per CTA. Its activation tiles take shared memory from
 // the weights' stages (two CTAs to an SM), and a layer's decode GEMM is a few hundred such CTAs:
 // deepseek-v3's gate/up and its shared expert's at one token were 288, one wave and a tenth
-// (bench/results/2026-12-02-cuda-dependent-launches.md). Here N counts tokens (16 or 32 to a CTA), so a
+// (bench/results/2026-12-02-cuda-dependent-launches.md). Here N counts tokens (8 to 32 to a CTA), so a
 // stage is mostly weights, and a CTA takes half an n-tile: twice the CTAs, three to five to an SM.
 // FP4 weights widened into a shared bf16 tile between block barriers left the weight stream at 0.12-0.18 of
 // the memory floor (bench/results/2026-12-01-cuda-decode-fp4.md); here each thread widens the codes its
@@ -19,7 +19,7 @@
 // scaled) is the same multiply and fma — whichever operand the weights are and however many columns an
 // MMA has (tests/test_cuda_grouped_gemm.cpp compares this kernel's output with the tiled kernel's, bit
 // for bit). So a decode batch gives a token the bits a prefill batch gives it. FP4 weights meeting e4m3
-// tokens have their own arithmetic (fp4_e4m3_block), the same at either CTA width.
+// tokens have their own arithmetic (fp4_e4m3_block), the same at every CTA width.
 #include "async_barrier.cuh"
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
@@ -98,8 +98,9 @@ __host__ __device__ inline int decode_chunks(const GroupedGemmLaunch& g, int tok
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // This CTA's rows and features: blockIdx.x = 2 * n-tile + half, blockIdx.y = decode_chunks * tile + chunk.
-// Decode batches come in tiles as tall as their CTAs (hopper_decode_tile_rows): one chunk each, no CTA for
-// rows a tile cannot hold.
+// The layer cuts a decode batch into tiles as tall as its CTAs (hopper_decode_tile_rows): one chunk each, no
+// CTA for rows a tile cannot hold. Other launches (the router's, expert parallelism's, 128-row tiles) take
+// a tile in chunks.
 // Tile by tile, so the chunks of a tile with more rows than one CTA takes run together and share its weights
 // in L2. (Chunk by chunk — every tile's first chunk dispatched before the CTAs that find no rows — qwen3's
 // bf16 experts at 8 to 256 tokens were 10-23% slower than the previous session's tile-by-tile figures, on
@@ -325,7 +326,7 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
     for (int i = 0; i < S::kAcc; ++i) total[i] = __fmaf_rn(block[i], __fmul_rn(token_scale[8 * (i / 4) + 2 * q + (i & 1)], 64.0f), total[i]);
 }
 
-// One block (b of its stage). With 16 tokens the four groups' MMAs run at once into sums of their own,
+// One block (b of its stage). With 8 or 16 tokens the four groups' MMAs run at once into sums of their own,
 // then one wait (with a wait after each, deepseek-v4-flash's one-token gate/up took 43.7 µs; with one, and
 // its CTAs dispatched in another order, 35.4: bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens
 // (32 accumulators) one group at a time, the next group's fragments widened while it multiplies.
