@@ -550,6 +550,15 @@ bool hopper_decode_takes(WeightCode code) {
     return hopper_few_row_kernels() && (code == WeightCode::Fp4 || !tiled);
 }
 
+namespace {
+
+// Whether decode batches of weights `code` meeting e4m3 (a_fp8) or bf16 tokens take this kernel's shape of
+// decode_tokens(code): FP8 weights with e4m3 tokens, BF16 and FP4 weights with bf16 ones. (FP4 weights
+// meeting e4m3 tokens take it in every batch, in shapes of their own: fp4_e4m3_tokens.)
+bool decode_form(WeightCode code, bool a_fp8) { return hopper_decode_takes(code) && (code == WeightCode::Fp8) == a_fp8; }
+
+}  // namespace
+
 // Tiles as tall as the CTAs: with 128-row tiles a launch's grid held a CTA for every 16 rows a tile might
 // have, most of which found none in a decode batch (deepseek-v4-flash's gate/up at 8 tokens: 24576 CTAs for
 // 3072 with rows). STEADYMOE_DECODE_TILES=full keeps 128-row tiles and STEADYMOE_FP4_THIN_CTAS=0 16-token
@@ -561,16 +570,14 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
     // (about 0.2 and 3 rows an expert) ran 8% and 7% faster on them than on 16-token ones, at 256 (6 an
     // expert, so more experts past 8 rows: two CTAs) 4% slower (bench/results/2026-12-02-cuda-decode-tiles.md).
     if (code == WeightCode::Fp4 && a_fp8) return thin && rows <= 4 * experts ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
-    if (!hopper_decode_takes(code) || (code == WeightCode::Fp8) != a_fp8) return 0;
-    return decode_tokens(code);
+    return decode_form(code, a_fp8) ? decode_tokens(code) : 0;
 }
 
 bool hopper_decode(const GroupedGemmLaunch& g) {
     if (g.code == WeightCode::Fp4 && g.a_fp8)  // only this kernel multiplies them
         return g.a_scale && int64_t(g.max_tiles) * decode_chunks(g, fp4_e4m3_tokens(g)) <= 65535;
-    if (!g.few_rows || !hopper_decode_takes(g.code)) return false;
-    if (int64_t(g.max_tiles) * decode_chunks(g, decode_tokens(g.code)) > 65535) return false;  // grid.y
-    return g.code == WeightCode::Fp8 ? g.a_fp8 && g.a_scale : !g.a_fp8;
+    if (!g.few_rows || !decode_form(g.code, g.a_fp8) || (g.a_fp8 && !g.a_scale)) return false;
+    return int64_t(g.max_tiles) * decode_chunks(g, decode_tokens(g.code)) <= 65535;  // grid.y
 }
 
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
