@@ -143,8 +143,13 @@ bool TensorCorePath::reserve(const Shape& b) const {
     return moved;
 }
 
+// A token's K slots read its row quantised once where the batch is large enough that quantising K copies
+// would cost more than copying codes; a decode step's few tokens are quantised straight into their slots,
+// one launch in place of two (the same bits: quantising is a function of the row alone).
 int64_t TensorCorePath::routed_source_rows(int64_t tokens) const {
-    return tc::gate_up_takes_e4m3(routed_, layer_.activation_quant(), fp8_tensor_cores_) ? tokens : 0;
+    constexpr int64_t kQuantiseInSlotsUpTo = 32;  // tokens
+    const bool e4m3 = tc::gate_up_takes_e4m3(routed_, layer_.activation_quant(), fp8_tensor_cores_);
+    return e4m3 && tokens > kQuantiseInSlotsUpTo ? tokens : 0;
 }
 
 void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
