@@ -116,11 +116,6 @@ __device__ __forceinline__ void tensor_copy_2d_multicast(void* dst, const void* 
 __device__ __forceinline__ void sync_threads(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// Arrives on named barrier `id` of `threads` threads without waiting: the threads that sync_threads on it
-// wait for these, and see this thread's shared-memory writes from before the arrival.
-__device__ __forceinline__ void arrive_threads(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 #endif
 

@@ -36,8 +36,8 @@ using namespace wgmma;
 
 constexpr int kFeatures = 64;  // weight rows per CTA: one warpgroup's M, half a stored n-tile
 constexpr int kSubs = 2;       // stored 64-k tiles per 128-k block (a stage holds kBlocks of them), folded at the block's end
+constexpr int kConsumers = 128, kThreads = kConsumers + 32;
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async one
-constexpr int kTurnBarrier = 2;  // named barriers 2 and 3: two warpgroups' folds in turn (fp4_e4m3_stage_in_turn)
 
 // A CTA's shape and its stage's layout: the weights' format, the tokens' form (e4m3 codes or bf16), tokens
 // per CTA (the MMAs' N), 128-wide k blocks per stage, stages, CTAs to an SM. The stages take what the CTAs'
@@ -49,25 +49,24 @@ constexpr int kTurnBarrier = 2;  // named barriers 2 and 3: two warpgroups' fold
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
 // FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
 // in others (8-token CTAs of six stages, three to an SM, were 9-12% slower than four of four stages:
-// bench/results/2026-12-02-cuda-decode-tiles.md). 8-token CTAs have two consumer warpgroups (kWarpgroups),
-// which take alternate stages: at one token a launch has about three CTAs an SM, whose one warpgroup each
-// waited on its own instructions' latency more than on the weights (bench/results/2026-12-02-cuda-decode-tiles.md). Its weights are stored as one contiguous run per CTA
+// bench/results/2026-12-02-cuda-decode-tiles.md; two consumer warpgroups taking alternate stages and folding in
+// turn, three CTAs to an SM, were 12-40% slower: bench/results/2026-12-03-cuda-decode-stages.md). 8-token CTAs
+// take four blocks a stage, three stages (kStageBlocks = 4): a CTA's weight stream is limited per copy, and
+// larger copies stream more (bench/results/2026-12-01-cuda-streaming.md). Its weights are stored as one contiguous run per CTA
 // (expert_group.cpp), so a stage's weights — codes and exponents of kBlocks blocks — come by one bulk copy:
 // a CTA's stream is limited per copy (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB,
 // 2 KB and 256 bytes a stage left it at 0.22-0.43 of the memory floor
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
-template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kWarpgroups = 1>
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kStageBlocks = 0>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
     static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block)
     static constexpr int kTokens = kTokensPerCta;
-    static constexpr int kGroups = kWarpgroups;  // consumer warpgroups, taking alternate stages
-    static constexpr int kConsumers = 128 * kGroups, kThreads = kConsumers + 32;  // and the producer warp
-    static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
-    static constexpr int kStages = kGroups > 1 ? 6 : kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
+    static constexpr int kBlocks = kStageBlocks > 0 ? kStageBlocks : kFp4E4m3 && kTokens <= 16 ? 2 : 1;  // 128-wide k blocks a stage
+    static constexpr int kStages = kBlocks == 4 ? 3 : kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
     static constexpr int kCtasPerSm =
-        kGroups > 1 || (kFp4E4m3 && kTokens > 16) ? 3 : kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
+        kBlocks == 4 || (kFp4E4m3 && kTokens > 16) ? 3 : kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
@@ -79,10 +78,8 @@ struct DecodeShape {
     static constexpr int kTokenScaleOffset = kCodesOffset + kBlocks * kBlockWeightBytes;
     static constexpr int kWeightScaleOffset = kTokenScaleOffset + kBlocks * kTokens * 4;
     static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
-    static constexpr int kTurnBytes = kGroups > 1 ? 128 * kAcc * 4 : 0;  // the running totals handed between warpgroups
-    static constexpr int kSmemBytes = kStages * kStageBytes + kTurnBytes + 2 * kStages * int(sizeof(uint64_t)) + 1024;  // + barriers, alignment
+    static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t)) + 1024;  // + barriers, alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
-    static_assert(kGroups == 1 || (kGroups == 2 && kFp4E4m3 && kAcc % 4 == 0), "folds in turn: FP4 meeting e4m3 tokens, two warpgroups");
     static_assert((kSmemBytes + 1024) * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
     static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % (kE4m3Tokens ? 512 : 1024) == 0,
@@ -93,8 +90,8 @@ struct DecodeShape {
 using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
-using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 2>;  // decode batches of at most 4 rows per expert
-using Fp4E4m3ThinSolo = DecodeShape<WeightCode::Fp4, true, 8>;  // the same with one consumer warpgroup, to compare
+using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 4>;     // decode batches of at most 4 rows per expert
+using Fp4E4m3ThinPairs = DecodeShape<WeightCode::Fp4, true, 8, 2>;  // the same, two blocks a stage: to compare
 using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
 static_assert(Fp4E4m3Thin::kTokens >= kMinTileRows && Bf16Decode::kTokens >= kMinTileRows, "hopper_decode_tile_rows");
@@ -339,12 +336,12 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // its CTAs dispatched in another order, 35.4: bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens
 // (32 accumulators) one group at a time, the next group's fragments widened while it multiplies.
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_block_sum(float (&block)[S::kAcc], const char* stage, int b, int row, int lane) {
+__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
     constexpr int kSets = S::kAcc <= 8 ? kFp4Groups : 1;  // groups multiplied at once
     const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
     uint32_t a[kFp4Groups][4];
-    float sums[kSets][S::kAcc];
+    float sums[kSets][S::kAcc], block[S::kAcc];
 #pragma unroll
     for (int g = 0; g < kSets; ++g) widen_group(blk, g, a[g]);
 #pragma unroll
@@ -364,11 +361,6 @@ __device__ __forceinline__ void fp4_e4m3_block_sum(float (&block)[S::kAcc], cons
             fold_group(block, sums[j], blk, first + j);
         }
     }
-}
-template <class S>
-__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, int b, int row, int lane) {
-    float block[S::kAcc];
-    fp4_e4m3_block_sum<S>(block, stage, b, row, lane);
     fold_block<S>(total, block, stage, b, lane & 3);
 }
 
@@ -376,15 +368,15 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
 // groups' MMAs at once, committed per block, and block 0 folded while block 1's multiply. The same sums,
 // folds and order as fp4_e4m3_block.
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, int row, int lane) {
-    static_assert(S::kFp4E4m3 && S::kBlocks == 2 && S::kAcc == 4);
+__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, int first, int row, int lane) {
+    static_assert(S::kFp4E4m3 && S::kBlocks % 2 == 0 && S::kAcc == 4);
     const int q = lane & 3;
     Fp4Block blk[2];
     uint32_t a[2][kFp4Groups][4];
     float sums[2][kFp4Groups][S::kAcc];
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
-        blk[b] = load_fp4_block<S>(stage, b, row, q);
+        blk[b] = load_fp4_block<S>(stage, first + b, row, q);
 #pragma unroll
         for (int g = 0; g < kFp4Groups; ++g) {
             widen_group(blk[b], g, a[b][g]);
@@ -392,7 +384,7 @@ __device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const cha
         }
         wgmma_fence();
 #pragma unroll
-        for (int g = 0; g < kFp4Groups; ++g) group_mma<S>(sums[b][g], a[b][g], stage, b, g);
+        for (int g = 0; g < kFp4Groups; ++g) group_mma<S>(sums[b][g], a[b][g], stage, first + b, g);
         wgmma_commit();
     }
 #pragma unroll
@@ -405,55 +397,24 @@ __device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const cha
             order_mma_registers(sums[b][g], a[b][g]);
             fold_group(block, sums[b][g], blk[b], g);
         }
-        fold_block<S>(total, block, stage, b, q);
+        fold_block<S>(total, block, stage, first + b, q);
     }
 }
 
-// A stage's `count` blocks: in pairs on 8-token CTAs, else (and a split's last stage of one block) one by one.
+// A stage's `count` blocks: in pairs on 8-token CTAs (a split's last stage may end in one), else one by one.
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, int count, int row, int lane) {
+    int b = 0;
     if constexpr (S::kTokens == 8)
-        if (count == 2) return fp4_e4m3_pair<S>(total, stage, row, lane);
-    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, b, row, lane);
-}
-
-// A stage of CTAs with two consumer warpgroups, which take alternate stages (stage ks: warpgroup ks % 2).
-// Its blocks' sums need nothing from other stages, so the warpgroups compute them at once; their folds into
-// the running totals go in turn, stage ks's after stage ks - 1's: the totals pass through shared memory
-// (`turn`, each thread's at its place in its warpgroup), each warpgroup waiting on named barrier
-// kTurnBarrier + ks % 2 for the other's arrival. The same sums and the same folds in the same order as one
-// warpgroup's, so the same bits.
-template <class S>
-__device__ __forceinline__ void fp4_e4m3_stage_in_turn(float4* turn, const char* stage, int count, int ks, int stages, int row, int lane) {
-    static_assert(S::kGroups == 2);
-    float blocks[S::kBlocks][S::kAcc];
-#pragma unroll
-    for (int b = 0; b < S::kBlocks; ++b)
-        if (b < count) fp4_e4m3_block_sum<S>(blocks[b], stage, b, row, lane);
-    float4* mine = turn + (threadIdx.x & 127) * (S::kAcc / 4);
-    float total[S::kAcc];
-    if (ks == 0) {
-#pragma unroll
-        for (int i = 0; i < S::kAcc; ++i) total[i] = 0.0f;
-    } else {
-        barrier::sync_threads(kTurnBarrier + (ks & 1), S::kConsumers);  // stage ks - 1 is folded in
-#pragma unroll
-        for (int j = 0; j < S::kAcc / 4; ++j) {
-            const float4 v = mine[j];
-            total[4 * j] = v.x, total[4 * j + 1] = v.y, total[4 * j + 2] = v.z, total[4 * j + 3] = v.w;
-        }
-    }
-#pragma unroll
-    for (int b = 0; b < S::kBlocks; ++b)
-        if (b < count) fold_block<S>(total, blocks[b], stage, b, lane & 3);
-#pragma unroll
-    for (int j = 0; j < S::kAcc / 4; ++j) mine[j] = make_float4(total[4 * j], total[4 * j + 1], total[4 * j + 2], total[4 * j + 3]);
-    if (ks + 1 < stages) barrier::arrive_threads(kTurnBarrier + ((ks + 1) & 1), S::kConsumers);
+#pragma unroll 1
+        for (; b + 2 <= count; b += 2) fp4_e4m3_pair<S>(total, stage, b, row, lane);
+#pragma unroll 1
+    for (; b < count; ++b) fp4_e4m3_block<S>(total, stage, b, row, lane);
 }
 #endif
 
 template <class S, bool kScaled>
-__global__ void __launch_bounds__(S::kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g) {
+__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g) {
     wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr WeightCode kCode = S::kFormat;
@@ -462,20 +423,19 @@ __global__ void __launch_bounds__(S::kThreads, S::kCtasPerSm) decode_kernel(cons
     if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    float4* turn = reinterpret_cast<float4*>(smem + S::kStages * S::kStageBytes);  // (two warpgroups)
-    uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes + S::kTurnBytes);
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes);
     uint64_t* empty = full + S::kStages;
     const int stages = (t.ktiles / kSubs + S::kBlocks - 1) / S::kBlocks;  // a split's k range is a multiple of 128
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
             barrier::init(&full[s], kFullArrivals);
-            barrier::init(&empty[s], 4);  // the warps of the one warpgroup that takes the stage
+            barrier::init(&empty[s], kConsumers / 32);
         }
         barrier::fence_init();
     }
     __syncthreads();
-    if (threadIdx.x >= S::kConsumers) {
+    if (threadIdx.x >= kConsumers) {
         produce<S, kScaled>(g, t, smem, full, empty, stages);
         return;
     }
@@ -485,17 +445,16 @@ __global__ void __launch_bounds__(S::kThreads, S::kCtasPerSm) decode_kernel(cons
     for (int s = 0; s < S::kStages; ++s) {
         char* stage = smem + s * S::kStageBytes;
         for (int h = 0; h < S::kBlocks * kSubs; ++h)
-            for (int c = threadIdx.x; c < (S::kTokens - t.rows) * (S::kTokenRowBytes / 16); c += S::kConsumers)
+            for (int c = threadIdx.x; c < (S::kTokens - t.rows) * (S::kTokenRowBytes / 16); c += kConsumers)
                 *reinterpret_cast<uint4*>(stage + h * S::kTokenTileBytes + t.rows * S::kTokenRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
         for (int b = 0; b < S::kBlocks; ++b)
-            for (int row = t.rows + threadIdx.x; row < S::kTokens; row += S::kConsumers)
+            for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
     fence_async_shared();
-    barrier::sync_threads(1, S::kConsumers);
+    barrier::sync_threads(1, kConsumers);
 
-    const int lane = threadIdx.x & 31, warp = (threadIdx.x / 32) & 3, q = lane & 3;
-    const int wg = S::kGroups > 1 ? __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0) : 0;  // (warp-uniform to the compiler)
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, q = lane & 3;
     const int row = warp * 16 + (lane >> 2);  // this thread's weight rows: row and row + 8
     float acc[S::kFp4E4m3 ? 1 : S::kAcc], total[kScaled ? S::kAcc : 1];  // (fp4_e4m3_block keeps its own sums)
 #pragma unroll
@@ -503,14 +462,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kCtasPerSm) decode_kernel(cons
 #pragma unroll
     for (int i = 0; i < (kScaled ? S::kAcc : 1); ++i) total[i] = 0.0f;
 
-    for (int ks = wg; ks < stages; ks += S::kGroups) {
+    for (int ks = 0; ks < stages; ++ks) {
         const int s = ks % S::kStages;
         barrier::wait(&full[s], uint32_t((ks / S::kStages) & 1));
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + s * S::kStageBytes;
-        if constexpr (S::kGroups > 1) {
-            fp4_e4m3_stage_in_turn<S>(turn, stage, stage_blocks<S>(t, ks), ks, stages, row, lane);
-        } else if constexpr (S::kFp4E4m3) {
+        if constexpr (S::kFp4E4m3) {
             fp4_e4m3_stage<S>(total, stage, stage_blocks<S>(t, ks), row, lane);
         } else {
             stage_mmas<S>(acc, stage, row, lane);
@@ -535,20 +492,16 @@ __global__ void __launch_bounds__(S::kThreads, S::kCtasPerSm) decode_kernel(cons
     // [token][feature], then run the tiled kernel's epilogue on adjacent feature pairs. Accumulator
     // layout: element 4j + r is weight row (row + 8 * (r / 2)), token 8j + 2q + r % 2.
     allow_next_kernel();
-    barrier::sync_threads(1, S::kConsumers);
-    if constexpr (S::kGroups > 1)  // the last stage's warpgroup left the totals in `turn`
-#pragma unroll
-        for (int i = 0; i < S::kAcc; ++i) total[i] = reinterpret_cast<const float*>(turn)[(threadIdx.x & 127) * S::kAcc + i];
+    barrier::sync_threads(1, kConsumers);
     constexpr int kLd = kFeatures + 4;  // floats per parked token, padded against bank conflicts
     float* park = reinterpret_cast<float*>(smem);
     const float* result = kScaled ? total : acc;
-    if (wg == 0)
 #pragma unroll
-        for (int i = 0; i < S::kAcc; ++i) park[(8 * (i / 4) + 2 * q + (i & 1)) * kLd + row + 8 * (i / 2 % 2)] = result[i];
-    barrier::sync_threads(1, S::kConsumers);
+    for (int i = 0; i < S::kAcc; ++i) park[(8 * (i / 4) + 2 * q + (i & 1)) * kLd + row + 8 * (i / 2 % 2)] = result[i];
+    barrier::sync_threads(1, kConsumers);
     const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
 #pragma unroll 1
-    for (int i = threadIdx.x; i < t.rows * (kFeatures / 2); i += S::kConsumers) {
+    for (int i = threadIdx.x; i < t.rows * (kFeatures / 2); i += kConsumers) {
         const int token = i / (kFeatures / 2), col = i % (kFeatures / 2) * 2;
         if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
         const float* v = park + token * kLd + col;
@@ -567,7 +520,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     if (err != cudaSuccess) return err;
     const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * decode_chunks(g, S::kTokens)),
                     unsigned(g.k_splits));
-    return launch_dependent(kernel, grid, S::kThreads, S::kSmemBytes, g.stream, g);
+    return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g);
 }
 
 template <class S>
@@ -575,7 +528,7 @@ int ctas_per_sm() {
     constexpr auto kernel = decode_kernel<S, true>;
     int ctas = 0;
     if (allow_shared_memory<kernel>(S::kSmemBytes) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, S::kThreads, S::kSmemBytes) != cudaSuccess) {
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, S::kSmemBytes) != cudaSuccess) {
         cudaGetLastError();
         return 0;
     }
@@ -589,11 +542,11 @@ int fp4_e4m3_tokens(const GroupedGemmLaunch& g) {
     return g.tile_m > 0 && g.tile_m <= Fp4E4m3Thin::kTokens ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
 }
 
-// Whether 8-token CTAs have one consumer warpgroup (STEADYMOE_THIN_WARPGROUPS=1, to compare: the same bits)
-// rather than two.
-bool thin_solo() {
-    static const bool solo = env_equals("STEADYMOE_THIN_WARPGROUPS", "1");
-    return solo;
+// Whether 8-token CTAs take two blocks a stage (STEADYMOE_FP4_THIN_BLOCKS=2, to compare: the same bits) rather
+// than four.
+bool thin_pairs() {
+    static const bool pairs = env_equals("STEADYMOE_FP4_THIN_BLOCKS", "2");
+    return pairs;
 }
 
 // The tokens per CTA of the other formats' decode shapes.
@@ -649,7 +602,7 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
         switch (fp4_e4m3_tokens(g)) {
-        case Fp4E4m3Thin::kTokens: return thin_solo() ? launch_typed<Fp4E4m3ThinSolo, true>(g) : launch_typed<Fp4E4m3Thin, true>(g);
+        case Fp4E4m3Thin::kTokens: return thin_pairs() ? launch_typed<Fp4E4m3ThinPairs, true>(g) : launch_typed<Fp4E4m3Thin, true>(g);
         case Fp4E4m3Narrow::kTokens: return launch_typed<Fp4E4m3Narrow, true>(g);
         default: return launch_typed<Fp4E4m3Wide, true>(g);
         }
@@ -668,7 +621,7 @@ int hopper_decode_ctas_per_sm(WeightCode code) {
 
 int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
-    case Fp4E4m3Thin::kTokens: return thin_solo() ? ctas_per_sm<Fp4E4m3ThinSolo>() : ctas_per_sm<Fp4E4m3Thin>();
+    case Fp4E4m3Thin::kTokens: return thin_pairs() ? ctas_per_sm<Fp4E4m3ThinPairs>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return ctas_per_sm<Fp4E4m3Narrow>();
     case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
