@@ -50,7 +50,7 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
 // in others (8-token CTAs of six stages, three to an SM, were 9-12% slower than four of four stages:
 // bench/results/2026-12-02-cuda-decode-tiles.md; two consumer warpgroups taking alternate stages and folding in
-// turn, three CTAs to an SM, were 12-40% slower: bench/results/2026-12-03-cuda-decode-stages.md). 8-token CTAs
+// turn, three CTAs to an SM, were 12-40% slower: bench/results/2026-12-02-cuda-decode-stages.md). 8-token CTAs
 // take four blocks a stage, three stages (kStageBlocks = 4): a CTA's weight stream is limited per copy, and
 // larger copies stream more (bench/results/2026-12-01-cuda-streaming.md). Its weights are stored as one contiguous run per CTA
 // (expert_group.cpp), so a stage's weights — codes and exponents of kBlocks blocks — come by one bulk copy:
