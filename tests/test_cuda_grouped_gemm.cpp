@@ -403,17 +403,19 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
 // FP4 weights meeting e4m3 activations (DeepSeek-V4's arithmetic: a tensor-core sum per 32-wide group,
 // scaled per group, folded per 128-wide block) run one kernel at every batch size: 64 tokens and one block a
 // stage to a CTA in other batches; in decode batches two blocks a stage and 16 tokens (over 128-row tiles in
-// chunks, or over 16-row tiles) or 8 (8-row tiles; four blocks a stage, or two with STEADYMOE_FP4_THIN_BLOCKS=2,
-// multiplied two at once). The same bits every way — with activation scales that are not powers of two, with
-// a partial last n-tile (200 features), with k split in two and in eight (a split of one block: a stage partly
-// filled), with thirteen blocks (every stage ring wraps) — and within the FP8 tensor cores' rounding of float64.
+// chunks, or over 16-row tiles) or 8 (8-row tiles; a stage's two blocks multiplied at once). The same bits
+// every way — with activation scales that are not powers of two, with a partial last n-tile (200 features),
+// with k split in two and in eight (a split of one block: a stage half filled), with thirteen blocks (every
+// stage ring wraps) — and within the FP8 tensor cores' rounding of float64.
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
     const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8), narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
               wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
     std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 64\n", thin, narrow, wide);
-    EXPECT_EQ(thin, cuda::env_equals("STEADYMOE_FP4_THIN_BLOCKS", "2") ? 4 : 3);  // two blocks a stage, or four
+    EXPECT_EQ(thin, cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "5")   ? 5
+                    : cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "6") ? 6
+                                                                              : 4);
     EXPECT_EQ(narrow, 4);
     EXPECT_EQ(wide, 3);
     const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
@@ -442,8 +444,8 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
         const std::vector<float> split_tiles = run(p, true, false, true, {}, splits);
         every_decode_form(p, split_tiles, splits == 2 ? "2 k splits" : "8 k splits", {}, splits);
     }
-    // k = 1664: thirteen blocks, so every ring wraps and every form's last stage is partly filled (four stages of
-    // four blocks in a ring of three, seven of two in a ring of four, thirteen of one in a ring of five).
+    // k = 1664: thirteen blocks, so every ring wraps and every decode form's last stage is half filled (seven
+    // stages of two blocks in a ring of three or four; thirteen of one in a ring of five).
     const Problem long_k = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 23, 1664);
     const std::vector<float> long_tiles = run(long_k, true, false);
     every_decode_form(long_k, long_tiles, "k = 1664");

@@ -6,7 +6,6 @@
 
 #include "../kernels/cuda/check.hpp"
 #include "../kernels/cuda/dependent_launch.hpp"
-#include "../kernels/cuda/env_switch.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "../kernels/cuda/quant_mode.hpp"
 #include "../kernels/cuda/routing.hpp"
@@ -144,15 +143,8 @@ bool TensorCorePath::reserve(const Shape& b) const {
     return moved;
 }
 
-// A token's K slots read its row quantised once where the batch is large enough that quantising K copies
-// would cost more than copying codes; a decode step's few tokens are quantised straight into their slots,
-// one launch in place of two (the same bits: quantising is a function of the row alone).
-// STEADYMOE_QUANTISE_ONCE=1 quantises once at every batch size, to compare.
 int64_t TensorCorePath::routed_source_rows(int64_t tokens) const {
-    static const bool always_once = cuda::env_equals("STEADYMOE_QUANTISE_ONCE", "1");
-    const int64_t in_slots_up_to = always_once ? 0 : 32;  // tokens
-    const bool e4m3 = tc::gate_up_takes_e4m3(routed_, layer_.activation_quant(), fp8_tensor_cores_);
-    return e4m3 && tokens > in_slots_up_to ? tokens : 0;
+    return tc::gate_up_takes_e4m3(routed_, layer_.activation_quant(), fp8_tensor_cores_) ? tokens : 0;
 }
 
 void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {

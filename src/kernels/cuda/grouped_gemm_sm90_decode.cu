@@ -49,24 +49,25 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
 // FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
 // in others (8-token CTAs of six stages, three to an SM, were 9-12% slower than four of four stages:
-// bench/results/2026-12-02-cuda-decode-tiles.md; two consumer warpgroups taking alternate stages and folding in
-// turn, three CTAs to an SM, were 12-40% slower: bench/results/2026-12-02-cuda-decode-stages.md). 8-token CTAs
-// take four blocks a stage, three stages (kStageBlocks = 4): a CTA's weight stream is limited per copy, and
-// larger copies stream more (bench/results/2026-12-01-cuda-streaming.md). Its weights are stored as one contiguous run per CTA
+// bench/results/2026-12-02-cuda-decode-tiles.md; so were, three to an SM, two consumer warpgroups taking
+// alternate stages and four blocks a stage: bench/results/2026-12-02-cuda-decode-stages.md). Its weights are stored as one contiguous run per CTA
 // (expert_group.cpp), so a stage's weights — codes and exponents of kBlocks blocks — come by one bulk copy:
 // a CTA's stream is limited per copy (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB,
 // 2 KB and 256 bytes a stage left it at 0.22-0.43 of the memory floor
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
-template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kStageBlocks = 0>
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
     static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block)
     static constexpr int kTokens = kTokensPerCta;
-    static constexpr int kBlocks = kStageBlocks > 0 ? kStageBlocks : kFp4E4m3 && kTokens <= 16 ? 2 : 1;  // 128-wide k blocks a stage
-    static constexpr int kStages = kBlocks == 4 ? 3 : kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
-    static constexpr int kCtasPerSm =
-        kBlocks == 4 || (kFp4E4m3 && kTokens > 16) ? 3 : kCode == WeightCode::Fp4 ? 4 : kCode == WeightCode::Bf16 ? 3 : 5;
+    static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
+    // kSmCtas: 5 or 6 CTAs to an SM of three stages (FP4 meeting e4m3 tokens, 8 to a CTA); 0: the rule below.
+    static constexpr int kStages = kSmCtas >= 5 ? 3 : kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
+    static constexpr int kCtasPerSm = kSmCtas > 0 ? kSmCtas
+                                      : kFp4E4m3 && kTokens > 16 ? 3
+                                      : kCode == WeightCode::Fp4 ? 4
+                                      : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
@@ -90,8 +91,9 @@ struct DecodeShape {
 using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
-using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 4>;     // decode batches of at most 4 rows per expert
-using Fp4E4m3ThinPairs = DecodeShape<WeightCode::Fp4, true, 8, 2>;  // the same, two blocks a stage: to compare
+using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8>;     // decode batches of at most 4 rows per expert
+using Fp4E4m3ThinFive = DecodeShape<WeightCode::Fp4, true, 8, 5>;  // the same, five or six CTAs to an SM
+using Fp4E4m3ThinSix = DecodeShape<WeightCode::Fp4, true, 8, 6>;    // (STEADYMOE_FP4_THIN_CTAS_PER_SM), to compare
 using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
 static_assert(Fp4E4m3Thin::kTokens >= kMinTileRows && Bf16Decode::kTokens >= kMinTileRows, "hopper_decode_tile_rows");
@@ -368,15 +370,15 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
 // groups' MMAs at once, committed per block, and block 0 folded while block 1's multiply. The same sums,
 // folds and order as fp4_e4m3_block.
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, int first, int row, int lane) {
-    static_assert(S::kFp4E4m3 && S::kBlocks % 2 == 0 && S::kAcc == 4);
+__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, int row, int lane) {
+    static_assert(S::kFp4E4m3 && S::kBlocks == 2 && S::kAcc == 4);
     const int q = lane & 3;
     Fp4Block blk[2];
     uint32_t a[2][kFp4Groups][4];
     float sums[2][kFp4Groups][S::kAcc];
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
-        blk[b] = load_fp4_block<S>(stage, first + b, row, q);
+        blk[b] = load_fp4_block<S>(stage, b, row, q);
 #pragma unroll
         for (int g = 0; g < kFp4Groups; ++g) {
             widen_group(blk[b], g, a[b][g]);
@@ -384,7 +386,7 @@ __device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const cha
         }
         wgmma_fence();
 #pragma unroll
-        for (int g = 0; g < kFp4Groups; ++g) group_mma<S>(sums[b][g], a[b][g], stage, first + b, g);
+        for (int g = 0; g < kFp4Groups; ++g) group_mma<S>(sums[b][g], a[b][g], stage, b, g);
         wgmma_commit();
     }
 #pragma unroll
@@ -397,19 +399,16 @@ __device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const cha
             order_mma_registers(sums[b][g], a[b][g]);
             fold_group(block, sums[b][g], blk[b], g);
         }
-        fold_block<S>(total, block, stage, first + b, q);
+        fold_block<S>(total, block, stage, b, q);
     }
 }
 
-// A stage's `count` blocks: in pairs on 8-token CTAs (a split's last stage may end in one), else one by one.
+// A stage's `count` blocks: in pairs on 8-token CTAs, else (and a split's last stage of one block) one by one.
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, int count, int row, int lane) {
-    int b = 0;
     if constexpr (S::kTokens == 8)
-#pragma unroll 1
-        for (; b + 2 <= count; b += 2) fp4_e4m3_pair<S>(total, stage, b, row, lane);
-#pragma unroll 1
-    for (; b < count; ++b) fp4_e4m3_block<S>(total, stage, b, row, lane);
+        if (count == 2) return fp4_e4m3_pair<S>(total, stage, row, lane);
+    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, b, row, lane);
 }
 #endif
 
@@ -542,11 +541,13 @@ int fp4_e4m3_tokens(const GroupedGemmLaunch& g) {
     return g.tile_m > 0 && g.tile_m <= Fp4E4m3Thin::kTokens ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
 }
 
-// Whether 8-token CTAs take two blocks a stage (STEADYMOE_FP4_THIN_BLOCKS=2, to compare: the same bits) rather
-// than four.
-bool thin_pairs() {
-    static const bool pairs = env_equals("STEADYMOE_FP4_THIN_BLOCKS", "2");
-    return pairs;
+// CTAs to an SM of 8-token CTAs: 4 with four stages each, or with STEADYMOE_FP4_THIN_CTAS_PER_SM=5 or 6 that
+// many with three (to compare: the same bits).
+int thin_ctas_per_sm() {
+    static const int ctas = env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "5")   ? 5
+                            : env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "6") ? 6
+                                                                                : 4;
+    return ctas;
 }
 
 // The tokens per CTA of the other formats' decode shapes.
@@ -602,7 +603,12 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
         switch (fp4_e4m3_tokens(g)) {
-        case Fp4E4m3Thin::kTokens: return thin_pairs() ? launch_typed<Fp4E4m3ThinPairs, true>(g) : launch_typed<Fp4E4m3Thin, true>(g);
+        case Fp4E4m3Thin::kTokens:
+            switch (thin_ctas_per_sm()) {
+            case 5: return launch_typed<Fp4E4m3ThinFive, true>(g);
+            case 6: return launch_typed<Fp4E4m3ThinSix, true>(g);
+            default: return launch_typed<Fp4E4m3Thin, true>(g);
+            }
         case Fp4E4m3Narrow::kTokens: return launch_typed<Fp4E4m3Narrow, true>(g);
         default: return launch_typed<Fp4E4m3Wide, true>(g);
         }
@@ -621,7 +627,12 @@ int hopper_decode_ctas_per_sm(WeightCode code) {
 
 int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
-    case Fp4E4m3Thin::kTokens: return thin_pairs() ? ctas_per_sm<Fp4E4m3ThinPairs>() : ctas_per_sm<Fp4E4m3Thin>();
+    case Fp4E4m3Thin::kTokens:
+        switch (thin_ctas_per_sm()) {
+        case 5: return ctas_per_sm<Fp4E4m3ThinFive>();
+        case 6: return ctas_per_sm<Fp4E4m3ThinSix>();
+        default: return ctas_per_sm<Fp4E4m3Thin>();
+        }
     case Fp4E4m3Narrow::kTokens: return ctas_per_sm<Fp4E4m3Narrow>();
     case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
