@@ -48,22 +48,24 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // FP4 with bf16 tokens keeps four CTAs of four stages (three with five stages measured the same: widening
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
 // FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
-// in others (8-token CTAs of six stages, three to an SM, were 9-12% slower than four of four stages:
-// bench/results/2026-12-02-cuda-decode-tiles.md; so were, three to an SM, two consumer warpgroups taking
-// alternate stages and four blocks a stage: bench/results/2026-12-02-cuda-decode-stages.md). Its weights are stored as one contiguous run per CTA
+// in others. 8-token CTAs run six to an SM, three stages each (63 registers): at 8 and 128 tokens
+// deepseek-v4-flash's routed experts ran at 0.62 and 0.71 of the memory floor on them, against 0.55 and 0.62 on
+// four to an SM of four stages, the same at one token. Fewer to an SM lost every time: six stages, three to an
+// SM, 9-12% slower than four of four (bench/results/2026-12-02-cuda-decode-tiles.md); two consumer warpgroups
+// taking alternate stages, or four blocks a stage, three to an SM, 12-40% slower
+// (bench/results/2026-12-02-cuda-decode-stages.md). Its weights are stored as one contiguous run per CTA
 // (expert_group.cpp), so a stage's weights — codes and exponents of kBlocks blocks — come by one bulk copy:
 // a CTA's stream is limited per copy (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB,
 // 2 KB and 256 bytes a stage left it at 0.22-0.43 of the memory floor
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
-template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0>
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0>  // kSmCtas: CTAs to an SM, 0: the rule below
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
     static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block)
     static constexpr int kTokens = kTokensPerCta;
     static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
-    // kSmCtas: 5 or 6 CTAs to an SM of three stages (FP4 meeting e4m3 tokens, 8 to a CTA); 0: the rule below.
-    static constexpr int kStages = kSmCtas >= 5 ? 3 : kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
+    static constexpr int kStages = kSmCtas == 6 ? 3 : kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
     static constexpr int kCtasPerSm = kSmCtas > 0 ? kSmCtas
                                       : kFp4E4m3 && kTokens > 16 ? 3
                                       : kCode == WeightCode::Fp4 ? 4
@@ -91,9 +93,8 @@ struct DecodeShape {
 using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
-using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8>;     // decode batches of at most 4 rows per expert
-using Fp4E4m3ThinFive = DecodeShape<WeightCode::Fp4, true, 8, 5>;  // the same, five or six CTAs to an SM
-using Fp4E4m3ThinSix = DecodeShape<WeightCode::Fp4, true, 8, 6>;    // (STEADYMOE_FP4_THIN_CTAS_PER_SM), to compare
+using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches of at most 4 rows per expert
+using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;  // four to an SM (STEADYMOE_FP4_THIN_CTAS_PER_SM=4)
 using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
 static_assert(Fp4E4m3Thin::kTokens >= kMinTileRows && Bf16Decode::kTokens >= kMinTileRows, "hopper_decode_tile_rows");
@@ -541,13 +542,11 @@ int fp4_e4m3_tokens(const GroupedGemmLaunch& g) {
     return g.tile_m > 0 && g.tile_m <= Fp4E4m3Thin::kTokens ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
 }
 
-// CTAs to an SM of 8-token CTAs: 4 with four stages each, or with STEADYMOE_FP4_THIN_CTAS_PER_SM=5 or 6 that
-// many with three (to compare: the same bits).
-int thin_ctas_per_sm() {
-    static const int ctas = env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "5")   ? 5
-                            : env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "6") ? 6
-                                                                                : 4;
-    return ctas;
+// Whether 8-token CTAs run four to an SM of four stages (STEADYMOE_FP4_THIN_CTAS_PER_SM=4, to compare: the same
+// bits) rather than six of three.
+bool thin_four() {
+    static const bool four = env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4");
+    return four;
 }
 
 // The tokens per CTA of the other formats' decode shapes.
@@ -603,12 +602,7 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
         switch (fp4_e4m3_tokens(g)) {
-        case Fp4E4m3Thin::kTokens:
-            switch (thin_ctas_per_sm()) {
-            case 5: return launch_typed<Fp4E4m3ThinFive, true>(g);
-            case 6: return launch_typed<Fp4E4m3ThinSix, true>(g);
-            default: return launch_typed<Fp4E4m3Thin, true>(g);
-            }
+        case Fp4E4m3Thin::kTokens: return thin_four() ? launch_typed<Fp4E4m3ThinFour, true>(g) : launch_typed<Fp4E4m3Thin, true>(g);
         case Fp4E4m3Narrow::kTokens: return launch_typed<Fp4E4m3Narrow, true>(g);
         default: return launch_typed<Fp4E4m3Wide, true>(g);
         }
@@ -627,12 +621,7 @@ int hopper_decode_ctas_per_sm(WeightCode code) {
 
 int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
-    case Fp4E4m3Thin::kTokens:
-        switch (thin_ctas_per_sm()) {
-        case 5: return ctas_per_sm<Fp4E4m3ThinFive>();
-        case 6: return ctas_per_sm<Fp4E4m3ThinSix>();
-        default: return ctas_per_sm<Fp4E4m3Thin>();
-        }
+    case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return ctas_per_sm<Fp4E4m3Narrow>();
     case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
