@@ -51,9 +51,9 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // in others. 8-token CTAs run six to an SM, three stages each (63 registers): at 8 and 128 tokens
 // deepseek-v4-flash's routed experts ran at 0.62 and 0.71 of the memory floor on them, against 0.55 and 0.62 on
 // four to an SM of four stages, the same at one token. Fewer to an SM lost every time: six stages, three to an
-// SM, 9-12% slower than four of four (bench/results/2026-12-02-cuda-decode-tiles.md); two consumer warpgroups
-// taking alternate stages, or four blocks a stage, three to an SM, 12-40% slower
-// (bench/results/2026-12-02-cuda-decode-stages.md). Its weights are stored as one contiguous run per CTA
+// SM, 9-12% slower than four of four (bench/results/2026-12-02-cuda-decode-tiles.md); three to an SM with two
+// consumer warpgroups taking alternate stages, 13-40% slower gate/up GEMMs, or with four blocks a stage, 4-22%
+// slower (bench/results/2026-12-02-cuda-decode-stages.md). Its weights are stored as one contiguous run per CTA
 // (expert_group.cpp), so a stage's weights — codes and exponents of kBlocks blocks — come by one bulk copy:
 // a CTA's stream is limited per copy (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB,
 // 2 KB and 256 bytes a stage left it at 0.22-0.43 of the memory floor
