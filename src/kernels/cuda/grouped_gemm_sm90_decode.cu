@@ -48,7 +48,8 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // FP4 with bf16 tokens keeps four CTAs of four stages (three with five stages measured the same: widening
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
 // FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
-// in others. 8-token CTAs run six to an SM, three stages each (63 registers): at 8 and 128 tokens
+// in others. 8-token CTAs run six to an SM, three stages each (63 registers, at which ptxas serialises their
+// MMAs: notice C7512; measured faster all the same): at 8 and 128 tokens
 // deepseek-v4-flash's routed experts ran at 0.62 and 0.71 of the memory floor on them, against 0.55 and 0.62 on
 // four to an SM of four stages, the same at one token. Fewer to an SM lost every time: six stages, three to an
 // SM, 9-12% slower than four of four (bench/results/2026-12-02-cuda-decode-tiles.md); three to an SM with two
@@ -58,14 +59,15 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // a CTA's stream is limited per copy (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB,
 // 2 KB and 256 bytes a stage left it at 0.22-0.43 of the memory floor
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
-template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0>  // kSmCtas: CTAs to an SM, 0: the rule below
+// kSmCtas > 0: that many CTAs to an SM, each with as many stages as its share of shared memory holds; 0: the
+// format's rule below.
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
     static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block)
     static constexpr int kTokens = kTokensPerCta;
     static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
-    static constexpr int kStages = kSmCtas == 6 ? 3 : kFp4E4m3 && kTokens > 16 ? 5 : kCode == WeightCode::Fp4 ? 4 : 3;
     static constexpr int kCtasPerSm = kSmCtas > 0 ? kSmCtas
                                       : kFp4E4m3 && kTokens > 16 ? 3
                                       : kCode == WeightCode::Fp4 ? 4
@@ -81,6 +83,11 @@ struct DecodeShape {
     static constexpr int kTokenScaleOffset = kCodesOffset + kBlocks * kBlockWeightBytes;
     static constexpr int kWeightScaleOffset = kTokenScaleOffset + kBlocks * kTokens * 4;
     static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
+    // A CTA's share: its stages and their two barriers each, 1 KB of alignment, and the 1 KB the GPU keeps per CTA.
+    static constexpr int kStages = kSmCtas > 0                   ? (228 * 1024 / kSmCtas - 2 * 1024) / (kStageBytes + 2 * int(sizeof(uint64_t)))
+                                   : kFp4E4m3 && kTokens > 16 ? 5
+                                   : kCode == WeightCode::Fp4 ? 4
+                                                              : 3;
     static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t)) + 1024;  // + barriers, alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
     static_assert((kSmemBytes + 1024) * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
