@@ -104,6 +104,11 @@ using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches
 using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;  // four to an SM (STEADYMOE_FP4_THIN_CTAS_PER_SM=4)
 using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
+// One CTA more to an SM, with the stages their share of shared memory holds (STEADYMOE_DECODE_CTAS_PER_SM=more,
+// to compare: the same bits).
+using Bf16DecodeMore = DecodeShape<WeightCode::Bf16, false, 16, 4>;
+using Fp8DecodeMore = DecodeShape<WeightCode::Fp8, true, 32, 6>;
+using Fp4E4m3NarrowMore = DecodeShape<WeightCode::Fp4, true, 16, 5>;
 static_assert(Fp4E4m3Thin::kTokens >= kMinTileRows && Bf16Decode::kTokens >= kMinTileRows, "hopper_decode_tile_rows");
 
 // A launch's row tiles hold at most tile_m rows (grouped_gemm.hpp): so many CTAs of kTokens share each.
@@ -556,6 +561,13 @@ bool thin_four() {
     return four;
 }
 
+// Whether the BF16, FP8 and 16-token FP4 x e4m3 decode shapes run one CTA more to an SM
+// (STEADYMOE_DECODE_CTAS_PER_SM=more).
+bool more_ctas() {
+    static const bool more = env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "more");
+    return more;
+}
+
 // The tokens per CTA of the other formats' decode shapes.
 int decode_tokens(WeightCode code) {
     return code == WeightCode::Bf16 ? Bf16Decode::kTokens : code == WeightCode::Fp8 ? Fp8Decode::kTokens : Fp4Decode::kTokens;
@@ -604,13 +616,15 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
-    case WeightCode::Bf16: return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
-    case WeightCode::Fp8: return launch_typed<Fp8Decode, true>(g);
+    case WeightCode::Bf16:
+        if (more_ctas()) return g.scaled ? launch_typed<Bf16DecodeMore, true>(g) : launch_typed<Bf16DecodeMore, false>(g);
+        return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
+    case WeightCode::Fp8: return more_ctas() ? launch_typed<Fp8DecodeMore, true>(g) : launch_typed<Fp8Decode, true>(g);
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
         switch (fp4_e4m3_tokens(g)) {
         case Fp4E4m3Thin::kTokens: return thin_four() ? launch_typed<Fp4E4m3ThinFour, true>(g) : launch_typed<Fp4E4m3Thin, true>(g);
-        case Fp4E4m3Narrow::kTokens: return launch_typed<Fp4E4m3Narrow, true>(g);
+        case Fp4E4m3Narrow::kTokens: return more_ctas() ? launch_typed<Fp4E4m3NarrowMore, true>(g) : launch_typed<Fp4E4m3Narrow, true>(g);
         default: return launch_typed<Fp4E4m3Wide, true>(g);
         }
     }
@@ -619,8 +633,8 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
 
 int hopper_decode_ctas_per_sm(WeightCode code) {
     switch (code) {
-    case WeightCode::Bf16: return ctas_per_sm<Bf16Decode>();
-    case WeightCode::Fp8: return ctas_per_sm<Fp8Decode>();
+    case WeightCode::Bf16: return more_ctas() ? ctas_per_sm<Bf16DecodeMore>() : ctas_per_sm<Bf16Decode>();
+    case WeightCode::Fp8: return more_ctas() ? ctas_per_sm<Fp8DecodeMore>() : ctas_per_sm<Fp8Decode>();
     case WeightCode::Fp4: return ctas_per_sm<Fp4Decode>();
     }
     return 0;
@@ -629,7 +643,7 @@ int hopper_decode_ctas_per_sm(WeightCode code) {
 int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
-    case Fp4E4m3Narrow::kTokens: return ctas_per_sm<Fp4E4m3Narrow>();
+    case Fp4E4m3Narrow::kTokens: return more_ctas() ? ctas_per_sm<Fp4E4m3NarrowMore>() : ctas_per_sm<Fp4E4m3Narrow>();
     case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
     return 0;
