@@ -301,10 +301,10 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
                 decode_bf16, decode_fp8, decode_fp4);
     if (cuda::grouped_gemm_tile_rows() == 128 && !cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0")) {
         const bool tiled = cuda::env_equals("STEADYMOE_DECODE_KERNEL", "tiled");
-        const int more = cuda::env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "more") ? 1 : 0;
+        const bool fewer = cuda::env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "fewer");
         EXPECT_EQ(per_sm, 2);
-        EXPECT_EQ(decode_bf16, tiled ? 0 : 3 + more);
-        EXPECT_EQ(decode_fp8, tiled ? 0 : 5 + more);
+        EXPECT_EQ(decode_bf16, tiled ? 0 : fewer ? 3 : 5);
+        EXPECT_EQ(decode_fp8, tiled ? 0 : fewer ? 5 : 7);
         EXPECT_EQ(decode_fp4, 4);
     }
     const std::vector<float> e4m3 = every_e4m3_value();
@@ -415,7 +415,7 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
               wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
     std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 64\n", thin, narrow, wide);
     EXPECT_EQ(thin, cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4") ? 4 : 6);
-    EXPECT_EQ(narrow, cuda::env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "more") ? 5 : 4);
+    EXPECT_EQ(narrow, cuda::env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "fewer") ? 4 : 5);
     EXPECT_EQ(wide, 3);
     const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
     Problem p = make_fp4_problem(e4m3, e2m1, {-16, -9, -5, 0, 3}, 21);

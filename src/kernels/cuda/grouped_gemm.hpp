@@ -144,7 +144,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 // current GPU keeps on one SM: 2 on a Hopper, 0 where the kernel has none.
 int grouped_gemm_few_row_ctas_per_sm();
 // How many CTAs of the decode kernel (few_rows on a Hopper: the weights as the MMAs' first operand) the
-// current GPU keeps on one SM for weights `code`: 3 for BF16, 5 for FP8 (with e4m3 activations), 4 for
+// current GPU keeps on one SM for weights `code`: 5 for BF16, 7 for FP8 (with e4m3 activations), 4 for
 // FP4 (with bf16 activations; with e4m3 ones see grouped_gemm_fp4_e4m3_ctas_per_sm); 0 where few-row
 // launches over `code` do not take it (not a Hopper, STEADYMOE_FEW_ROW_KERNELS=0, or for BF16 and FP8
 // STEADYMOE_DECODE_KERNEL=tiled, which keeps them on the tiled kernel's 64-row CTAs).

@@ -97,18 +97,21 @@ struct DecodeShape {
     static_assert(kBlockWeightBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
     static_assert(!kFp4E4m3 || kBlockWeightBytes == kFp4E4m3BlockBytes, "the layout expert_group.cpp uploads");
 };
-using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16>;
-using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32>;
+// BF16, FP8 and 16-token FP4 x e4m3 CTAs run five, seven and five to an SM with two, two and three stages:
+// against three, five and four with three, three and four, qwen3's routed experts took 4% and 6% less time at
+// 8 and 256 tokens (3% more at one), and deepseek-v4-flash's 5% less at 256 tokens, its shared expert 5% less
+// (bench/results/2026-12-02-cuda-item-order.md). STEADYMOE_DECODE_CTAS_PER_SM=fewer keeps the old shapes, to
+// compare (the same bits).
+using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16, 5>;
+using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32, 7>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches of at most 4 rows per expert
 using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;  // four to an SM (STEADYMOE_FP4_THIN_CTAS_PER_SM=4)
-using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16>;  // other decode batches
+using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
-// One CTA more to an SM, with the stages their share of shared memory holds (STEADYMOE_DECODE_CTAS_PER_SM=more,
-// to compare: the same bits).
-using Bf16DecodeMore = DecodeShape<WeightCode::Bf16, false, 16, 4>;
-using Fp8DecodeMore = DecodeShape<WeightCode::Fp8, true, 32, 6>;
-using Fp4E4m3NarrowMore = DecodeShape<WeightCode::Fp4, true, 16, 5>;
+using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
+using Fp8DecodeFewer = DecodeShape<WeightCode::Fp8, true, 32>;
+using Fp4E4m3NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16>;
 static_assert(Fp4E4m3Thin::kTokens >= kMinTileRows && Bf16Decode::kTokens >= kMinTileRows, "hopper_decode_tile_rows");
 
 // A launch's row tiles hold at most tile_m rows (grouped_gemm.hpp): so many CTAs of kTokens share each.
@@ -561,11 +564,11 @@ bool thin_four() {
     return four;
 }
 
-// Whether the BF16, FP8 and 16-token FP4 x e4m3 decode shapes run one CTA more to an SM
-// (STEADYMOE_DECODE_CTAS_PER_SM=more).
-bool more_ctas() {
-    static const bool more = env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "more");
-    return more;
+// Whether the BF16, FP8 and 16-token FP4 x e4m3 decode shapes run their old, fewer CTAs to an SM
+// (STEADYMOE_DECODE_CTAS_PER_SM=fewer).
+bool fewer_ctas() {
+    static const bool fewer = env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "fewer");
+    return fewer;
 }
 
 // The tokens per CTA of the other formats' decode shapes.
@@ -617,14 +620,14 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
     case WeightCode::Bf16:
-        if (more_ctas()) return g.scaled ? launch_typed<Bf16DecodeMore, true>(g) : launch_typed<Bf16DecodeMore, false>(g);
+        if (fewer_ctas()) return g.scaled ? launch_typed<Bf16DecodeFewer, true>(g) : launch_typed<Bf16DecodeFewer, false>(g);
         return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
-    case WeightCode::Fp8: return more_ctas() ? launch_typed<Fp8DecodeMore, true>(g) : launch_typed<Fp8Decode, true>(g);
+    case WeightCode::Fp8: return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g) : launch_typed<Fp8Decode, true>(g);
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
         switch (fp4_e4m3_tokens(g)) {
         case Fp4E4m3Thin::kTokens: return thin_four() ? launch_typed<Fp4E4m3ThinFour, true>(g) : launch_typed<Fp4E4m3Thin, true>(g);
-        case Fp4E4m3Narrow::kTokens: return more_ctas() ? launch_typed<Fp4E4m3NarrowMore, true>(g) : launch_typed<Fp4E4m3Narrow, true>(g);
+        case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? launch_typed<Fp4E4m3NarrowFewer, true>(g) : launch_typed<Fp4E4m3Narrow, true>(g);
         default: return launch_typed<Fp4E4m3Wide, true>(g);
         }
     }
@@ -633,8 +636,8 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
 
 int hopper_decode_ctas_per_sm(WeightCode code) {
     switch (code) {
-    case WeightCode::Bf16: return more_ctas() ? ctas_per_sm<Bf16DecodeMore>() : ctas_per_sm<Bf16Decode>();
-    case WeightCode::Fp8: return more_ctas() ? ctas_per_sm<Fp8DecodeMore>() : ctas_per_sm<Fp8Decode>();
+    case WeightCode::Bf16: return fewer_ctas() ? ctas_per_sm<Bf16DecodeFewer>() : ctas_per_sm<Bf16Decode>();
+    case WeightCode::Fp8: return fewer_ctas() ? ctas_per_sm<Fp8DecodeFewer>() : ctas_per_sm<Fp8Decode>();
     case WeightCode::Fp4: return ctas_per_sm<Fp4Decode>();
     }
     return 0;
@@ -643,7 +646,7 @@ int hopper_decode_ctas_per_sm(WeightCode code) {
 int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
-    case Fp4E4m3Narrow::kTokens: return more_ctas() ? ctas_per_sm<Fp4E4m3NarrowMore>() : ctas_per_sm<Fp4E4m3Narrow>();
+    case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? ctas_per_sm<Fp4E4m3NarrowFewer>() : ctas_per_sm<Fp4E4m3Narrow>();
     case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
     return 0;
