@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     if (wg == kConsumers / 128) {  // the producer warp
         int s = 0;
         uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
+        int reserved = 0;  // with counters: the item after this one, asked for as this one starts (its latency hidden)
         for (int w = first; w < items;) {
             const Tile t = w == first ? t0 : item_tile(w);
             const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane, by_map ? &rows_map : nullptr, pair_rank);
@@ -160,15 +161,10 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
                 if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
                 if (counters && kt == 0 && lane == 0) stage_item[s] = w;  // announced with the stage's copies
                 producer.load(smem + s * kStageBytes, t.kt0 / L::kSub + kt, &full[s]);
+                if (counters && kt == 0 && lane == 0) reserved = int(gridDim.x) + atomicAdd(counters, 1);
                 if (++s == kS) s = 0, parity ^= 1, rounds = 1;
             }
-            if (counters) {
-                int next = 0;
-                if (lane == 0) next = int(gridDim.x) + atomicAdd(counters, 1);
-                w = __shfl_sync(0xffffffffu, next, 0);
-            } else {
-                w += step;
-            }
+            w = counters ? __shfl_sync(0xffffffffu, reserved, 0) : w + step;
         }
         if (counters) {  // no item follows: a stage that says so, with no copies
             if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
