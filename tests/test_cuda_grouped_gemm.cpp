@@ -483,9 +483,7 @@ TEST(CudaGroupedGemm, RefusesTilesTallerThanItsCtas) {
 // the other tiles' rows, and for the last tile zeros past the buffer). On small integers every sum is exact, so each schedule must give the float64
 // result bit for bit, with and without activation scales (powers of two); on random values every
 // schedule must give the bits of one CTA per tile. An odd and an even count of n-blocks: with the even
-// one, persistent CTAs with rows by tensor copies run in pairs that share those copies. Persistent CTAs
-// also take their items from counters (GroupedGemmLaunch::item_counters), which every launch must leave
-// zero for the next: the counters serve each of these launches in turn.
+// one, persistent CTAs with rows by tensor copies run in pairs that share those copies.
 class EveryTiledSchedule : public ::testing::TestWithParam<int64_t> {};
 TEST_P(EveryTiledSchedule, GivesTheExactResult) {
     SMOE_SKIP_WITHOUT_GPU();
@@ -507,9 +505,7 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
         for (float& s : scales) s = std::ldexp(1.0f, small(rng) % 2);  // 0.5, 1 or 2
         const std::vector<int32_t> tile_list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3};  // experts, first rows, rows, count
         cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(a.size() * 2, "a"), scale_buf(scales.size() * 4, "scales"),
-            out_buf(size_t(rows * N) * 4, "out"), counter_buf(8, "item counters");
-        const int32_t zeros[2] = {0, 0};
-        counter_buf.upload(zeros, sizeof zeros);
+            out_buf(size_t(rows * N) * 4, "out");
         tile_buf.upload(tile_list.data(), tile_list.size() * 4);
         a_buf.upload(a.data(), a.size() * 2);
         scale_buf.upload(scales.data(), scales.size() * 4);
@@ -527,13 +523,11 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                     want[size_t(r * N + n)] = sum;
                 }
             std::vector<float> per_tile;  // random values: the bits of the first schedule
-            for (int variant = 0; variant < 8; ++variant) {
-                // PerTile, TwoPerSm, Persistent; then Persistent with counters
-                const cuda::TiledSchedule schedule = variant >= 6 ? cuda::TiledSchedule::Persistent : cuda::TiledSchedule(1 + variant % 3);
-                const bool tensor_copies = variant >= 3 && variant != 6, counted = variant >= 6;
+            for (int variant = 0; variant < 6; ++variant) {
+                const cuda::TiledSchedule schedule = cuda::TiledSchedule(1 + variant % 3);  // PerTile, TwoPerSm, Persistent
+                const bool tensor_copies = variant >= 3;
                 SCOPED_TRACE(std::string(integers ? "small integers, " : "random values, ") + (scaled ? "scaled, " : "unscaled, ") +
-                             "schedule " + std::to_string(int(schedule)) + (tensor_copies ? ", rows by tensor copies" : "") +
-                             (counted ? ", items from counters" : ""));
+                             "schedule " + std::to_string(int(schedule)) + (tensor_copies ? ", rows by tensor copies" : ""));
                 cuda::GroupedGemmLaunch g;
                 const int32_t* t = tile_buf.as<int32_t>();
                 g.tile_expert = t, g.tile_row0 = t + 3, g.tile_rows = t + 6, g.tile_count = t + 9, g.max_tiles = 3;
@@ -542,11 +536,7 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 const cuda::DeviceMatrixSet& m = group.down;
                 g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
                 g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
-                g.item_counters = counted ? counter_buf.as<int32_t>() : nullptr;
-                // Counters leave pairs out unless STEADYMOE_ITEM_ORDER keeps them unused.
-                const bool counters_used = counted && !cuda::env_equals("STEADYMOE_ITEM_ORDER", "strided") &&
-                                           !cuda::env_equals("STEADYMOE_ITEM_ORDER", "grouped");
-                const bool pairs = schedule == cuda::TiledSchedule::Persistent && tensor_copies && GetParam() % 2 == 0 && !counters_used &&
+                const bool pairs = schedule == cuda::TiledSchedule::Persistent && tensor_copies && GetParam() % 2 == 0 &&
                                    !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
                 const uint64_t paired_before = cuda::grouped_gemm_paired_launches();
@@ -555,9 +545,6 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
                 std::vector<float> got(size_t(rows * N));
                 out_buf.download(got.data(), got.size() * 4);
-                int32_t left[2] = {-1, -1};
-                counter_buf.download(left, sizeof left);
-                EXPECT_TRUE(left[0] == 0 && left[1] == 0) << "the item counters were left at " << left[0] << ", " << left[1];
                 if (!integers && per_tile.empty()) {
                     per_tile = got;
                     EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); }));

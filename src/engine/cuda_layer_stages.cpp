@@ -26,20 +26,13 @@ void PermBuffers::reserve(int64_t max_rows, int64_t tiles_bound, int64_t experts
     grow(load, size_t(experts) * 4, "expert loads", moved);
     grow(offsets, size_t(2 * (experts + 1)) * 4, "expert offsets", moved);
     grow(chunk_counts, size_t(cuda::permutation_chunks(max_rows) * experts) * 4, "permutation chunk counts", moved);
-    if (!item_counters.get()) {
-        grow(item_counters, 2 * sizeof(int32_t), "grouped-GEMM item counters", moved);
-        const int32_t zeros[2] = {0, 0};
-        item_counters.upload(zeros, sizeof zeros);
-        SMOE_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // before any launch on the layer's own streams reads them
-    }
 }
 
 cuda::PermutationOut PermBuffers::view(int64_t tiles_bound, int64_t experts) {
     int32_t* t = tiles.as<int32_t>();
     int32_t* o = offsets.as<int32_t>();
     return {rows.as<int32_t>(),  dest.as<int64_t>(),  weight.as<float>(), t, t + tiles_bound,
-            t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1, chunk_counts.as<int32_t>(),
-            item_counters.as<int32_t>()};
+            t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1, chunk_counts.as<int32_t>()};
 }
 
 void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows, bool f32_mid) {
@@ -62,7 +55,6 @@ cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::
     g.tile_rows = perm.tile_rows;
     g.tile_count = perm.tile_count;
     g.max_tiles = int32_t(tiles);
-    g.item_counters = perm.item_counters;
     g.a = a;
     g.a_scale = a_scale;
     g.code = w.code;

@@ -24,7 +24,6 @@ void grow(DeviceBuffer& b, size_t bytes, const char* what, bool& moved);
 // A permutation's device buffers, grown to the largest batch so far.
 struct PermBuffers {
     DeviceBuffer rows, dest, weight, tiles, load, offsets, chunk_counts;
-    DeviceBuffer item_counters;  // zeroed once: each launch that uses them leaves them zero
 
     void reserve(int64_t max_rows, int64_t tiles_bound, int64_t experts, bool& moved);
     cuda::PermutationOut view(int64_t tiles_bound, int64_t experts);

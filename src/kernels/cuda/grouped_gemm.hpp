@@ -86,12 +86,6 @@ struct GroupedGemmLaunch {
     // folds are the same either way, so the hint may follow the batch size.
     bool few_rows = false;
     TiledSchedule schedule = TiledSchedule::Automatic;
-    // Two ints, zero between launches, or null. Given them, Hopper's persistent CTAs take their items in
-    // turn from a counter as they finish the last (each CTA's first is its own): the CTAs that run together
-    // then stay on neighbouring items however far their speeds drift apart, and the launch's last CTA
-    // zeroes them again. Without them a CTA takes every grid-th item. Which CTA computes an item never
-    // changes its bits. A stream's launches may share a pair; launches that may run at once may not.
-    int32_t* item_counters = nullptr;
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits
     // Rows `a` (or `a_fp8`) holds (its allocation), or 0: with it, Hopper may load row tiles by tensor

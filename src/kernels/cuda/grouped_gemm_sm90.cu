@@ -9,7 +9,6 @@
 #include "wgmma.cuh"
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <utility>
 
@@ -21,26 +20,6 @@ using namespace stage;
 using namespace wgmma;
 using namespace sm90;
 
-// How persistent CTAs walk a launch's (tile, n-block, split) items; whichever CTA takes an item, its
-// bits are the same.
-struct ItemOrder {
-    int group_tiles = 1;           // items run in groups of this many row tiles (the kernel's item_tile)
-    int32_t* counters = nullptr;   // hand items out in turn (GroupedGemmLaunch::item_counters), or null
-};
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A CTA that hands out items from `counters` takes none after this: the grid's last to say so zeroes the
-// counters for the stream's next launch (which reads them only once this one has ended). Every CTA's
-// fetches come before its count (the fence), so none can follow the zeroing.
-__device__ __forceinline__ void finish_items(int32_t* counters) {
-    __threadfence();
-    if (atomicAdd(counters + 1, 1) == int(gridDim.x) - 1) {
-        atomicExch(counters, 0);
-        atomicExch(counters + 1, 0);
-    }
-}
-#endif
-
 // Warp-specialised: warps 0-7 (two warpgroups, 64 rows each) run the MMAs, warp 8 streams the stages.
 // A stage is refilled once every consumer warp has released it, so weight bytes keep flowing while the
 // tensor cores work, with no block-wide barrier per stage.
@@ -51,18 +30,20 @@ __device__ __forceinline__ void finish_items(int32_t* counters) {
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one). The items
-// and their arithmetic are the same as one CTA each; only who computes them differs.
+// and their arithmetic are the same as one CTA each; only who computes them differs. Items handed out in
+// turn from a counter, in groups of 8 row tiles (an n-block over the group's tiles, so that the CTAs running
+// together read the same weights), took deepseek-v3's gate/up 1-6% less time and its down GEMM 10-17% more
+// at 16384 tokens, qwen3's the same: not kept (bench/results/2026-12-02-cuda-decode-occupancy.md).
 // rows_map / by_map: activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
 // paired (persistent, by_map, launched in clusters of two): the two CTAs of a cluster take the two
 // n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
-// order: how persistent CTAs walk the items (ItemOrder).
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
 __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
-                             const bool paired, const ItemOrder order) {
+                             const bool paired) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
@@ -77,35 +58,24 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     // plain launches; from the epilogue, as fast as plain launches
     // (bench/results/2026-12-02-cuda-dependent-launches.md).
     wait_for_prior_kernels();
-    // The work: this CTA's tile, or (persistent) items first, then first + step, ... of every item or those
-    // the counters hand it (order.counters); a paired CTA's items are its cluster's, each of them n-block
-    // 2j + rank of an item's pair j.
+    // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item; a paired
+    // CTA's items are its cluster's, each of them n-block 2j + rank of an item's pair j.
     const int n_blocks = int((g.n + kTileN - 1) / kTileN), tiles = kPersistent ? tile_count(g) : 1;
     const int pair_rank = kPersistent && paired ? int(barrier::cluster_rank()) : -1;
     const int n_items = pair_rank >= 0 ? n_blocks / 2 : n_blocks, units = pair_rank >= 0 ? 2 : 1;
     const int items = kPersistent ? tiles * n_items * g.k_splits : 1;
     const int first = kPersistent ? int(blockIdx.x) / units : 0, step = kPersistent ? int(gridDim.x) / units : 1;
-    int32_t* const counters = kPersistent && pair_rank < 0 ? order.counters : nullptr;
-    // Item w: its k split, then its group of order.group_tiles row tiles (the last group may hold fewer);
-    // within a group, n-block (pair) by n-block, each over the group's tiles in turn. The CTAs running
-    // together then read the same weights (a group's tiles mostly share an expert), and each tile's rows
-    // stay in L2 while its group's n-blocks pass. One-tile groups walk a tile's n-blocks in turn.
     auto item_tile = [&](int w) -> Tile {
         if constexpr (kPersistent) {
-            const int per_split = tiles * n_items, split = w / per_split, r = w - split * per_split;
-            const int group_first = r / (order.group_tiles * n_items) * order.group_tiles;
-            const int group = min(order.group_tiles, tiles - group_first), v = r - group_first * n_items;
-            const int j = v / group, n_block = pair_rank >= 0 ? 2 * j + pair_rank : j;
-            return tile_at(g, group_first + v % group, n_block, split);
+            const int rest = w / n_items, n_block = pair_rank >= 0 ? 2 * (w % n_items) + pair_rank : w % n_items;
+            return tile_at(g, rest % tiles, n_block, rest / tiles);
         } else {
             return hopper_tile<kWG>(g);
         }
     };
-    const Tile t0 = first < items ? item_tile(first) : Tile{};
-    if (t0.rows == 0) {
-        if (counters && threadIdx.x == 0) finish_items(counters);  // it takes no item, but counts as done
-        return;
-    }
+    if (first >= items) return;
+    const Tile t0 = item_tile(first);
+    if (t0.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
@@ -114,9 +84,6 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
     uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* empty = full + kS;
-    // Handed-out items: the item whose first stage stage s holds (written with the stage's copies), or
-    // `items` in the stage after the CTA's last.
-    volatile int* stage_item = reinterpret_cast<int*>(empty + kS);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kS; ++s) {
@@ -152,28 +119,15 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     if (wg == kConsumers / 128) {  // the producer warp
         int s = 0;
         uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
-        int reserved = 0;  // with counters: the item after this one, asked for as this one starts (its latency hidden)
-        for (int w = first; w < items;) {
+        for (int w = first; w < items; w += step) {
             const Tile t = w == first ? t0 : item_tile(w);
             const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane, by_map ? &rows_map : nullptr, pair_rank);
             const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
             for (int kt = 0; kt < ktiles; ++kt) {
                 if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
-                if (counters && kt == 0 && lane == 0) stage_item[s] = w;  // announced with the stage's copies
                 producer.load(smem + s * kStageBytes, t.kt0 / L::kSub + kt, &full[s]);
-                if (counters && kt == 0 && lane == 0) reserved = int(gridDim.x) + atomicAdd(counters, 1);
                 if (++s == kS) s = 0, parity ^= 1, rounds = 1;
             }
-            w = counters ? __shfl_sync(0xffffffffu, reserved, 0) : w + step;
-        }
-        if (counters) {  // no item follows: a stage that says so, with no copies
-            if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
-            if (lane == 0) {
-                stage_item[s] = items;
-                barrier::arrive_expect_bytes(&full[s], 0);
-                finish_items(counters);
-            }
-            barrier::arrive_after_cp_async(&full[s]);
         }
         if (pair_rank >= 0) barrier::cluster_sync();  // see the consumers' end
         return;
@@ -214,9 +168,8 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     const uint64_t desc_a0 = smem_descriptor<kAtom>(smem + wg * 64 * kARowBytes), desc_b0 = smem_descriptor<kAtom>(smem + L::kSub * L::kA);
     int s = 0, last = kS - 1;  // this stage and the one before
     uint32_t parity = 0;
-    for (int w = first, next = 0; w < items; w = next) {
+    for (int w = first; w < items; w += step) {
         const Tile t = w == first ? t0 : item_tile(w);
-        next = w + step;
         const int ktiles = t.ktiles / L::kSub;
         // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
         const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
@@ -278,18 +231,11 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         }
         if constexpr (kPersistent) {
             if (!kScaled && ktiles > 0) release(last);  // the item's last stage: its MMAs are done
-            if (!counters && next >= items) allow_next_kernel();
+            if (w + step >= items) allow_next_kernel();
             if (live) {
                 const int row = wg * 64 + warp * 16 + (lane >> 2);
                 if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
                 else epilogue_from_registers(g, t, acc, row, lane);
-            }
-            // The next item, from the stage the producer announced it in: that stage's copies must land
-            // first, so the wait comes after the epilogue (before it, it cost deepseek-v3's down GEMM 12%).
-            if (counters) {
-                barrier::wait(full_at + 8 * s, parity);
-                next = stage_item[s];
-                if (next >= items) allow_next_kernel();
             }
             continue;
         }
@@ -335,8 +281,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
 template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm>
 constexpr int kSmemBytes = kStages<kCode, kFp8A, kWG, kPerSm> * StageLayout<kCode, kFp8A, kWG>::kBytes +
                            (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
-                           2 * kStages<kCode, kFp8A, kWG, kPerSm> * int(sizeof(uint64_t)) +  // barriers
-                           kStages<kCode, kFp8A, kWG, kPerSm> * int(sizeof(int)) + 1024;     // stage items, alignment
+                           2 * kStages<kCode, kFp8A, kWG, kPerSm> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
 // Streaming multiprocessors of the current GPU (asked once per device; 1 where the query fails).
@@ -360,30 +305,12 @@ bool row_tensor_copies(const GroupedGemmLaunch& g) {
     return !none && g.a_rows > 0 && !g.few_rows;
 }
 
-// How a persistent launch walks its items. By default in groups of 8 row tiles, handed out in turn from
-// the launch's counters where it has some (ItemOrder). STEADYMOE_ITEM_ORDER=grouped keeps the groups but
-// gives each CTA every grid-th item, and =strided also one-tile groups (a tile's n-blocks in turn, the
-// order before groups); STEADYMOE_ITEM_GROUP_TILES=N sets the group's tiles. The same bits either way.
-ItemOrder item_order(const GroupedGemmLaunch& g) {
-    static const bool strided = env_equals("STEADYMOE_ITEM_ORDER", "strided"), grouped = env_equals("STEADYMOE_ITEM_ORDER", "grouped");
-    static const int group_tiles = [] {
-        const char* v = std::getenv("STEADYMOE_ITEM_GROUP_TILES");
-        const int n = v ? std::atoi(v) : 0;
-        return n > 0 ? n : 8;
-    }();
-    ItemOrder order;
-    order.group_tiles = strided ? 1 : group_tiles;
-    order.counters = strided || grouped ? nullptr : g.item_counters;
-    return order;
-}
-
 // Whether persistent launches pair their CTAs in clusters of two that share their rows' copies (the
-// kernel's `paired`), where the rows come by tensor copies, the n-blocks pair up and items are not handed
-// out from counters (a pair's CTAs take an item together): the same bits either way;
-// STEADYMOE_PAIRED_CTAS=0 keeps every CTA on its own, to compare.
-bool pairs_ctas(const GroupedGemmLaunch& g, const ItemOrder& order) {
+// kernel's `paired`), where the rows come by tensor copies and the n-blocks pair up: the same bits either
+// way; STEADYMOE_PAIRED_CTAS=0 keeps every CTA on its own, to compare.
+bool pairs_ctas(const GroupedGemmLaunch& g) {
     static const bool none = env_equals("STEADYMOE_PAIRED_CTAS", "0");
-    return !none && !order.counters && row_tensor_copies(g) && tile_grid(g).x % 2 == 0;
+    return !none && row_tensor_copies(g) && tile_grid(g).x % 2 == 0;
 }
 
 std::atomic<uint64_t> paired_launches{0};
@@ -423,8 +350,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent>;
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
-    const ItemOrder order = kPersistent ? item_order(g) : ItemOrder{};
-    const int pairs = kPersistent && pairs_ctas(g, order) ? concurrent_pairs<kernel>(Cta<kWG>::kThreads, kSmem) : 0;
+    const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(Cta<kWG>::kThreads, kSmem) : 0;
     CUtensorMap rows_map{};
     const bool by_map = row_tensor_copies(g) && encode_row_map(rows_map, kFp8A ? static_cast<const void*>(g.a_fp8) : g.a, g.a_rows, g.k,
                                                                kFp8A ? RowElement::E4m3 : RowElement::Bf16, Cta<kWG>::kRows / (pairs > 0 ? 2 : 1));
@@ -441,7 +367,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     config.gridDim = grid, config.blockDim = dim3(Cta<kWG>::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(2)};
     config.attrs = attributes, config.numAttrs = paired ? 2 : 1;
-    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired, order);
+    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && paired) paired_launches.fetch_add(1, std::memory_order_relaxed);
     return launched != cudaSuccess ? launched : last;

@@ -58,8 +58,6 @@ struct PermutationOut {
     int32_t* offsets = nullptr;      // [experts + 1] scratch: first row of each expert
     int32_t* tile_offsets = nullptr; // [experts + 1] scratch
     int32_t* chunk_counts = nullptr; // [permutation_chunks(pairs)][experts] scratch, for more than kPermuteChunk pairs
-    // [2], zero between launches: not the permutation's, but its tiles' grouped GEMMs' (GroupedGemmLaunch::item_counters)
-    int32_t* item_counters = nullptr;
 };
 
 // A large permutation's chunks of pairs (each counted and placed by one block).
