@@ -97,11 +97,11 @@ struct DecodeShape {
     static_assert(kBlockWeightBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
     static_assert(!kFp4E4m3 || kBlockWeightBytes == kFp4E4m3BlockBytes, "the layout expert_group.cpp uploads");
 };
-// BF16, FP8 and 16-token FP4 x e4m3 CTAs run five, seven and five to an SM with two, two and three stages:
-// against three, five and four with three, three and four, qwen3's routed experts took 4% and 6% less time at
-// 8 and 256 tokens (3% more at one), and deepseek-v4-flash's 5% less at 256 tokens, its shared expert 5% less
-// (bench/results/2026-12-02-cuda-decode-occupancy.md). STEADYMOE_DECODE_CTAS_PER_SM=fewer keeps the old shapes, to
-// compare (the same bits).
+// BF16, FP8 and 16-token FP4 x e4m3 CTAs run five, seven and five to an SM with two, two and three
+// stages. Against three, five and four with three, three and four, the routed experts took less time:
+// qwen3's 4% and 6% at 8 and 256 tokens (3% more at one), deepseek-v3's 9%, 2% and 1% at 1, 8 and 128,
+// deepseek-v4-flash's 5% at 256 (bench/results/2026-12-02-cuda-decode-occupancy.md).
+// STEADYMOE_DECODE_CTAS_PER_SM=fewer keeps the old shapes, to compare (the same bits).
 using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16, 5>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32, 7>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
