@@ -40,13 +40,21 @@ using namespace sm90;
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent>
-__global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
+// kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
+// its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
+// longer wait for every epilogue.
+template <int kWG, bool kParked>
+constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps : 0);
+
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false>
+__global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
     static_assert(!kPersistent || kWG == 2);
+    static_assert(!kParked || kPersistent);
+    constexpr int kThreads = kCtaThreads<kWG, kParked>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
@@ -79,16 +87,25 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
-    constexpr int kS = kStages<kCode, kFp8A, kWG, kPerSm>;
+    constexpr int kS = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm>;
     static_assert(kConsumerWarps * 16 * (kTileN + 4) * 4 <= kS * kStageBytes, "the parked epilogue fits in the stages");
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
-    uint64_t* full = reinterpret_cast<uint64_t*>(widened + (kWiden ? 2 * kBTileBytes : 0));
+    float* parked_block = reinterpret_cast<float*>(widened + (kWiden ? 2 * kBTileBytes : 0));
+    uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytes : 0));
     uint64_t* empty = full + kS;
+    // Parked epilogues: `parked` completes once every consumer warp has parked an item's results, `drained`
+    // once every epilogue warp is done with them (the block may take the next item's).
+    uint64_t* parked = empty + kS;
+    uint64_t* drained = parked + 1;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kS; ++s) {
             barrier::init(&full[s], kFullArrivals);
             barrier::init(&empty[s], kConsumerWarps * units);
+        }
+        if constexpr (kParked) {
+            barrier::init(parked, kConsumerWarps);
+            barrier::init(drained, kEpilogueWarps);
         }
         barrier::fence_init();
     }
@@ -98,10 +115,10 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         for (int s = 0; s < kS; ++s) {
             char* stage = smem + s * kStageBytes;
             for (int h = 0; h < L::kSub && !by_map; ++h)  // tensor copies fill every row themselves
-                for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += Cta<kWG>::kThreads)
+                for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += kThreads)
                     *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
             if constexpr (kScaled)
-                for (int row = t0.rows + threadIdx.x; row < kRows; row += Cta<kWG>::kThreads)
+                for (int row = t0.rows + threadIdx.x; row < kRows; row += kThreads)
                     reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
         }
         fence_async_shared();
@@ -113,9 +130,24 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     // it thinks divergent gets serialised (each MMA waits for the one before).
     const int lane = threadIdx.x & 31;
     const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
+    const int warp_id = __shfl_sync(0xffffffffu, int(threadIdx.x) / 32, 0);
     // Stages are counted across items (c): stage s = c % kS, in phase c / kS of its barriers (kept as
     // the stage and the phase's parity: the loops stay free of divisions).
     const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty);
+    if constexpr (kParked) {
+        if (warp_id > kConsumerWarps) {  // an epilogue warp: each item's, in turn, once its results are parked
+            uint32_t phase = 0;
+            for (int w = first; w < items; w += step, phase ^= 1) {
+                const Tile t = w == first ? t0 : item_tile(w);
+                barrier::wait(barrier::shared_address(parked), phase);
+                drain_parked(g, t, parked_block, warp_id - kConsumerWarps - 1, lane);
+                __syncwarp();
+                if (lane == 0) barrier::arrive(drained);
+            }
+            if (pair_rank >= 0) barrier::cluster_sync();  // see the consumers' end
+            return;
+        }
+    }
     if (wg == kConsumers / 128) {  // the producer warp
         int s = 0;
         uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
@@ -167,7 +199,7 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
     constexpr int kAtom = kFp8A ? 512 : 1024;
     const uint64_t desc_a0 = smem_descriptor<kAtom>(smem + wg * 64 * kARowBytes), desc_b0 = smem_descriptor<kAtom>(smem + L::kSub * L::kA);
     int s = 0, last = kS - 1;  // this stage and the one before
-    uint32_t parity = 0;
+    uint32_t parity = 0, parked_items = 0;
     for (int w = first; w < items; w += step) {
         const Tile t = w == first ? t0 : item_tile(w);
         const int ktiles = t.ktiles / L::kSub;
@@ -232,6 +264,19 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
         if constexpr (kPersistent) {
             if (!kScaled && ktiles > 0) release(last);  // the item's last stage: its MMAs are done
             if (w + step >= items) allow_next_kernel();
+            if constexpr (kParked) {
+                // The block is free once the epilogue warps are done with the item before.
+                if (parked_items > 0) barrier::wait(barrier::shared_address(drained), (parked_items - 1) & 1);
+                if (live) {
+                    const int row = wg * 64 + warp * 16 + (lane >> 2);
+                    if constexpr (kScaled) park_results(parked_block, total, row, lane);
+                    else park_results(parked_block, acc, row, lane);
+                }
+                __syncwarp();
+                if (lane == 0) barrier::arrive(parked);
+                ++parked_items;
+                continue;
+            }
             if (live) {
                 const int row = wg * 64 + warp * 16 + (lane >> 2);
                 if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
@@ -278,10 +323,12 @@ __global__ void __launch_bounds__(Cta<kWG>::kThreads, kPerSm)
 #endif
 }
 
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm>
-constexpr int kSmemBytes = kStages<kCode, kFp8A, kWG, kPerSm> * StageLayout<kCode, kFp8A, kWG>::kBytes +
-                           (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) +
-                           2 * kStages<kCode, kFp8A, kWG, kPerSm> * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false>
+constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm>;
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false>
+constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> * StageLayout<kCode, kFp8A, kWG>::kBytes +
+                           (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytes : 0) +
+                           (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> + 2) * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
 // Streaming multiprocessors of the current GPU (asked once per device; 1 where the query fails).
@@ -343,14 +390,15 @@ int concurrent_pairs(int threads, int smem) {
         0);
 }
 
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm>;
-    static_assert((kSmem + 1024) * kPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
-    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent>;
+    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked>;
+    static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked>;
+    constexpr int kThreads = kCtaThreads<kWG, kParked>;
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
-    const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(Cta<kWG>::kThreads, kSmem) : 0;
+    const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(kThreads, kSmem) : 0;
     CUtensorMap rows_map{};
     const bool by_map = row_tensor_copies(g) && encode_row_map(rows_map, kFp8A ? static_cast<const void*>(g.a_fp8) : g.a, g.a_rows, g.k,
                                                                kFp8A ? RowElement::E4m3 : RowElement::Bf16, Cta<kWG>::kRows / (pairs > 0 ? 2 : 1));
@@ -364,13 +412,29 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     else
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     cudaLaunchConfig_t config{};
-    config.gridDim = grid, config.blockDim = dim3(Cta<kWG>::kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
+    config.gridDim = grid, config.blockDim = dim3(kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(2)};
     config.attrs = attributes, config.numAttrs = paired ? 2 : 1;
     const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && paired) paired_launches.fetch_add(1, std::memory_order_relaxed);
     return launched != cudaSuccess ? launched : last;
+}
+
+// Whether persistent launches park their epilogues (the kernel's kParked); STEADYMOE_PARKED_EPILOGUES=0 runs
+// them from the consumers' registers, to compare (the same bits).
+bool parked_epilogues() {
+    static const bool off = env_equals("STEADYMOE_PARKED_EPILOGUES", "0");
+    return !off;
+}
+
+// Whether launches of many rows (bf16 weights unscaled, or FP8 weights meeting e4m3 rows) run on 64-row CTAs
+// two to an SM, as few-row launches the decode kernel does not take do (STEADYMOE_PREFILL_CTAS=half, to
+// compare: the same bits). One CTA's epilogue and folds then overlap the other's MMAs, and each reads its
+// own weight stages.
+bool prefill_half_ctas(const GroupedGemmLaunch& g) {
+    static const bool half = env_equals("STEADYMOE_PREFILL_CTAS", "half");
+    return half && ((g.code == WeightCode::Bf16 && !g.scaled) || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
 }
 
 // STEADYMOE_TILED_SCHEDULE names a schedule for every tiled launch (to compare them; the bits are the
@@ -398,7 +462,8 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
         schedule = kScaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
-    if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
+    if (schedule == TiledSchedule::Persistent)
+        return parked_epilogues() ? launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g) : launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
         if (schedule == TiledSchedule::TwoPerSm) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
     return launch_typed<kCode, kScaled, kFp8A, 2, 1>(g);
@@ -475,7 +540,7 @@ bool hopper_gemm_available() {
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
     if (hopper_decode(g)) return launch_decode_sm90(g);
-    const bool half = hopper_half_tiles(g);
+    const bool half = hopper_half_tiles(g) || prefill_half_ctas(g);
     if (g.a_fp8) {
         if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;
         return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g);

@@ -9,6 +9,8 @@
 
 #include <cuda.h>  // CUtensorMap
 
+#include <algorithm>
+
 namespace steadymoe::cuda::sm90 {
 
 using namespace stage;
@@ -54,6 +56,18 @@ constexpr int kStages = kWG == 1 ? 4 : kPerSm == 2 ? 3 : kFp8A ? 6 : kCode == We
 // read by the previous stage's MMAs).
 template <WeightCode kCode, bool kFp8A>
 constexpr bool kWidens = kCode != WeightCode::Bf16 && !kFp8A;
+
+// Parked epilogues (persistent CTAs): the consumers leave an item's 128 x 128 results in shared memory and go
+// on to the next item's MMAs, while three epilogue warps run the item's epilogue from there. Rows are padded
+// by four floats against bank conflicts. The stages take what shared memory holds beside the parked block.
+constexpr int kParkLd = kTileN + 4;
+constexpr int kParkBytes = kHopperTileRows * kParkLd * 4;
+constexpr int kEpilogueWarps = 3;
+constexpr int kSmemPerCta = 227 * 1024;  // the most shared memory a Hopper CTA may have
+template <WeightCode kCode, bool kFp8A>
+constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>,
+                                       (kSmemPerCta - kParkBytes - (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) - 2 * 1024) /
+                                           StageLayout<kCode, kFp8A, 2>::kBytes);
 
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -188,6 +202,48 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A consumer thread parks its 2 x 64 results (rows `row` and `row` + 8 of the tile, accumulator layout as
+// above) in the parked block, as [row][feature].
+__device__ __forceinline__ void park_results(float* park, const float (&v)[64], int row, int lane) {
+    const int q2 = 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            *reinterpret_cast<float2*>(park + (row + 8 * h) * kParkLd + 8 * j + q2) = make_float2(v[4 * j + 2 * h], v[4 * j + 2 * h + 1]);
+}
+
+// Epilogue warp `e` (of kEpilogueWarps) runs the launch's epilogue on rows e, e + kEpilogueWarps, ... of the
+// parked block of item tile `t`. Each lane first reads what one row's epilogue needs (routing weight,
+// destination), 32 rows at a time, so that their global loads are in flight together; a row's pairs then
+// take the lanes: SwiGLU's 32 gate pairs one each (fragment 2f's partner is 2f + 1), the others' 64 pairs two.
+__device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const Tile& t, const float* park, int e, int lane) {
+    const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
+    for (int base = e; base < t.rows; base += 32 * kEpilogueWarps) {
+        const EpilogueRow mine = epilogue_row(g, t, base + kEpilogueWarps * lane);
+#pragma unroll 1
+        for (int i = 0; i < 32; ++i) {
+            const int row = base + kEpilogueWarps * i;
+            if (row >= t.rows) break;
+            EpilogueRow r;
+            r.row = __shfl_sync(0xffffffffu, mine.row, i);
+            r.dest = __shfl_sync(0xffffffffu, mine.dest, i);
+            r.weight = __shfl_sync(0xffffffffu, mine.weight, i);
+            const float* v = park + row * kParkLd;
+            if (swiglu) {
+                const int col = 16 * (lane >> 2) + 2 * (lane & 3);
+                epilogue_pair(g, t, r, col, *reinterpret_cast<const float2*>(v + col), *reinterpret_cast<const float2*>(v + col + 8));
+            } else {
+#pragma unroll
+                for (int col = 2 * lane; col < kTileN; col += 64) {
+                    const float2 pair = *reinterpret_cast<const float2*>(v + col);
+                    epilogue_pair(g, t, r, col, pair, pair);
+                }
+            }
+        }
+    }
+}
+
 // Folds a 128-wide block's partial sums (acc) into the totals with the block's scales, kept at `scales` in
 // its stage: the tile's rows' activation scales (where row_scales), then two weight scales, for the even
 // and the odd fragments of 8 features (see StageProducer). `row` is the thread's first row of the tile.
