@@ -243,9 +243,12 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
                     if (live) {
+                        // (the scales are read while the MMAs run)
+                        const BlockScales scales =
+                            block_scales<kCode, kRows>(stage + L::kScales, kFp8A || g.a_scale, wg * 64 + warp * 16 + (lane >> 2));
                         wgmma_wait<0>();
                         fence_operands(acc);
-                        fold_block<kCode, kFp8A, kRows>(total, acc, stage + L::kScales, kFp8A || g.a_scale, wg * 64 + warp * 16 + (lane >> 2));
+                        fold_block<kFp8A>(total, acc, scales);
                     }
                     if (L::kSub == 1) release(last);
                     release(s);

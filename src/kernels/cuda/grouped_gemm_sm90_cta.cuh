@@ -244,24 +244,34 @@ __device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const T
     }
 }
 
-// Folds a 128-wide block's partial sums (acc) into the totals with the block's scales, kept at `scales` in
-// its stage: the tile's rows' activation scales (where row_scales), then two weight scales, for the even
-// and the odd fragments of 8 features (see StageProducer). `row` is the thread's first row of the tile.
-template <WeightCode kCode, bool kFp8A, int kRows>
-__device__ __forceinline__ void fold_block(float (&total)[64], float (&acc)[64], const char* scales, bool row_scales, int row) {
+// A 128-wide block's scales for one thread's accumulators, kept at `scales` in the block's (last) stage: the
+// tile's rows' activation scales (where row_scales), then two weight scales, for the even and the odd
+// fragments of 8 features (see StageProducer). `row` is the thread's first row of the tile. Read once the
+// stage's MMAs are issued, while they run: the fold after them then waits on no shared-memory load.
+struct BlockScales {
+    float s[2][2];  // [fragment parity][row, row + 8]
+};
+template <WeightCode kCode, int kRows>
+__device__ __forceinline__ BlockScales block_scales(const char* scales, bool row_scales, int row) {
     const float* row_scale = reinterpret_cast<const float*>(scales);
     const float* fragment_scale = row_scale + kRows;
     const float sa[2] = {row_scales ? row_scale[row] : 1.0f, row_scales ? row_scale[row + 8] : 1.0f};
-    float scale[2][2];  // [fragment parity][row]
+    BlockScales b;
 #pragma unroll
     for (int p = 0; p < 2; ++p)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) scale[p][h] = __fmul_rn(sa[h], kCode == WeightCode::Fp8 ? fragment_scale[p] : 1.0f);
+        for (int h = 0; h < 2; ++h) b.s[p][h] = __fmul_rn(sa[h], kCode == WeightCode::Fp8 ? fragment_scale[p] : 1.0f);
+    return b;
+}
+
+// Folds a 128-wide block's partial sums (acc) into the totals with the block's scales.
+template <bool kFp8A>
+__device__ __forceinline__ void fold_block(float (&total)[64], float (&acc)[64], const BlockScales& b) {
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], scale[j & 1][r >> 1], total[j * 4 + r]);
+            total[j * 4 + r] = __fmaf_rn(acc[j * 4 + r], b.s[j & 1][r >> 1], total[j * 4 + r]);
             if constexpr (!kFp8A) acc[j * 4 + r] = 0.0f;  // (e4m3 MMAs start each block's sum anew)
         }
 }
