@@ -200,8 +200,11 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     const uint64_t desc_a0 = smem_descriptor<kAtom>(smem + wg * 64 * kARowBytes), desc_b0 = smem_descriptor<kAtom>(smem + L::kSub * L::kA);
     int s = 0, last = kS - 1;  // this stage and the one before
     uint32_t parity = 0, parked_items = 0;
+    Tile t = t0;
     for (int w = first; w < items; w += step) {
-        const Tile t = w == first ? t0 : item_tile(w);
+        // The next item's tile is read from global memory now and used an item later (persistent CTAs): its
+        // loads no longer hold up the item's first MMAs.
+        const Tile next = kPersistent && w + step < items ? item_tile(w + step) : t;
         const int ktiles = t.ktiles / L::kSub;
         // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
         const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
@@ -278,13 +281,12 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 __syncwarp();
                 if (lane == 0) barrier::arrive(parked);
                 ++parked_items;
-                continue;
-            }
-            if (live) {
+            } else if (live) {
                 const int row = wg * 64 + warp * 16 + (lane >> 2);
                 if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
                 else epilogue_from_registers(g, t, acc, row, lane);
             }
+            t = next;
             continue;
         }
         // Every MMA has read its stage and no copy is in flight: the stages are free for the epilogue.
