@@ -477,7 +477,8 @@ TEST(CudaGroupedGemm, RefusesTilesTallerThanItsCtas) {
     EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaErrorInvalidValue);
 }
 
-// The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs —
+// The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs (with
+// this k, epilogues from registers) and persistent CTAs whose epilogues are parked for epilogue warps —
 // on a launch with more (tile, n-block) items than an H200 has SMs, k too short to fill a pipeline, and a
 // partial tile first in the list; rows by the producer's cp.async and by tensor copies (whose boxes also bring
 // the other tiles' rows, and for the last tile zeros past the buffer). On small integers every sum is exact, so each schedule must give the float64
@@ -523,9 +524,9 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                     want[size_t(r * N + n)] = sum;
                 }
             std::vector<float> per_tile;  // random values: the bits of the first schedule
-            for (int variant = 0; variant < 6; ++variant) {
-                const cuda::TiledSchedule schedule = cuda::TiledSchedule(1 + variant % 3);  // PerTile, TwoPerSm, Persistent
-                const bool tensor_copies = variant >= 3;
+            for (int variant = 0; variant < 8; ++variant) {
+                const cuda::TiledSchedule schedule = cuda::TiledSchedule(1 + variant % 4);  // PerTile, TwoPerSm, Persistent, Parked
+                const bool tensor_copies = variant >= 4;
                 SCOPED_TRACE(std::string(integers ? "small integers, " : "random values, ") + (scaled ? "scaled, " : "unscaled, ") +
                              "schedule " + std::to_string(int(schedule)) + (tensor_copies ? ", rows by tensor copies" : ""));
                 cuda::GroupedGemmLaunch g;
@@ -536,7 +537,8 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 const cuda::DeviceMatrixSet& m = group.down;
                 g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
                 g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
-                const bool pairs = schedule == cuda::TiledSchedule::Persistent && tensor_copies && GetParam() % 2 == 0 &&
+                const bool persistent = schedule == cuda::TiledSchedule::Persistent || schedule == cuda::TiledSchedule::Parked;
+                const bool pairs = persistent && tensor_copies && GetParam() % 2 == 0 &&
                                    !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
                 const uint64_t paired_before = cuda::grouped_gemm_paired_launches();

@@ -64,6 +64,7 @@ enum class TiledSchedule : int {
     PerTile = 1,     // one CTA per tile and n-block, one to an SM, deep pipelines
     TwoPerSm = 2,    // two to an SM with shallower pipelines (unscaled launches; scaled ones run PerTile)
     Persistent = 3,  // one CTA per SM walking every (tile, n-block) with one pipeline
+    Parked = 4,      // Persistent, its epilogues parked for epilogue warps whatever the launch's k
 };
 
 struct GroupedGemmLaunch {

@@ -426,20 +426,14 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     return launched != cudaSuccess ? launched : last;
 }
 
-// Whether persistent launches park their epilogues (the kernel's kParked); STEADYMOE_PARKED_EPILOGUES=0 runs
-// them from the consumers' registers, to compare (the same bits).
-bool parked_epilogues() {
-    static const bool off = env_equals("STEADYMOE_PARKED_EPILOGUES", "0");
-    return !off;
-}
-
-// Whether launches of many rows (bf16 weights unscaled, or FP8 weights meeting e4m3 rows) run on 64-row CTAs
-// two to an SM, as few-row launches the decode kernel does not take do (STEADYMOE_PREFILL_CTAS=half, to
-// compare: the same bits). One CTA's epilogue and folds then overlap the other's MMAs, and each reads its
-// own weight stages.
-bool prefill_half_ctas(const GroupedGemmLaunch& g) {
-    static const bool half = env_equals("STEADYMOE_PREFILL_CTAS", "half");
-    return half && ((g.code == WeightCode::Bf16 && !g.scaled) || g.a_fp8) && 2 * int64_t(g.max_tiles) <= 65535;
+// Whether a persistent launch parks its epilogues (the kernel's kParked): where an item spans at least 32
+// blocks of 128 k. Parking costs stages (four in place of six): it took deepseek-v3's routed gate/up (56
+// blocks an item) 8.7% less time at 16384 tokens, and its down GEMM (16 blocks) 14% more, qwen3's gate/up
+// (16 blocks) 22% more (bench/results/2026-12-03-cuda-parked-epilogues.md). STEADYMOE_PARKED_EPILOGUES=0 never
+// parks them, =1 always (as the Parked schedule does), to compare (the same bits).
+bool parked_epilogues(const GroupedGemmLaunch& g) {
+    static const bool never = env_equals("STEADYMOE_PARKED_EPILOGUES", "0"), always = env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
+    return !never && (always || g.k / g.k_splits >= 32 * 128);
 }
 
 // STEADYMOE_TILED_SCHEDULE names a schedule for every tiled launch (to compare them; the bits are the
@@ -447,7 +441,8 @@ bool prefill_half_ctas(const GroupedGemmLaunch& g) {
 TiledSchedule schedule_from_environment() {
     static const TiledSchedule chosen = [] {
         const std::pair<const char*, TiledSchedule> names[] = {
-            {"per-tile", TiledSchedule::PerTile}, {"two-per-sm", TiledSchedule::TwoPerSm}, {"persistent", TiledSchedule::Persistent}};
+            {"per-tile", TiledSchedule::PerTile}, {"two-per-sm", TiledSchedule::TwoPerSm}, {"persistent", TiledSchedule::Persistent},
+            {"parked", TiledSchedule::Parked}};
         for (const auto& [name, schedule] : names)
             if (env_equals("STEADYMOE_TILED_SCHEDULE", name)) return schedule;
         return TiledSchedule::Automatic;
@@ -467,8 +462,8 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
         schedule = kScaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
-    if (schedule == TiledSchedule::Persistent)
-        return parked_epilogues() ? launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g) : launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
+    if (schedule == TiledSchedule::Persistent || schedule == TiledSchedule::Parked)
+        return schedule == TiledSchedule::Parked || parked_epilogues(g) ? launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g) : launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
         if (schedule == TiledSchedule::TwoPerSm) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);
     return launch_typed<kCode, kScaled, kFp8A, 2, 1>(g);
@@ -545,7 +540,7 @@ bool hopper_gemm_available() {
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
     if (hopper_decode(g)) return launch_decode_sm90(g);
-    const bool half = hopper_half_tiles(g) || prefill_half_ctas(g);
+    const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
         if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;
         return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g);

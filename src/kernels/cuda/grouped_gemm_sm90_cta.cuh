@@ -217,27 +217,36 @@ __device__ __forceinline__ void park_results(float* park, const float (&v)[64], 
 // parked block of item tile `t`. Each lane first reads what one row's epilogue needs (routing weight,
 // destination), 32 rows at a time, so that their global loads are in flight together; a row's pairs then
 // take the lanes: SwiGLU's 32 gate pairs one each (fragment 2f's partner is 2f + 1), the others' 64 pairs two.
+// Rows go kDrainRows at a time, their values read before any is stored, so that their arithmetic interleaves.
+constexpr int kDrainRows = 4;
 __device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const Tile& t, const float* park, int e, int lane) {
     const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
+    const int first_col = swiglu ? 16 * (lane >> 2) + 2 * (lane & 3) : 2 * lane;  // (and + 64 where not SwiGLU)
     for (int base = e; base < t.rows; base += 32 * kEpilogueWarps) {
         const EpilogueRow mine = epilogue_row(g, t, base + kEpilogueWarps * lane);
+        const int count = min(32, (t.rows - base + kEpilogueWarps - 1) / kEpilogueWarps);
 #pragma unroll 1
-        for (int i = 0; i < 32; ++i) {
-            const int row = base + kEpilogueWarps * i;
-            if (row >= t.rows) break;
-            EpilogueRow r;
-            r.row = __shfl_sync(0xffffffffu, mine.row, i);
-            r.dest = __shfl_sync(0xffffffffu, mine.dest, i);
-            r.weight = __shfl_sync(0xffffffffu, mine.weight, i);
-            const float* v = park + row * kParkLd;
-            if (swiglu) {
-                const int col = 16 * (lane >> 2) + 2 * (lane & 3);
-                epilogue_pair(g, t, r, col, *reinterpret_cast<const float2*>(v + col), *reinterpret_cast<const float2*>(v + col + 8));
-            } else {
+        for (int i0 = 0; i0 < count; i0 += kDrainRows) {
+            EpilogueRow r[kDrainRows];
+            float2 v[kDrainRows][2];  // SwiGLU: gate, up; else features first_col, first_col + 64
 #pragma unroll
-                for (int col = 2 * lane; col < kTileN; col += 64) {
-                    const float2 pair = *reinterpret_cast<const float2*>(v + col);
-                    epilogue_pair(g, t, r, col, pair, pair);
+            for (int u = 0; u < kDrainRows; ++u) {
+                const int i = i0 + u;  // < 32: kDrainRows divides 32
+                r[u].row = __shfl_sync(0xffffffffu, mine.row, i);
+                if (i >= count) r[u].row = -1;  // past the tile's rows (or another warp's): skipped
+                r[u].dest = __shfl_sync(0xffffffffu, mine.dest, i);
+                r[u].weight = __shfl_sync(0xffffffffu, mine.weight, i);
+                const float* row = park + min(base + kEpilogueWarps * i, kHopperTileRows - 1) * kParkLd + first_col;
+                v[u][0] = *reinterpret_cast<const float2*>(row);
+                v[u][1] = *reinterpret_cast<const float2*>(row + (swiglu ? 8 : 64));
+            }
+#pragma unroll
+            for (int u = 0; u < kDrainRows; ++u) {
+                if (swiglu) {
+                    epilogue_pair(g, t, r[u], first_col, v[u][0], v[u][1]);
+                } else {
+                    epilogue_pair(g, t, r[u], first_col, v[u][0], v[u][0]);
+                    epilogue_pair(g, t, r[u], first_col + 64, v[u][1], v[u][1]);
                 }
             }
         }
