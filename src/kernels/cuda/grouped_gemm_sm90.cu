@@ -427,9 +427,9 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 }
 
 // Whether a persistent launch parks its epilogues (the kernel's kParked): where an item spans at least 32
-// blocks of 128 k. Parking costs stages (four in place of six): it took deepseek-v3's routed gate/up (56
-// blocks an item) 8.7% less time at 16384 tokens, and its down GEMM (16 blocks) 14% more, qwen3's gate/up
-// (16 blocks) 22% more (bench/results/2026-12-03-cuda-parked-epilogues.md). STEADYMOE_PARKED_EPILOGUES=0 never
+// blocks of 128 k. Parking costs stages (four in place of six): at 16384 tokens it took deepseek-v3's routed
+// gate/up (56 blocks an item) 8.5-8.7% less time, and its down GEMM (16 blocks) 14% more, qwen3's gate/up
+// (16 blocks) 16% more (bench/results/2026-12-03-cuda-parked-epilogues.md). STEADYMOE_PARKED_EPILOGUES=0 never
 // parks them, =1 always (as the Parked schedule does), to compare (the same bits).
 bool parked_epilogues(const GroupedGemmLaunch& g) {
     static const bool never = env_equals("STEADYMOE_PARKED_EPILOGUES", "0"), always = env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
