@@ -478,7 +478,8 @@ TEST(CudaGroupedGemm, RefusesTilesTallerThanItsCtas) {
 }
 
 // The Hopper kernel's schedules for 128-row CTAs — one CTA per tile, two CTAs to an SM, persistent CTAs (with
-// this k, epilogues from registers) and persistent CTAs whose epilogues are parked for epilogue warps —
+// this k, epilogues from registers unless STEADYMOE_PARKED_EPILOGUES=1) and persistent CTAs whose epilogues
+// are parked for epilogue warps —
 // on a launch with more (tile, n-block) items than an H200 has SMs, k too short to fill a pipeline, and a
 // partial tile first in the list; rows by the producer's cp.async and by tensor copies (whose boxes also bring
 // the other tiles' rows, and for the last tile zeros past the buffer). On small integers every sum is exact, so each schedule must give the float64

@@ -29,11 +29,12 @@ using namespace sm90;
 // (bench/results/2026-12-01-cuda-fp8-tensor-cores.md).
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
-// finish the last one and run its epilogue (from registers: the stages are not free for one). The items
-// and their arithmetic are the same as one CTA each; only who computes them differs. Items handed out in
-// turn from a counter, in groups of 8 row tiles (an n-block over the group's tiles, so that the CTAs running
-// together read the same weights), took deepseek-v3's gate/up 1-6% less time and its down GEMM 10-17% more
-// at 16384 tokens, qwen3's the same: not kept (bench/results/2026-12-02-cuda-decode-occupancy.md).
+// finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
+// kParked below). The items and their arithmetic are the same as one CTA each; only who computes them
+// differs. Items handed out in turn from a counter, in groups of 8 row tiles (an n-block over the group's
+// tiles, so that the CTAs running together read the same weights), took deepseek-v3's gate/up 1-6% less time
+// and its down GEMM 10-17% more at 16384 tokens, qwen3's the same: not kept
+// (bench/results/2026-12-02-cuda-decode-occupancy.md).
 // rows_map / by_map: activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
 // paired (persistent, by_map, launched in clusters of two): the two CTAs of a cluster take the two
 // n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
     constexpr int kS = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm>;
-    static_assert(kConsumerWarps * 16 * (kTileN + 4) * 4 <= kS * kStageBytes, "the parked epilogue fits in the stages");
+    static_assert(kConsumerWarps * 16 * (kTileN + 4) * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
     float* parked_block = reinterpret_cast<float*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytes : 0));
@@ -427,13 +428,15 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 }
 
 // Whether a persistent launch parks its epilogues (the kernel's kParked): where an item spans at least 32
-// blocks of 128 k. Parking costs stages (four in place of six): at 16384 tokens it took deepseek-v3's routed
+// blocks of 128 k, outside few-row launches (which stream weights: stages matter most there, and parking was
+// measured only at 16384 tokens). Parking costs stages (four of six for bf16 or e4m3 rows, two or three of
+// seven or eight where weights are widened): at 16384 tokens it took deepseek-v3's routed
 // gate/up (56 blocks an item) 8.5-8.7% less time, and its down GEMM (16 blocks) 14% more, qwen3's gate/up
 // (16 blocks) 16% more (bench/results/2026-12-03-cuda-parked-epilogues.md). STEADYMOE_PARKED_EPILOGUES=0 never
 // parks them, =1 always (as the Parked schedule does), to compare (the same bits).
 bool parked_epilogues(const GroupedGemmLaunch& g) {
     static const bool never = env_equals("STEADYMOE_PARKED_EPILOGUES", "0"), always = env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
-    return !never && (always || g.k / g.k_splits >= 32 * 128);
+    return !never && (always || (!g.few_rows && g.k / g.k_splits >= 32 * 128));
 }
 
 // STEADYMOE_TILED_SCHEDULE names a schedule for every tiled launch (to compare them; the bits are the

@@ -1,6 +1,7 @@
 // A CTA of the Hopper grouped GEMM (grouped_gemm_sm90.cu): its warps and shared-memory stages, its producer
-// warp's copies into a stage, and its consumers' MMAs, folds and register epilogue. sm_90a device code
-// only, but for the layout constants, which the launch code sizes shared memory by.
+// warp's copies into a stage, its consumers' MMAs, folds and register epilogue, and the parked epilogue of
+// persistent CTAs with epilogue warps. sm_90a device code only, but for the layout constants, which the
+// launch code sizes shared memory by.
 #pragma once
 
 #include "async_barrier.cuh"
@@ -16,7 +17,8 @@ namespace steadymoe::cuda::sm90 {
 using namespace stage;
 using namespace wgmma;
 
-// A CTA: kWG consumer warpgroups of 64 rows each and one producer warp. Two warpgroups share each weight
+// A CTA: kWG consumer warpgroups of 64 rows each and one producer warp (persistent CTAs with parked
+// epilogues add kEpilogueWarps: kCtaThreads in grouped_gemm_sm90.cu). Two warpgroups share each weight
 // stage between the 128 rows of a tile; one-warpgroup CTAs take half a tile each, two CTAs to an SM, for
 // batches whose tiles hold few rows where the decode kernel (grouped_gemm_sm90_decode.cu) does not take
 // them (a CTA streams weights at a limited rate: two per SM stream more). A row's MMAs are the same
@@ -59,7 +61,9 @@ constexpr bool kWidens = kCode != WeightCode::Bf16 && !kFp8A;
 
 // Parked epilogues (persistent CTAs): the consumers leave an item's 128 x 128 results in shared memory and go
 // on to the next item's MMAs, while three epilogue warps run the item's epilogue from there. Rows are padded
-// by four floats against bank conflicts. The stages take what shared memory holds beside the parked block.
+// by four floats (the consumers' float2 stores still meet two-way bank conflicts; eight would avoid them and
+// still leave the stages below). The stages take what shared memory holds beside the parked block: four in
+// place of six for bf16 or e4m3 rows, five in place of seven or eight where FP8 or FP4 weights are widened.
 constexpr int kParkLd = kTileN + 4;
 constexpr int kParkBytes = kHopperTileRows * kParkLd * 4;
 constexpr int kEpilogueWarps = 3;
