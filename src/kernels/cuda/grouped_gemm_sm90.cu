@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
     constexpr int kS = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm>;
-    static_assert(kConsumerWarps * 16 * (kTileN + 4) * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
+    static_assert(kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
     char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
     float* parked_block = reinterpret_cast<float*>(widened + (kWiden ? 2 * kBTileBytes : 0));
     uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytes : 0));
@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         // code would be a hundred kilobytes, fetched cold by every launch — longer than a decode GEMM's
         // whole weight stream. Accumulator layout: element 4j + r is row (lane/4 + 8*(r/2)) of the warp's
         // 16, feature (8j + 2*(lane%4) + r%2).
-        constexpr int kLd = kTileN + 4;  // floats per parked row, padded against bank conflicts
+        constexpr int kLd = kParkLd;  // floats per parked row, padded as the parked block's
         float* block = reinterpret_cast<float*>(smem) + (wg * 4 + warp) * 16 * kLd;
         const float* result = kScaled ? total : acc;
 #pragma unroll
