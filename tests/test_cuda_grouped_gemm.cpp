@@ -451,6 +451,75 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     EXPECT_LE(relative_error(long_tiles, reference(long_k)), 1e-3) << "k = 1664";
 }
 
+// Rows read in place through a_index (the layer's gate/up GEMMs where the kernel does so: no gather kernel to
+// copy them first) give the bits of the same rows in order, with the rows shuffled in their buffer: FP8
+// weights meeting e4m3 rows and bf16 weights (with and without activation scales) in a decode batch, FP4
+// weights meeting e4m3 rows in a decode batch and in another. A launch whose kernel would not read rows so
+// (bf16 weights over 128-row tiles) is refused.
+TEST(CudaGroupedGemm, IndexedRowsGiveTheBitsOfRowsInOrder) {
+    SMOE_SKIP_WITHOUT_GPU();
+    std::vector<int32_t> index(static_cast<size_t>(kRows));
+    for (int64_t r = 0; r < kRows; ++r) index[size_t(r)] = int32_t((r * 37 + 11) % kRows);  // 37 and 150 are coprime
+    cuda::DeviceBuffer index_buf(index.size() * 4, "row index");
+    index_buf.upload(index.data(), index.size() * 4);
+    const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
+    Problem fp8 = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 31), bf16 = fp8;
+    bf16.bf16 = true;
+    const Problem fp4 = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 32);
+    const bool enabled = !cuda::env_equals("STEADYMOE_INDEXED_ROWS", "0");
+    const bool bf16_decode = enabled && cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Bf16) > 0,
+               fp8_decode = enabled && cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Fp8) > 0 && fp8_path_here(false),
+               fp4_e4m3 = enabled && fp8_path_here(true);
+    struct Case {
+        const char* what;
+        const Problem& p;
+        bool fp8_a, few_rows, scaled, in_place;  // in_place: where the launch must read its rows so
+    };
+    for (const Case& c : {Case{"FP8 weights, e4m3 rows, decode batch", fp8, true, true, true, fp8_decode},
+                          Case{"bf16 weights, decode batch", bf16, false, true, true, bf16_decode},
+                          Case{"bf16 weights, decode batch, no activation scales", bf16, false, true, false, bf16_decode},
+                          Case{"FP4 weights, e4m3 rows, decode batch", fp4, true, true, true, fp4_e4m3},
+                          Case{"FP4 weights, e4m3 rows, other batch", fp4, true, false, true, fp4_e4m3},
+                          Case{"bf16 weights, 128-row tiles", bf16, false, false, true, false}}) {
+        SCOPED_TRACE(c.what);
+        if (c.fp8_a && !fp8_path_here(c.p.fp4)) continue;
+        const cuda::WeightCode code = c.p.fp4 ? cuda::WeightCode::Fp4 : c.p.bf16 ? cuda::WeightCode::Bf16 : cuda::WeightCode::Fp8;
+        const int32_t tile_m = c.few_rows ? cuda::grouped_gemm_decode_tile_rows(code, c.fp8_a, kRows, 1) : 0;
+        // Buffer row index[r] holds row r (codes, or their exact bf16 values) and its scales.
+        const int64_t row_bytes = c.p.kdim * (c.fp8_a ? 1 : 2), groups = c.p.kdim / 128;
+        std::vector<uint8_t> rows(size_t(kRows * row_bytes));
+        std::vector<float> scales(c.p.a_scale.size());
+        for (int64_t r = 0; r < kRows; ++r) {
+            uint8_t* to = &rows[size_t(index[size_t(r)] * row_bytes)];
+            for (int64_t k = 0; k < c.p.kdim; ++k) {
+                const uint8_t code_rk = c.p.a[size_t(r * c.p.kdim + k)];
+                if (c.fp8_a) to[k] = code_rk;
+                else reinterpret_cast<uint16_t*>(to)[k] = f32_to_bf16(e4m3_to_f32(code_rk));
+            }
+            std::copy_n(&c.p.a_scale[size_t(r * groups)], groups, &scales[size_t(index[size_t(r)] * groups)]);
+        }
+        cuda::DeviceBuffer rows_buf(rows.size(), "shuffled rows"), scales_buf(scales.size() * 4, "shuffled scales");
+        rows_buf.upload(rows.data(), rows.size());
+        scales_buf.upload(scales.data(), scales.size() * 4);
+        bool in_place = false;
+        const auto read_in_place = [&](cuda::GroupedGemmLaunch& g) {
+            cuda::GroupedGemmLaunch shuffled = g;
+            if (c.fp8_a) shuffled.a_fp8 = rows_buf.as<uint8_t>();
+            else shuffled.a = rows_buf.as<uint16_t>();
+            if (g.a_scale) shuffled.a_scale = scales_buf.as<float>();
+            shuffled.a_index = index_buf.as<int32_t>();
+            in_place = cuda::grouped_gemm_reads_indexed_rows(shuffled);
+            if (in_place) g = shuffled;
+            else EXPECT_EQ(cuda::launch_grouped_gemm(shuffled), cudaErrorInvalidValue);  // and g runs on rows in order
+        };
+        const std::vector<float> want = run(c.p, c.fp8_a, c.few_rows, c.scaled, {}, 1, tile_m),
+                                 got = run(c.p, c.fp8_a, c.few_rows, c.scaled, read_in_place, 1, tile_m);
+        EXPECT_EQ(in_place, c.in_place);
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0);
+        std::printf("%s: rows %s\n", c.what, in_place ? "read in place, the same bits" : "not read in place (the launch refused them)");
+    }
+}
+
 // FP4 codes are stored in one order for bf16 activations and in another for e4m3 ones (expert_group.hpp): a
 // launch whose codes are in the other order than its activations need is refused before it touches a GPU.
 TEST(CudaGroupedGemm, RefusesFp4CodesInTheOtherOrder) {

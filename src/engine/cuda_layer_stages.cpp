@@ -132,6 +132,19 @@ cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrix
     return g;
 }
 
+// A launch over `w` that reads the permutation's rows in place: tile row i is row perm->rows[i] of `a`
+// (bf16 values or e4m3 codes, by `f`) and of `a_scale`. It runs where grouped_gemm_reads_indexed_rows says so;
+// elsewhere the caller gathers the rows instead.
+cuda::GroupedGemmLaunch indexed_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, const void* a, const float* a_scale,
+                                       InputForm f, cudaStream_t s) {
+    cuda::GroupedGemmLaunch g = gemm_launch(w, *r.perm, r.max_tiles, static_cast<const uint16_t*>(a), a_scale, s);
+    if (f.fp8) g.a_fp8 = static_cast<const uint8_t*>(a);
+    g.a_index = r.perm->rows;
+    g.few_rows = decode_batch(r.max_rows, r.group->experts);
+    g.tile_m = r.tile_m;
+    return g;
+}
+
 // Gathers (and quantises) one GEMM's input rows into `a` / `a_scale` and points a launch over `w` at them.
 cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, const void* src,
                                         bool src_bf16, int64_t width, const int32_t* rows, InputForm f,
@@ -167,12 +180,19 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
         SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, r.source_rows, nullptr, H, up_form.mode == 2,
                                                 b.source_codes.as<uint8_t>(), b.source_scales.as<float>(), s));
-        SMOE_CUDA_CHECK(cuda::launch_gather_e4m3_rows(b.source_codes.as<const uint8_t>(), b.source_scales.as<const float>(),
-                                                      r.perm->rows, r.max_rows, r.live_rows, H, b.a1.as<uint8_t>(),
-                                                      b.a1_scale.as<float>(), s));
-        g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
+        g1 = indexed_launch(r, r.group->gate_up, b.source_codes.get(), b.source_scales.as<const float>(), up_form, s);
+        if (!cuda::grouped_gemm_reads_indexed_rows(g1)) {
+            SMOE_CUDA_CHECK(cuda::launch_gather_e4m3_rows(b.source_codes.as<const uint8_t>(), b.source_scales.as<const float>(),
+                                                          r.perm->rows, r.max_rows, r.live_rows, H, b.a1.as<uint8_t>(),
+                                                          b.a1_scale.as<float>(), s));
+            g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
+        }
     } else {
-        g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, up_form, b.a1, b.a1_scale, s);
+        // bf16 hidden states that the GEMM takes as they are: the gather would only copy them
+        const bool as_they_are = bf16 && up_form.mode == 0 && !up_form.fp8 && r.perm->rows;
+        if (as_they_are) g1 = indexed_launch(r, r.group->gate_up, hidden, nullptr, up_form, s);
+        if (!as_they_are || !cuda::grouped_gemm_reads_indexed_rows(g1))
+            g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, up_form, b.a1, b.a1_scale, s);
     }
     g1.epilogue = cuda::GemmEpilogue::SwiGlu;
     if (direct) g1.out_bf16 = b.a2.as<uint16_t>();

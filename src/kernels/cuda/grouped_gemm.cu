@@ -300,6 +300,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (!split_ok) return cudaErrorInvalidValue;
     if (g.code == WeightCode::Fp4 && (g.a_fp8 != nullptr) != g.fp4_e4m3_order) return cudaErrorInvalidValue;  // the codes' order
     if (g.out_bf16 && (g.epilogue == GemmEpilogue::Store || !g.round_bf16)) return cudaErrorInvalidValue;
+    if (g.a_index && !grouped_gemm_reads_indexed_rows(g)) return cudaErrorInvalidValue;
     if (hopper_gemm_available()) return launch_grouped_gemm_sm90(g);
     if (g.a_fp8) return cudaErrorInvalidValue;  // e4m3 activations are for the Hopper kernel only
     switch (g.code) {
@@ -313,6 +314,11 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
                             : launch_typed<WeightCode::Fp4, false>(g);
     }
     return cudaErrorInvalidValue;
+}
+
+bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& g) {
+    static const bool enabled = !env_equals("STEADYMOE_INDEXED_ROWS", "0");
+    return enabled && hopper_gemm_available() && hopper_decode(g);
 }
 
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,

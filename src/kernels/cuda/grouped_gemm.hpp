@@ -96,6 +96,10 @@ struct GroupedGemmLaunch {
     // Instead of `a`: e4m3 codes [rows][k] with their scales in a_scale — only where
     // grouped_gemm_takes_fp8_activations(code) says so.
     const uint8_t* a_fp8 = nullptr;
+    // Or null: row r of the tiles is row a_index[r] of `a` (or `a_fp8`) and of a_scale, read in place
+    // where the launch's kernel reads rows so (grouped_gemm_reads_indexed_rows; others refuse the launch),
+    // which spares a gather kernel's launch and its copy.
+    const int32_t* a_index = nullptr;
 
     WeightCode code = WeightCode::Bf16;
     // FP4 weights stored in e4m3 order (DeviceMatrixSet::fp4_e4m3_order): such weights must meet e4m3
@@ -134,6 +138,11 @@ struct GroupedGemmLaunch {
 };
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
+
+// Whether `launch` with a_index set would run (on a Hopper, where its launch takes the decode kernel: FP4
+// weights meeting e4m3 activations in every batch, BF16 and FP8 weights in few-row ones), and not with
+// STEADYMOE_INDEXED_ROWS=0, which keeps the layer's gathers to compare (the same bits).
+bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& launch);
 
 // How many of the tiled kernel's 64-row CTAs (few_rows launches the decode kernel does not take) the
 // current GPU keeps on one SM: 2 on a Hopper, 0 where the kernel has none.

@@ -147,6 +147,14 @@ __device__ __forceinline__ int stage_blocks(const Tile& t, int ks) {
     return min(S::kBlocks, t.ktiles / kSubs - ks * S::kBlocks);
 }
 
+// Where row `row` of tile `t` lies in the launch's rows (a / a_fp8 / a_scale): at a_index[row0 + row]
+// where the launch reads its rows in place (GroupedGemmLaunch::a_index), else at row0 + row; rows past the
+// tile's are never read (-1).
+__device__ __forceinline__ int32_t source_row(const GroupedGemmLaunch& g, const Tile& t, int row) {
+    if (row >= t.rows) return -1;
+    return g.a_index ? g.a_index[t.row0 + row] : t.row0 + row;
+}
+
 // The producer warp: per stage, the weights by bulk copies (FP4 meeting e4m3 tokens: one for the stage's
 // blocks; else one per stored tile's half and one for FP4's exponents), the tokens' rows and scales (and
 // FP8's weight scales) by cp.async, all announced on the stage's "full" barrier.
@@ -167,6 +175,15 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
         scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
         if constexpr (S::kExpBytes > 0) exps = scales + int64_t(n_tile) * (g.k / 128) * (kTileN * 4) + half * S::kExpBytes;
     }
+    // The rows this lane copies (and those whose scales it copies): where they lie in a / a_fp8 / a_scale.
+    constexpr int kRowStep = S::kE4m3Tokens ? 8 : 4, kLanesPerRow = 32 / kRowStep, kLaneRows = S::kTokens / kRowStep;
+    constexpr int kScaleRows = (S::kTokens + 31) / 32;
+    const int chunk = lane % kLanesPerRow;
+    int32_t source[kLaneRows], scale_source[kScaleRows];
+#pragma unroll
+    for (int j = 0; j < kLaneRows; ++j) source[j] = source_row(g, t, lane / kLanesPerRow + j * kRowStep);
+#pragma unroll
+    for (int j = 0; j < kScaleRows; ++j) scale_source[j] = source_row(g, t, lane + 32 * j);
     for (int ks = 0; ks < stages; ++ks) {
         const int s = ks % S::kStages, first = t.kt0 / kSubs + ks * S::kBlocks, count = stage_blocks<S>(t, ks);
         if (ks >= S::kStages) barrier::wait(&empty[s], uint32_t((ks / S::kStages - 1) & 1));
@@ -187,21 +204,25 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
             for (int h = 0; h < kSubs; ++h) {
                 char* tile = stage + (b * kSubs + h) * S::kTokenTileBytes;
                 const int kt = (first + b) * kSubs + h;
-                if constexpr (S::kE4m3Tokens) {  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, ...
-                    const int chunk = lane & 3;
-                    const char* src = reinterpret_cast<const char*>(g.a_fp8 + (int64_t(t.row0) + (lane >> 2)) * g.k + kt * kBK + chunk * 16);
-                    for (int row = lane >> 2; row < t.rows; row += 8, src += 8 * g.k) cp_async16(tile + swizzle64(row, chunk), src, true);
-                } else {  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, ...
-                    const int chunk = lane & 7;
-                    const char* src = reinterpret_cast<const char*>(g.a + (int64_t(t.row0) + (lane >> 3)) * g.k + kt * kBK + chunk * 8);
-                    for (int row = lane >> 3; row < t.rows; row += 4, src += 4 * g.k * 2) cp_async16(tile + swizzle(row, chunk), src, true);
+#pragma unroll
+                for (int j = 0; j < kLaneRows; ++j) {
+                    const int row = lane / kLanesPerRow + j * kRowStep;
+                    if (row >= t.rows) break;
+                    if constexpr (S::kE4m3Tokens)  // e4m3 rows: lane owns 16-byte chunk lane % 4 of rows lane / 4, + 8, ...
+                        cp_async16(tile + swizzle64(row, chunk), g.a_fp8 + int64_t(source[j]) * g.k + kt * kBK + chunk * 16, true);
+                    else  // bf16 rows: lane owns 16-byte chunk lane % 8 of rows lane / 8, + 4, ...
+                        cp_async16(tile + swizzle(row, chunk), g.a + int64_t(source[j]) * g.k + kt * kBK + chunk * 8, true);
                 }
             }
         if (kScaled && g.a_scale)
             for (int b = 0; b < count; ++b)
-                for (int row = lane; row < t.rows; row += 32)
-                    cp_async4(stage + S::kTokenScaleOffset + (b * S::kTokens + row) * 4, g.a_scale + (int64_t(t.row0) + row) * (g.k / 128) + first + b,
+#pragma unroll
+                for (int j = 0; j < kScaleRows; ++j) {
+                    const int row = lane + 32 * j;
+                    if (row >= t.rows) break;
+                    cp_async4(stage + S::kTokenScaleOffset + (b * S::kTokens + row) * 4, g.a_scale + int64_t(scale_source[j]) * (g.k / 128) + first + b,
                               true);
+                }
         if (kCode == WeightCode::Fp8 && lane < 2) {  // fragment `lane`'s weight scale: that of every even / odd fragment
             const int64_t n = t.n0 + lane * 8;
             const bool valid = n < g.n;
