@@ -401,10 +401,10 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
     }
 }
 
-// FP4 weights meeting e4m3 activations (codes made e4m3 exactly per row and 128-wide block by the shift
-// table, a tensor-core sum per block, folded with its scale) run one kernel at every batch size: 64 tokens and
-// one block a stage to a CTA in other batches; in decode batches two blocks a stage and 16 tokens (over
-// 128-row tiles in chunks, or over 16-row tiles) or 8 (8-row tiles). The same bits
+// FP4 weights meeting e4m3 activations (DeepSeek-V4's arithmetic: a tensor-core sum per 32-wide group,
+// scaled per group, folded per 128-wide block) run one kernel at every batch size: 64 tokens and one block a
+// stage to a CTA in other batches; in decode batches two blocks a stage and 16 tokens (over 128-row tiles in
+// chunks, or over 16-row tiles) or 8 (8-row tiles; a stage's two blocks multiplied at once). The same bits
 // every way — with activation scales that are not powers of two, with a partial last n-tile (200 features),
 // with k split in two and in eight (a split of one block: a stage half filled), with thirteen blocks (every
 // stage ring wraps) — and within the FP8 tensor cores' rounding of float64.

@@ -79,7 +79,7 @@ TEST(CudaGolden, HuggingFaceLayersMatchFloat64) {
 
 // The reference sums FP8 / FP4 products exactly; so does the layer with Fp8Products::Fp32Sums (within
 // bf16 rounding). On a Hopper the default adds the shared expert's FP8 products and the routed experts'
-// FP4 ones (made e4m3 per 128-wide block) on the FP8 tensor cores, whose narrower adder costs a few 1e-3 more
+// FP4 ones (per 32-wide group) on the FP8 tensor cores, whose narrower adder costs a few 1e-3 more
 // (DeepSeek's own kernels work the same way).
 TEST(CudaGolden, DeepseekV4LayersMatchTheReference) {
     SMOE_SKIP_WITHOUT_GPU();

@@ -131,7 +131,7 @@ TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
     }
 }
 
-// "fp4-fp8": FP4 experts meeting FP8 activations (on a Hopper the FP8 tensor cores, per-128 sums, in every batch).
+// "fp4-fp8": FP4 experts meeting FP8 activations (on a Hopper the FP8 tensor cores, per-32 sums, in every batch).
 INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4", "fp4-fp8"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                              std::string name = info.param;

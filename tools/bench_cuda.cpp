@@ -134,7 +134,7 @@ int bench_cuda(const BenchOptions& given) {
     if (CudaMoeLayer::fp8_tensor_cores() && w.format == "fp8" && layer.activation_quant() != ActivationQuant::None)
         fmt::print("  FP8 weights x FP8 activations on the FP8 tensor cores (per-128 partial sums folded in fp32)\n");
     if (CudaMoeLayer::fp8_tensor_cores() && w.format == "fp4" && layer.activation_quant() != ActivationQuant::None)
-        fmt::print("  FP4 weights x FP8 activations on the FP8 tensor cores (codes made e4m3 exactly per row and 128-wide block, per-128 partial sums folded in fp32)\n");
+        fmt::print("  FP4 weights x FP8 activations on the FP8 tensor cores (per-32 partial sums scaled, per-128 blocks folded in fp32)\n");
     Table table({"tokens", "graph", "wall µs", "layer µs", "untimed µs", "routed µs", "gate/up µs", "down µs", "shared µs", "routed floor µs", "floor/routed",
                  "layer floor µs", "floor/layer", "floor/untimed", "routed TFLOP/s", "rel err", "bitwise vs other batch"});
     json jpoints = json::array();

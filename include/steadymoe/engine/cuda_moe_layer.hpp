@@ -21,10 +21,10 @@ enum class CudaPath { Auto, TensorCore, Portable };
 // How FP8 and FP4 weights meet FP8 activations (DeepSeek-V3's per-128 activation scales, V4's power-of-two
 // ones) on the tensor-core path of a Hopper. Either way a token's bits do not depend on its batch.
 enum class Fp8Products {
-    // On the FP8 tensor cores, as DeepSeek runs them: the partial sums of each 128-wide block (FP8 weights,
-    // and FP4 weights made e4m3 codes exactly per row and block) are added up by the tensor cores, whose
-    // adder keeps fewer bits than fp32 (a few 1e-3 relative from exact sums), then scaled and folded in fp32.
-    // Twice the bf16 rate and half the bytes; the default.
+    // On the FP8 tensor cores, as DeepSeek runs them: the partial sums of each 128-wide block (FP8 weights)
+    // or 32-wide group (FP4 weights, as e4m3 codes) are added up by the tensor cores, whose adder keeps
+    // fewer bits than fp32 (a few 1e-3 relative from exact sums), then scaled and folded in fp32. Twice
+    // the bf16 rate and half the bytes; the default.
     TensorCores,
     // Exact products summed in fp32 (e4m3 and e2m1 values widened to bf16 for the bf16 tensor cores): the
     // CPU backend's arithmetic to fp32 rounding, at the bf16 rate. Other GPUs always work this way.

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstring>
 
 namespace steadymoe::cuda {
@@ -118,32 +117,23 @@ std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, Weig
 }
 
 // The row's 64 FP4 codes of one stage tile (32 bytes) in e4m3 order: word 2q + s holds group s's (k 32s
-// onwards) codes 4q .. 4q + 3 in nibbles 0-3 and 16 + 4q .. 16 + 4q + 3 in nibbles 4-7, so that thread q of a
-// decode MMA reads both its words at once and widens each into its two fragment registers with two byte
-// permutes each (grouped_gemm_stage.cuh: e2m1x8_to_e4m3x8). Codes stay in their 32-wide group.
+// onwards) codes 4q .. 4q + 3 in its even nibbles and 16 + 4q .. 16 + 4q + 3 in its odd ones, so that
+// thread q of a decode MMA reads both its words at once and widens each into its fragment registers
+// with shifts and masks (grouped_gemm_stage.cuh: e2m1x8_to_e4m3x8). Codes stay in their 32-wide group.
 void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {  // (dst starts zeroed)
     const auto code = [&](int k) { return (src[k / 2] >> (4 * (k % 2))) & 0xF; };
     for (int s = 0; s < 2; ++s)
         for (int q = 0; q < 4; ++q)
             for (int i = 0; i < 8; ++i) {  // nibble i of word 2q + s
-                const int k = 32 * s + 4 * q + i % 4 + 16 * (i / 4), nibble = 8 * (2 * q + s) + i;
+                const int k = 32 * s + 4 * q + i / 2 + 16 * (i % 2), nibble = 8 * (2 * q + s) + i;
                 dst[nibble / 2] = uint8_t(dst[nibble / 2] | code(k) << (4 * (nibble % 2)));
             }
 }
 
-// A row's word of exponents for one 128-wide k block (its four e8m0 codes, group by group): each group's row
-// of the shift table and the largest code (grouped_gemm.hpp: kFp4E4m3BlockBytes).
-uint32_t fp4_exponent_word(const uint8_t* e) {
-    const int e_max = std::max({e[0], e[1], e[2], e[3]});
-    uint32_t word = uint32_t(e_max) << 20;
-    for (int g = 0; g < 4; ++g) word |= uint32_t(std::max(int(e[g]) - e_max + kFp4ShiftRows - 1, 0)) << (5 * g);
-    return word;
-}
-
 // FP4 rows in e4m3 order ([n][k/2] codes and [n][k/32] e8m0 scales in GEMM row order) as one run per 64-row half
 // of an n-tile (the rows of one CTA of the e4m3 kernel, grouped_gemm_sm90_decode.cu), of one block per 128-wide
-// k block: its two stage tiles' codes (64 rows x 32 bytes each, put_in_e4m3_order) then the rows' words of
-// exponents (64 x 4 bytes, fp4_exponent_word). Rows past n are zeros.
+// k block: its two stage tiles' codes (64 rows x 32 bytes each, put_in_e4m3_order) then the rows' four
+// exponents (64 x 4 bytes). Rows past n are zeros.
 constexpr int64_t kHalfRows = kTileN / 2;
 static_assert(kFp4E4m3BlockBytes == 2 * kHalfRows * kStageK / 2 + kHalfRows * 4, "two stage tiles' codes, then the exponents");
 std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales, int64_t n, int64_t k) {
@@ -156,8 +146,7 @@ std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales,
                 const int64_t row = h * kHalfRows + r;
                 for (int64_t sub = 0; sub < 2; ++sub)
                     put_in_e4m3_order(rows + row * (k / 2) + (2 * kb + sub) * (kStageK / 2), block + (sub * kHalfRows + r) * (kStageK / 2));
-                const uint32_t word = fp4_exponent_word(scales + row * (k / 32) + kb * 4);
-                std::memcpy(block + 2 * kHalfRows * (kStageK / 2) + r * 4, &word, 4);
+                std::memcpy(block + 2 * kHalfRows * (kStageK / 2) + r * 4, scales + row * (k / 32) + kb * 4, 4);
             }
         }
     return out;

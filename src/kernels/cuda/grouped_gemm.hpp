@@ -9,10 +9,9 @@
 // block folded as c = fma(p, s_a * s_w, c). On Hopper, FP8 weights meeting FP8 activations (a_fp8)
 // multiply on the FP8 tensor cores instead: the same 128-block partial sums and fold, with the partial
 // sums accumulated by the tensor cores (exact products, summed with fewer bits than fp32). FP4 weights
-// meeting FP8 activations on Hopper become FP8 exactly per row and 128-wide k block (DeepSeek-V4's FP4 x FP8
-// path): with e_max the largest of the block's four e8m0 exponents, code c of group g becomes the e4m3 code of
-// e2m1(c) * 2^(e_g - e_max + 6) (exact wherever e_g >= e_max - 14, else rounded to nearest even), the
-// tensor cores sum the block's 128 products, and the block sum is folded as c = fma(p, 2^(e_max - 133) * s_a, c).
+// meeting FP8 activations on Hopper follow DeepSeek-V4: one tensor-core sum per 32-wide k group (one e8m0
+// scale), scaled by the weight's 2^(e - 127) into a block sum (fp32 fma, in ascending groups; the e4m3
+// forms of the codes are 2^-6 times their values), and each block sum folded as c = fma(b, 64 * s_a, c).
 // Which runs depends on the GPU and the format, never on the batch. No row's result depends on another's,
 // so a token's bits do not depend on which tile, or how full a tile, it lands in.
 #pragma once
@@ -28,13 +27,8 @@ inline constexpr int kTileN = 128;  // output features per tile
 // CTAs (64 tokens each) in a grid of at most 65535 rows.
 inline constexpr int64_t kMaxLaunchTiles = 65535 / 2;
 // FP4 weights in e4m3 order (DeviceMatrixSet::fp4_e4m3_order): bytes of one 128-wide k block of 64 rows, the
-// codes (64 x 64) then one word of exponents per row (64 x 4): for each 32-wide group g its row of the
-// kernel's shift table, clamp(e_g - e_max + kFp4ShiftRows - 1, 0, kFp4ShiftRows - 1), in 5 bits at 5g, and
-// e_max (the largest e_g, an e8m0 code) in bits 20-27. Table row i holds the e4m3 codes of the eight e2m1
-// magnitudes times 2^(i - kFp4ShiftRows + 7): row 19 (the group of e_max) times 2^6, row 0 (and every group
-// more than 19 binades below e_max) zeros.
+// codes (64 x 64) then the e8m0 exponents (64 x 4).
 inline constexpr int kFp4E4m3BlockBytes = 64 * 64 + 64 * 4;
-inline constexpr int kFp4ShiftRows = 20;
 
 // Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): a tile list holds at most this many.
 int grouped_gemm_tile_rows();

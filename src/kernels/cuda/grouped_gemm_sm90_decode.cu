@@ -19,7 +19,7 @@
 // scaled) is the same multiply and fma — whichever operand the weights are and however many columns an
 // MMA has (tests/test_cuda_grouped_gemm.cpp compares this kernel's output with the tiled kernel's, bit
 // for bit). So a decode batch gives a token the bits a prefill batch gives it. FP4 weights meeting e4m3
-// tokens have their own arithmetic (fp4_e4m3_stage), the same at every CTA width.
+// tokens have their own arithmetic (fp4_e4m3_block), the same at every CTA width.
 #include "async_barrier.cuh"
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
@@ -42,15 +42,14 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // A CTA's shape and its stage's layout: the weights' format, the tokens' form (e4m3 codes or bf16), tokens
 // per CTA (the MMAs' N), 128-wide k blocks per stage, stages, CTAs to an SM. The stages take what the CTAs'
 // shares of shared memory hold. A stage: the tokens (per block, kSubs swizzled 64-k tiles of kTokens rows),
-// the weights (per block, the CTA's half of kSubs stored tiles, then FP4's exponents [kFeatures][4]),
+// the weights (per block, the CTA's half of kSubs stored tiles, then FP4's e8m0 exponents [kFeatures][4]),
 // the tokens' 128-block scales (per block), FP8's two weight scales (the even and the odd fragments of 8
 // features: gate and up where rows interleave).
 // FP4 with bf16 tokens keeps four CTAs of four stages (three with five stages measured the same: widening
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
 // FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
-// in others. 8-token CTAs run six to an SM, three stages each (64 registers; the per-32 arithmetic before the
-// shift table left ptxas serialising their MMAs at 63, notice C7512, and measured faster all the same): at 8
-// and 128 tokens
+// in others. 8-token CTAs run six to an SM, three stages each (63 registers, at which ptxas serialises their
+// MMAs: notice C7512; measured faster all the same): at 8 and 128 tokens
 // deepseek-v4-flash's routed experts ran at 0.62 and 0.71 of the memory floor on them, against 0.55 and 0.62 on
 // four to an SM of four stages, the same at one token. Fewer to an SM lost every time: six stages, three to an
 // SM, 9-12% slower than four of four (bench/results/2026-12-02-cuda-decode-tiles.md); three to an SM with two
@@ -66,7 +65,7 @@ template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
-    static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // shift-table widening (fp4_e4m3_stage)
+    static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block)
     static constexpr int kTokens = kTokensPerCta;
     static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
     static constexpr int kCtasPerSm = kSmCtas > 0 ? kSmCtas
@@ -85,12 +84,11 @@ struct DecodeShape {
     static constexpr int kWeightScaleOffset = kTokenScaleOffset + kBlocks * kTokens * 4;
     static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
     // A CTA's share: its stages and their two barriers each, 1 KB of alignment, and the 1 KB the GPU keeps per CTA.
-    static constexpr int kTableBytes = kFp4E4m3 ? kFp4ShiftRows * 8 : 0;  // the shift table, after the barriers
-    static constexpr int kStages = kSmCtas > 0                   ? (228 * 1024 / kSmCtas - 2 * 1024 - kTableBytes) / (kStageBytes + 2 * int(sizeof(uint64_t)))
+    static constexpr int kStages = kSmCtas > 0                   ? (228 * 1024 / kSmCtas - 2 * 1024) / (kStageBytes + 2 * int(sizeof(uint64_t)))
                                    : kFp4E4m3 && kTokens > 16 ? 5
                                    : kCode == WeightCode::Fp4 ? 4
                                                               : 3;
-    static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t)) + kTableBytes + 1024;  // + barriers, table, alignment
+    static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t)) + 1024;  // + barriers, alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
     static_assert((kSmemBytes + 1024) * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
@@ -250,7 +248,7 @@ __device__ __forceinline__ uint4 widen_fragments(const uint32_t (&words)[8], int
 // A stage's MMAs into acc (thread rows `row` and row + 8 of the CTA's features), committed as one group.
 template <class S>
 __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* stage, int row, int lane) {
-    static_assert(!S::kFp4E4m3, "fp4_e4m3_stage");
+    static_assert(!S::kFp4E4m3, "fp4_e4m3_block");
     if constexpr (S::kFormat == WeightCode::Fp4) {
         const int q = lane & 3;
         const uint32_t select = uint32_t(q) | uint32_t(q + 4) << 4;
@@ -298,16 +296,17 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
     wgmma_commit();
 }
 
-// FP4 weights meeting e4m3 tokens, per row and 128-wide block (grouped_gemm.hpp): each code of group g becomes
-// the e4m3 code of its value times 2^(e_g - e_max + 6) (a row of the shift table, exact where e_g >= e_max -
-// 14), one chain of four MMAs sums the block's 128 products (the first starts the sum), and total =
-// fma(sum, 2^(e_max - 133) * s_a, total) with the token's 128-block scale s_a. A row's sum depends neither
-// on the batch nor on the CTA's width (tokens per CTA), so every batch size takes this kernel and its bits.
+// FP4 weights meeting e4m3 tokens, DeepSeek-V4's arithmetic, per 128-wide block: per 32-wide group g (one
+// e8m0 scale per weight row) one MMA sums the group's products anew (the FP8 tensor cores' sum; the weights
+// as e4m3 codes of 2^-6 times their values, so every product is exact); block = fma(sum_g, 2^(e_g - 127),
+// block) in ascending g (the first a plain product: exact); then total = fma(block, 64 * s_a, total) with
+// the token's 128-block scale s_a. A row's sum depends neither on the batch nor on the CTA's width (tokens
+// per CTA), so every batch size takes this kernel and its bits.
 //
-// A block's codes and exponent words as one thread's fragments need them: expert_group.cpp ordered the codes
-// so that one word gives a thread's two registers of a group for one of its rows.
+// A block's codes and exponents as one thread's fragments need them: expert_group.cpp ordered the codes so
+// that one word gives a thread's two registers of a group for one of its rows.
 struct Fp4Block {
-    uint32_t exps[2];       // rows row, row + 8: the block's word of exponents (shift-table rows, e_max)
+    uint32_t exps[2];       // rows row, row + 8: the e8m0 exponents of the block's four groups, one byte each
     uint2 words[kSubs][2];  // [sub-tile][row, row + 8]: this thread's word of each of the sub-tile's two groups
 };
 constexpr int kFp4Groups = kSubs * 2;  // 32-wide groups per 128-wide block
@@ -326,76 +325,127 @@ __device__ __forceinline__ Fp4Block load_fp4_block(const char* stage, int b, int
     return blk;
 }
 
-// The block's A fragments, group by group: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..),
-// each row's codes widened by its group's row of the shift table.
-__device__ __forceinline__ void widen_block(const Fp4Block& blk, const uint2* table, uint32_t (&a)[kFp4Groups][4]) {
+// Group g's A fragment: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..).
+__device__ __forceinline__ void widen_group(const Fp4Block& blk, int g, uint32_t (&a)[4]) {
 #pragma unroll
-    for (int g = 0; g < kFp4Groups; ++g)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const uint2 v = e2m1x8_to_e4m3x8(g % 2 ? blk.words[g / 2][r].y : blk.words[g / 2][r].x, table[blk.exps[r] >> (5 * g) & 31u]);
-            a[g][r] = v.x, a[g][r + 2] = v.y;
-        }
+    for (int r = 0; r < 2; ++r) {
+        const uint2 v = e2m1x8_to_e4m3x8(g % 2 ? blk.words[g / 2][r].y : blk.words[g / 2][r].x);
+        a[r] = v.x, a[r + 2] = v.y;
+    }
+}
+
+// Group g's MMA of block b of the stage into sums (written anew), after the fence that orders the
+// fragment's registers and the sums' before it.
+template <class S>
+__device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t (&a)[4], const char* stage, int b, int g) {
+    const uint64_t tokens = smem_descriptor<512>(stage + (b * kSubs + g / 2) * S::kTokenTileBytes) + (32 * (g % 2)) / 16;
+    if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs(sums, a, tokens);
+    else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs(sums, a, tokens);
+    else wgmma_m64n64k32_e4m3_rs(sums, a, tokens);
 }
 
 // Orders registers before the MMAs that read them (written before the fence) or after those that wrote
 // them (read after the wait).
 template <int kAcc>
-__device__ __forceinline__ void order_mma_registers(float (&sum)[kAcc], uint32_t (&a)[kFp4Groups][4]) {
+__device__ __forceinline__ void order_mma_registers(float (&sums)[kAcc], uint32_t (&a)[4]) {
 #pragma unroll
-    for (int g = 0; g < kFp4Groups; ++g)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[g][i])::"memory");
-    fence_operands(sum);
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
+    fence_operands(sums);
 }
 
-// Block b of the stage: its four groups' MMAs into sum (written anew), committed as one group.
-template <class S>
-__device__ __forceinline__ void block_mmas(float (&sum)[S::kAcc], uint32_t (&a)[kFp4Groups][4], const char* stage, int b) {
-    order_mma_registers(sum, a);
-    wgmma_fence();
+// block = fma(sums, 2^(e_g - 127), block): group g's sums (element i: weight row row + 8 * (i / 2 % 2))
+// scaled by their rows' exponents; the first group's a plain product.
+template <int kAcc>
+__device__ __forceinline__ void fold_group(float (&block)[kAcc], const float (&sums)[kAcc], const Fp4Block& blk, int g) {
+    const float scale[2] = {__uint_as_float((blk.exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((blk.exps[1] >> (8 * g) & 0xFFu) << 23)};
 #pragma unroll
-    for (int g = 0; g < kFp4Groups; ++g) {
-        const uint64_t tokens = smem_descriptor<512>(stage + (b * kSubs + g / 2) * S::kTokenTileBytes) + (32 * (g % 2)) / 16;
-        if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs(sum, a[g], tokens, g > 0);
-        else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs(sum, a[g], tokens, g > 0);
-        else wgmma_m64n64k32_e4m3_rs(sum, a[g], tokens, g > 0);
-    }
-    wgmma_commit();
+    for (int i = 0; i < kAcc; ++i) block[i] = g == 0 ? __fmul_rn(sums[i], scale[i / 2 % 2]) : __fmaf_rn(sums[i], scale[i / 2 % 2], block[i]);
 }
 
-// 2^(e - 133) for an e8m0 code e (a subnormal float below e = 7): the weights' share of a block's scale.
-__device__ __forceinline__ float fp4_block_scale(uint32_t e) { return __uint_as_float(e >= 7 ? (e - 6) << 23 : 0x400000u >> (6 - e)); }
-
-// total = fma(sum, 2^(e_max - 133) * s_a, total) with block b's token scales (element i: weight row row + 8 *
-// (i / 2 % 2), token 8 * (i / 4) + 2q + i % 2), once the block's MMAs are done.
+// total = fma(block, 64 * s_a, total) with block b's token scales (element i: token 8 * (i / 4) + 2q + i % 2).
 template <class S>
-__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], float (&sum)[S::kAcc], uint32_t (&a)[kFp4Groups][4], const Fp4Block& blk,
-                                          const char* stage, int b, int q) {
-    order_mma_registers(sum, a);
+__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float (&block)[S::kAcc], const char* stage, int b, int q) {
     const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset) + b * S::kTokens;
-    const float row_scale[2] = {fp4_block_scale(blk.exps[0] >> 20), fp4_block_scale(blk.exps[1] >> 20)};
 #pragma unroll
-    for (int i = 0; i < S::kAcc; ++i)
-        total[i] = __fmaf_rn(sum[i], __fmul_rn(row_scale[i / 2 % 2], token_scale[8 * (i / 4) + 2 * q + (i & 1)]), total[i]);
+    for (int i = 0; i < S::kAcc; ++i) total[i] = __fmaf_rn(block[i], __fmul_rn(token_scale[8 * (i / 4) + 2 * q + (i & 1)], 64.0f), total[i]);
 }
 
-// A stage's `count` blocks, one after another. (On 8-token CTAs a stage's two blocks' MMAs at once, the
-// first block folded while the second's ran, left ptxas serialising every MMA for want of registers: notice
-// C7512.)
+// One block (b of its stage). With 8 or 16 tokens the four groups' MMAs run at once into sums of their own,
+// then one wait (with a wait after each, deepseek-v4-flash's one-token gate/up took 43.7 µs; with one, and
+// its CTAs dispatched in another order, 35.4: bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens
+// (32 accumulators) one group at a time, the next group's fragments widened while it multiplies.
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, const uint2* table, int count, int row, int lane) {
+__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
-    const int q = lane & 3;
-    for (int b = 0; b < count; ++b) {
-        const Fp4Block blk = load_fp4_block<S>(stage, b, row, q);
-        uint32_t a[kFp4Groups][4];
-        float sum[S::kAcc];
-        widen_block(blk, table, a);
-        block_mmas<S>(sum, a, stage, b);
+    constexpr int kSets = S::kAcc <= 8 ? kFp4Groups : 1;  // groups multiplied at once
+    const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
+    uint32_t a[kFp4Groups][4];
+    float sums[kSets][S::kAcc], block[S::kAcc];
+#pragma unroll
+    for (int g = 0; g < kSets; ++g) widen_group(blk, g, a[g]);
+#pragma unroll
+    for (int first = 0; first < kFp4Groups; first += kSets) {
+#pragma unroll
+        for (int j = 0; j < kSets; ++j) order_mma_registers(sums[j], a[first + j]);
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < kSets; ++j) group_mma<S>(sums[j], a[first + j], stage, b, first + j);
+        wgmma_commit();
+#pragma unroll
+        for (int g = first + kSets; g < first + 2 * kSets && g < kFp4Groups; ++g) widen_group(blk, g, a[g]);
         wgmma_wait<0>();
-        fold_block<S>(total, sum, a, blk, stage, b, q);
+#pragma unroll
+        for (int j = 0; j < kSets; ++j) {
+            order_mma_registers(sums[j], a[first + j]);
+            fold_group(block, sums[j], blk, first + j);
+        }
     }
+    fold_block<S>(total, block, stage, b, lane & 3);
+}
+
+// Two blocks on 8-token CTAs (4 accumulators a thread, so registers hold both blocks' sums): the eight
+// groups' MMAs at once, committed per block, and block 0 folded while block 1's multiply. The same sums,
+// folds and order as fp4_e4m3_block.
+template <class S>
+__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, int row, int lane) {
+    static_assert(S::kFp4E4m3 && S::kBlocks == 2 && S::kAcc == 4);
+    const int q = lane & 3;
+    Fp4Block blk[2];
+    uint32_t a[2][kFp4Groups][4];
+    float sums[2][kFp4Groups][S::kAcc];
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+        blk[b] = load_fp4_block<S>(stage, b, row, q);
+#pragma unroll
+        for (int g = 0; g < kFp4Groups; ++g) {
+            widen_group(blk[b], g, a[b][g]);
+            order_mma_registers(sums[b][g], a[b][g]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int g = 0; g < kFp4Groups; ++g) group_mma<S>(sums[b][g], a[b][g], stage, b, g);
+        wgmma_commit();
+    }
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+        if (b == 0) wgmma_wait<1>();
+        else wgmma_wait<0>();
+        float block[S::kAcc];
+#pragma unroll
+        for (int g = 0; g < kFp4Groups; ++g) {
+            order_mma_registers(sums[b][g], a[b][g]);
+            fold_group(block, sums[b][g], blk[b], g);
+        }
+        fold_block<S>(total, block, stage, b, q);
+    }
+}
+
+// A stage's `count` blocks: in pairs on 8-token CTAs, else (and a split's last stage of one block) one by one.
+template <class S>
+__device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, int count, int row, int lane) {
+    if constexpr (S::kTokens == 8)
+        if (count == 2) return fp4_e4m3_pair<S>(total, stage, row, lane);
+    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, b, row, lane);
 }
 #endif
 
@@ -411,7 +461,6 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes);
     uint64_t* empty = full + S::kStages;
-    uint2* table = reinterpret_cast<uint2*>(empty + S::kStages);  // FP4 meeting e4m3 tokens: the shift table
     const int stages = (t.ktiles / kSubs + S::kBlocks - 1) / S::kBlocks;  // a split's k range is a multiple of 128
 
     if (threadIdx.x == 0) {
@@ -421,8 +470,6 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         }
         barrier::fence_init();
     }
-    if constexpr (S::kFp4E4m3)
-        if (threadIdx.x < kFp4ShiftRows) table[threadIdx.x] = fp4_shift_table_row(int(threadIdx.x));
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
         produce<S, kScaled>(g, t, smem, full, empty, stages);
@@ -445,7 +492,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, q = lane & 3;
     const int row = warp * 16 + (lane >> 2);  // this thread's weight rows: row and row + 8
-    float acc[S::kFp4E4m3 ? 1 : S::kAcc], total[kScaled ? S::kAcc : 1];  // (fp4_e4m3_stage keeps its own sums)
+    float acc[S::kFp4E4m3 ? 1 : S::kAcc], total[kScaled ? S::kAcc : 1];  // (fp4_e4m3_block keeps its own sums)
 #pragma unroll
     for (int i = 0; i < (S::kFp4E4m3 ? 1 : S::kAcc); ++i) acc[i] = 0.0f;
 #pragma unroll
@@ -457,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + s * S::kStageBytes;
         if constexpr (S::kFp4E4m3) {
-            fp4_e4m3_stage<S>(total, stage, table, stage_blocks<S>(t, ks), row, lane);
+            fp4_e4m3_stage<S>(total, stage, stage_blocks<S>(t, ks), row, lane);
         } else {
             stage_mmas<S>(acc, stage, row, lane);
             wgmma_wait<0>();
