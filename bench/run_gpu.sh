@@ -2,7 +2,8 @@
 # One device call: build, run the GPU tests, then the GPU benchmarks beside their floors and peers.
 # usage: bench/run_gpu.sh OUT_DIR [tests|bench|schedules|sanitize|profile|ncu|sass|ep|all] [workload:format ...]
 # profile: GPU time per kernel of one bench run (16384 tokens, or BENCH_ARGS).
-# sass: the sampled stalls per SASS instruction of one grouped-GEMM launch (NCU_SKIP picks which).
+# sass: the sampled stalls per SASS instruction of one grouped-GEMM launch (NCU_SKIP picks which; NCU_KERNEL, a
+# regex, picks the kernel: grouped_gemm_sm90 unless set, decode_kernel for the decode kernel's launches).
 # schedules: prefill (4096 and 16384 tokens, or BENCH_ARGS) under each tiled-kernel schedule and row copy,
 # one table of gate/up and down µs per workload (the same bits; see docs/cli.md). Each variant is a bench
 # run of its own: deepseek-v3 spends about a minute setting up each.
@@ -107,9 +108,10 @@ fi
 if [[ $what == sass ]]; then
   # Where the warps of one grouped-GEMM launch stall, per SASS instruction (the profiler's sampled stalls):
   # launch NCU_SKIP (default 1: the first routed GEMM after the router's) of one bench run at 16384 tokens.
+  # (The decode kernel's launches, NCU_KERNEL=decode_kernel: in a decode batch the router's GEMM is the first.)
   for spec in "$@"; do
     wl=${spec%%:*}; fmt=${spec#*:}
-    /usr/local/cuda/bin/ncu --clock-control none --kernel-name regex:grouped_gemm_sm90 --launch-skip "${NCU_SKIP:-1}" --launch-count 1 \
+    /usr/local/cuda/bin/ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-grouped_gemm_sm90}" --launch-skip "${NCU_SKIP:-1}" --launch-count 1 \
       --section SourceCounters --section WarpStateStats -f -o "$out/sass-$wl" ./build-gpu/steadymoe bench --backend cuda \
       --workload "$wl" --format "$fmt" ${BENCH_ARGS:---tokens 16384 --repeat 1} >"$out/sass-$wl.log" 2>&1
     /usr/local/cuda/bin/ncu --import "$out/sass-$wl.ncu-rep" --page source --print-source sass --csv >"$out/sass-$wl.csv" 2>>"$out/sass-$wl.log"
