@@ -108,7 +108,8 @@ fi
 if [[ $what == sass ]]; then
   # Where the warps of one grouped-GEMM launch stall, per SASS instruction (the profiler's sampled stalls):
   # launch NCU_SKIP (default 1: the first routed GEMM after the router's) of one bench run at 16384 tokens.
-  # (The decode kernel's launches, NCU_KERNEL=decode_kernel: in a decode batch the router's GEMM is the first.)
+  # (The decode kernel's launches, NCU_KERNEL=decode_kernel: in a decode batch the router's GEMM and the shared
+  # expert's come before the routed experts'.)
   for spec in "$@"; do
     wl=${spec%%:*}; fmt=${spec#*:}
     /usr/local/cuda/bin/ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-grouped_gemm_sm90}" --launch-skip "${NCU_SKIP:-1}" --launch-count 1 \
