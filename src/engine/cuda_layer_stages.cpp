@@ -120,28 +120,32 @@ InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, Activati
 // bf16 activations that the down GEMM (input form `down`) takes unquantised: swiglu_outputs_direct.
 bool direct_form(InputForm down, bool bf16) { return bf16 && down.mode == 0 && !down.fp8; }
 
-// A launch over `w` whose input rows are in `a` / `a_scale` in form `f`.
-cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, int64_t width, InputForm f,
-                                     DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
-    cuda::GroupedGemmLaunch g = gemm_launch(w, *r.perm, r.max_tiles, a.as<const uint16_t>(),
-                                            f.mode == 1 || f.fp8 ? a_scale.as<const float>() : nullptr, s);
-    if (f.fp8) g.a_fp8 = a.as<const uint8_t>();
-    g.a_rows = int64_t(a.bytes() / (size_t(width) * (f.fp8 ? 1 : 2)));
+// A launch over `w` whose input rows are at `a` (bf16 values or e4m3 codes) with their scales at `a_scale`, in
+// form `f` (the scales apply where it quantises).
+cuda::GroupedGemmLaunch rows_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, const void* a, const float* a_scale,
+                                    InputForm f, cudaStream_t s) {
+    cuda::GroupedGemmLaunch g = gemm_launch(w, *r.perm, r.max_tiles, static_cast<const uint16_t*>(a),
+                                            f.mode == 1 || f.fp8 ? a_scale : nullptr, s);
+    if (f.fp8) g.a_fp8 = static_cast<const uint8_t*>(a);
     g.few_rows = decode_batch(r.max_rows, r.group->experts);
     g.tile_m = r.tile_m;
     return g;
 }
 
-// A launch over `w` that reads the permutation's rows in place: tile row i is row perm->rows[i] of `a`
-// (bf16 values or e4m3 codes, by `f`) and of `a_scale`. It runs where grouped_gemm_reads_indexed_rows says so;
-// elsewhere the caller gathers the rows instead.
+// The same over rows held in `a` / `a_scale`, one after another as the tiles list them.
+cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, int64_t width, InputForm f,
+                                     DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
+    cuda::GroupedGemmLaunch g = rows_launch(r, w, a.get(), a_scale.as<const float>(), f, s);
+    g.a_rows = int64_t(a.bytes() / (size_t(width) * (f.fp8 ? 1 : 2)));
+    return g;
+}
+
+// The same reading the permutation's rows in place: tile row i is row perm->rows[i] of `a` and of `a_scale`.
+// It runs where grouped_gemm_reads_indexed_rows says so; elsewhere the caller gathers the rows instead.
 cuda::GroupedGemmLaunch indexed_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, const void* a, const float* a_scale,
                                        InputForm f, cudaStream_t s) {
-    cuda::GroupedGemmLaunch g = gemm_launch(w, *r.perm, r.max_tiles, static_cast<const uint16_t*>(a), a_scale, s);
-    if (f.fp8) g.a_fp8 = static_cast<const uint8_t*>(a);
+    cuda::GroupedGemmLaunch g = rows_launch(r, w, a, a_scale, f, s);
     g.a_index = r.perm->rows;
-    g.few_rows = decode_batch(r.max_rows, r.group->experts);
-    g.tile_m = r.tile_m;
     return g;
 }
 
