@@ -407,7 +407,8 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
 // chunks, or over 16-row tiles) or 8 (8-row tiles; a stage's two blocks multiplied at once). The same bits
 // every way — with activation scales that are not powers of two, with a partial last n-tile (200 features),
 // with k split in two and in eight (a split of one block: a stage half filled), with thirteen blocks (every
-// stage ring wraps) — and within the FP8 tensor cores' rounding of float64.
+// stage ring wraps), with token scales held per CTA and copied per stage — and within the FP8 tensor cores'
+// rounding of float64.
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
@@ -449,6 +450,15 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     const std::vector<float> long_tiles = run(long_k, true, false);
     every_decode_form(long_k, long_tiles, "k = 1664");
     EXPECT_LE(relative_error(long_tiles, reference(long_k)), 1e-3) << "k = 1664";
+    // k = 6144: 48 blocks, more token scales than a 64-token CTA holds for its k range (it copies them per stage),
+    // fewer than the 8- and 16-token ones hold; with k split in two, every form holds its 24.
+    Problem longer_k = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 24, 6144);
+    for (float& s : longer_k.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
+    EXPECT_LE(relative_error(run(longer_k, true, true, true, {}, 1, 8), reference(longer_k)), 1e-3) << "k = 6144";
+    for (int32_t splits : {1, 2}) {
+        const std::vector<float> longer_tiles = run(longer_k, true, false, true, {}, splits);
+        every_decode_form(longer_k, longer_tiles, splits == 1 ? "k = 6144" : "k = 6144, 2 k splits", {}, splits);
+    }
 }
 
 // Rows read in place through a_index (the layer's gate/up GEMMs where the kernel does so: no gather kernel to

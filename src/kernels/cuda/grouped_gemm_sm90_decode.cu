@@ -82,17 +82,31 @@ struct DecodeShape {
     static constexpr int kCodesOffset = kBlocks * kSubs * kTokenTileBytes;
     static constexpr int kTokenScaleOffset = kCodesOffset + kBlocks * kBlockWeightBytes;
     static constexpr int kWeightScaleOffset = kTokenScaleOffset + kBlocks * kTokens * 4;
-    static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
+    static constexpr int kWeightScaleBytes = kCode == WeightCode::Fp8 ? 8 : 0;
+    // Stages start on swizzle atoms: 512 bytes for e4m3 tiles (64-byte swizzle), 1024 for bf16 ones. (With 1024,
+    // a 64-token FP4 stage took 13312 bytes for 12800 of tiles and scales, which left no room for held scales.)
+    static constexpr int kStageAlign = kE4m3Tokens ? 512 : 1024;
+    static constexpr int kStageBytes = (kWeightScaleOffset + kWeightScaleBytes + kStageAlign - 1) / kStageAlign * kStageAlign;
     // A CTA's share: its stages and their two barriers each, 1 KB of alignment, and the 1 KB the GPU keeps per CTA.
     static constexpr int kStages = kSmCtas > 0                   ? (228 * 1024 / kSmCtas - 2 * 1024) / (kStageBytes + 2 * int(sizeof(uint64_t)))
                                    : kFp4E4m3 && kTokens > 16 ? 5
                                    : kCode == WeightCode::Fp4 ? 4
                                                               : 3;
-    static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t)) + 1024;  // + barriers, alignment
+    // Held token scales (e4m3 tokens): the 128-block scales of the CTA's whole k range, copied once beside
+    // the stages and barriers as [block][kScaleLd] (padded by 2 so that a lane's pair of tokens stays one
+    // 8-byte read), in the rest of the CTA's share of shared memory — kHeldBlocks blocks of them; a launch
+    // with more blocks to a CTA copies them per stage (launch_typed decides).
+    static constexpr int kScaleLd = kTokens + 2;
+    static constexpr int kHeldScaleOffset = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t));
+    static constexpr int kShareBytes = 228 * 1024 / kCtasPerSm - 1024;  // less the 1 KB the GPU keeps per CTA
+    static constexpr int kHeldBlocks = kE4m3Tokens ? (kShareBytes - kHeldScaleOffset - 1024) / (kScaleLd * 4) : 0;
+    static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
+    static_assert(!kE4m3Tokens || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
+    static_assert(kTokenScaleOffset % 8 == 0 && kHeldScaleOffset % 8 == 0 && kScaleLd % 2 == 0, "token scales are read in pairs");
     static_assert((kSmemBytes + 1024) * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
-    static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % (kE4m3Tokens ? 512 : 1024) == 0,
+    static_assert(kCodesOffset % kStageAlign == 0 && kHalfTileBytes % kStageAlign == 0 && kTokenTileBytes % kStageAlign == 0,
                   "swizzle atoms stay aligned");
     static_assert(kBlockWeightBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
     static_assert(!kFp4E4m3 || kBlockWeightBytes == kFp4E4m3BlockBytes, "the layout expert_group.cpp uploads");
@@ -155,12 +169,39 @@ __device__ __forceinline__ int32_t source_row(const GroupedGemmLaunch& g, const 
     return g.a_index ? g.a_index[t.row0 + row] : t.row0 + row;
 }
 
+// The tokens' 128-block scales of the CTA's whole k range into `held` ([block][S::kScaleLd]), once: a_scale
+// is [rows][k/128], so lanes walk one row's run of blocks (or a few rows' runs where runs are shorter than
+// the warp), each warp-wide copy reading whole sectors. Per-stage copies read one 4-byte scale from each of
+// the CTA's rows, a sector apiece: at 16384 tokens the profiler put most of the 64-token CTAs' excess
+// global sectors (19%) and shared wavefronts (34%) on them (bench/results/2026-12-03-cuda-indexed-rows.md).
+// `scale_source[j]` (lane l) is where row l + 32 j lies in a_scale.
+template <class S, int kScaleRows>
+__device__ __forceinline__ void copy_held_scales(const GroupedGemmLaunch& g, const Tile& t, float* held,
+                                                 const int32_t (&scale_source)[kScaleRows], int lane) {
+    const int blocks = t.ktiles / kSubs, first = t.kt0 / kSubs;
+    const int lanes_per_row = min(blocks, 32), rows_per_pass = 32 / lanes_per_row;
+    const int lane_row = lane / lanes_per_row, lane_block = lane % lanes_per_row;
+    for (int row0 = 0; row0 < t.rows; row0 += rows_per_pass) {
+        const int row = row0 + lane_row;
+        int32_t source = -1;
+#pragma unroll
+        for (int j = 0; j < kScaleRows; ++j) {  // every lane takes part in each shuffle
+            const int32_t from = __shfl_sync(0xFFFFFFFFu, scale_source[j], row & 31);
+            if (row >> 5 == j) source = from;
+        }
+        if (lane_row >= rows_per_pass || row >= t.rows) continue;
+        const float* run = g.a_scale + int64_t(source) * (g.k / 128) + first;
+        for (int b = lane_block; b < blocks; b += lanes_per_row) cp_async4(held + b * S::kScaleLd + row, run + b, true);
+    }
+}
+
 // The producer warp: per stage, the weights by bulk copies (FP4 meeting e4m3 tokens: one for the stage's
 // blocks; else one per stored tile's half and one for FP4's exponents), the tokens' rows and scales (and
-// FP8's weight scales) by cp.async, all announced on the stage's "full" barrier.
+// FP8's weight scales) by cp.async, all announced on the stage's "full" barrier. Held token scales
+// (`held` not null) come with the first stage's copies, announced on its barrier.
 template <class S, bool kScaled>
 __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
-                                        uint64_t* empty, int stages) {
+                                        uint64_t* empty, int stages, float* held) {
     constexpr WeightCode kCode = S::kFormat;
     const int lane = threadIdx.x & 31, half = int(blockIdx.x) & 1, n_tile = t.n0 / kTileN;
     const char* weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
@@ -214,7 +255,8 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
                         cp_async16(tile + swizzle(row, chunk), g.a + int64_t(source[j]) * g.k + kt * kBK + chunk * 8, true);
                 }
             }
-        if (kScaled && g.a_scale)
+        if (held && ks == 0) copy_held_scales<S>(g, t, held, scale_source, lane);
+        if (kScaled && g.a_scale && !held)
             for (int b = 0; b < count; ++b)
 #pragma unroll
                 for (int j = 0; j < kScaleRows; ++j) {
@@ -362,12 +404,24 @@ __device__ __forceinline__ void fold_group(float (&block)[kAcc], const float (&s
     for (int i = 0; i < kAcc; ++i) block[i] = g == 0 ? __fmul_rn(sums[i], scale[i / 2 % 2]) : __fmaf_rn(sums[i], scale[i / 2 % 2], block[i]);
 }
 
-// total = fma(block, 64 * s_a, total) with block b's token scales (element i: token 8 * (i / 4) + 2q + i % 2).
+// Where a stage's token scales lie for its consumers: block b's at scales + b * ld, token by token (in
+// the stage, or held for the CTA's whole k range).
+struct StageScales {
+    const float* scales;
+    int ld;
+};
+
+// total = fma(block, 64 * s_a, total) with the block's token scales (element i: token 8 * (i / 4) + 2q + i % 2),
+// a lane's two tokens read as one pair (both places that hold them are 8-byte aligned).
 template <class S>
-__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float (&block)[S::kAcc], const char* stage, int b, int q) {
-    const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset) + b * S::kTokens;
+__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float (&block)[S::kAcc], const float* token_scale, int q) {
 #pragma unroll
-    for (int i = 0; i < S::kAcc; ++i) total[i] = __fmaf_rn(block[i], __fmul_rn(token_scale[8 * (i / 4) + 2 * q + (i & 1)], 64.0f), total[i]);
+    for (int j = 0; j < S::kAcc / 4; ++j) {
+        const float2 pair = *reinterpret_cast<const float2*>(token_scale + 8 * j + 2 * q);
+        const float scale[2] = {__fmul_rn(pair.x, 64.0f), __fmul_rn(pair.y, 64.0f)};
+#pragma unroll
+        for (int r = 0; r < 4; ++r) total[4 * j + r] = __fmaf_rn(block[4 * j + r], scale[r & 1], total[4 * j + r]);
+    }
 }
 
 // One block (b of its stage). With 8 or 16 tokens the four groups' MMAs run at once into sums of their own,
@@ -375,7 +429,7 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // its CTAs dispatched in another order, 35.4: bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens
 // (32 accumulators) one group at a time, the next group's fragments widened while it multiplies.
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, int b, int row, int lane) {
+__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
     constexpr int kSets = S::kAcc <= 8 ? kFp4Groups : 1;  // groups multiplied at once
     const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
@@ -400,14 +454,14 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
             fold_group(block, sums[j], blk, first + j);
         }
     }
-    fold_block<S>(total, block, stage, b, lane & 3);
+    fold_block<S>(total, block, sc.scales + b * sc.ld, lane & 3);
 }
 
 // Two blocks on 8-token CTAs (4 accumulators a thread, so registers hold both blocks' sums): the eight
 // groups' MMAs at once, committed per block, and block 0 folded while block 1's multiply. The same sums,
 // folds and order as fp4_e4m3_block.
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, int row, int lane) {
+__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, StageScales sc, int row, int lane) {
     static_assert(S::kFp4E4m3 && S::kBlocks == 2 && S::kAcc == 4);
     const int q = lane & 3;
     Fp4Block blk[2];
@@ -436,21 +490,21 @@ __device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const cha
             order_mma_registers(sums[b][g], a[b][g]);
             fold_group(block, sums[b][g], blk[b], g);
         }
-        fold_block<S>(total, block, stage, b, q);
+        fold_block<S>(total, block, sc.scales + b * sc.ld, q);
     }
 }
 
 // A stage's `count` blocks: in pairs on 8-token CTAs, else (and a split's last stage of one block) one by one.
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, int count, int row, int lane) {
+__device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
     if constexpr (S::kTokens == 8)
-        if (count == 2) return fp4_e4m3_pair<S>(total, stage, row, lane);
-    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, b, row, lane);
+        if (count == 2) return fp4_e4m3_pair<S>(total, stage, sc, row, lane);
+    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
 }
 #endif
 
 template <class S, bool kScaled>
-__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g) {
+__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, bool hold_scales) {
     wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr WeightCode kCode = S::kFormat;
@@ -462,6 +516,8 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes);
     uint64_t* empty = full + S::kStages;
     const int stages = (t.ktiles / kSubs + S::kBlocks - 1) / S::kBlocks;  // a split's k range is a multiple of 128
+    // Held token scales (launch_typed decides: the same for every CTA of the launch), else per stage.
+    float* held = S::kHeldBlocks > 0 && hold_scales ? reinterpret_cast<float*>(smem + S::kHeldScaleOffset) : nullptr;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
@@ -472,7 +528,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     }
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
-        produce<S, kScaled>(g, t, smem, full, empty, stages);
+        produce<S, kScaled>(g, t, smem, full, empty, stages, held);
         return;
     }
 
@@ -483,9 +539,13 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         for (int h = 0; h < S::kBlocks * kSubs; ++h)
             for (int c = threadIdx.x; c < (S::kTokens - t.rows) * (S::kTokenRowBytes / 16); c += kConsumers)
                 *reinterpret_cast<uint4*>(stage + h * S::kTokenTileBytes + t.rows * S::kTokenRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
-        for (int b = 0; b < S::kBlocks; ++b)
+        for (int b = 0; b < S::kBlocks && !held; ++b)
             for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
+    }
+    if (held) {  // the held scales of rows past the chunk's, for every block of the CTA's k range
+        const int pad_rows = S::kTokens - t.rows;
+        for (int c = threadIdx.x; c < t.ktiles / kSubs * pad_rows; c += kConsumers) held[c / pad_rows * S::kScaleLd + t.rows + c % pad_rows] = 0.0f;
     }
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
@@ -503,14 +563,16 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         barrier::wait(&full[s], uint32_t((ks / S::kStages) & 1));
         fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
         const char* stage = smem + s * S::kStageBytes;
+        const StageScales scales = held ? StageScales{held + ks * S::kBlocks * S::kScaleLd, S::kScaleLd}
+                                        : StageScales{reinterpret_cast<const float*>(stage + S::kTokenScaleOffset), S::kTokens};
         if constexpr (S::kFp4E4m3) {
-            fp4_e4m3_stage<S>(total, stage, stage_blocks<S>(t, ks), row, lane);
+            fp4_e4m3_stage<S>(total, stage, scales, stage_blocks<S>(t, ks), row, lane);
         } else {
             stage_mmas<S>(acc, stage, row, lane);
             wgmma_wait<0>();
             fence_operands(acc);
             if constexpr (kScaled) {  // the end of a 128-wide block: fold its partial sums with their scales, as the tiled kernel does
-                const float* token_scale = reinterpret_cast<const float*>(stage + S::kTokenScaleOffset);
+                const float* token_scale = scales.scales;  // (one block a stage)
                 const float* weight_scale = reinterpret_cast<const float*>(stage + S::kWeightScaleOffset);
 #pragma unroll
                 for (int i = 0; i < S::kAcc; ++i) {
@@ -549,6 +611,13 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
 #endif
 }
 
+// Whether launches copy the tokens' scales per stage even where their CTAs could hold them
+// (STEADYMOE_HELD_TOKEN_SCALES=0, to compare: the same bits).
+bool scales_per_stage() {
+    static const bool per_stage = env_equals("STEADYMOE_HELD_TOKEN_SCALES", "0");
+    return per_stage;
+}
+
 template <class S, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr auto kernel = decode_kernel<S, kScaled>;
@@ -556,7 +625,9 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     if (err != cudaSuccess) return err;
     const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * decode_chunks(g, S::kTokens)),
                     unsigned(g.k_splits));
-    return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g);
+    // A CTA's k range: k / k_splits, a multiple of 128.
+    const bool hold_scales = g.a_scale && g.k / 128 / g.k_splits <= S::kHeldBlocks && !scales_per_stage();
+    return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g, hold_scales);
 }
 
 template <class S>
