@@ -98,13 +98,15 @@ struct DecodeShape {
     // with more blocks to a CTA copies them per stage (launch_typed decides).
     static constexpr int kScaleLd = kTokens + 2;
     static constexpr int kHeldScaleOffset = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t));
-    static constexpr int kShareBytes = 228 * 1024 / kCtasPerSm - 1024;  // less the 1 KB the GPU keeps per CTA
+    // The GPU allots shared memory in 128-byte units, the 1 KB it keeps per CTA included (with 45616 bytes
+    // and that 1 KB, 16-token CTAs ran four to an SM, not five).
+    static constexpr int kShareBytes = 228 * 1024 / kCtasPerSm / 128 * 128 - 1024;
     static constexpr int kHeldBlocks = kE4m3Tokens ? (kShareBytes - kHeldScaleOffset - 1024) / (kScaleLd * 4) : 0;
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
     static_assert(!kE4m3Tokens || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
     static_assert(kTokenScaleOffset % 8 == 0 && kHeldScaleOffset % 8 == 0 && kScaleLd % 2 == 0, "token scales are read in pairs");
-    static_assert((kSmemBytes + 1024) * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
+    static_assert((kSmemBytes + 1024 + 127) / 128 * 128 * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
     static_assert(kCodesOffset % kStageAlign == 0 && kHalfTileBytes % kStageAlign == 0 && kTokenTileBytes % kStageAlign == 0,
                   "swizzle atoms stay aligned");
@@ -169,39 +171,13 @@ __device__ __forceinline__ int32_t source_row(const GroupedGemmLaunch& g, const 
     return g.a_index ? g.a_index[t.row0 + row] : t.row0 + row;
 }
 
-// The tokens' 128-block scales of the CTA's whole k range into `held` ([block][S::kScaleLd]), once: a_scale
-// is [rows][k/128], so lanes walk one row's run of blocks (or a few rows' runs where runs are shorter than
-// the warp), each warp-wide copy reading whole sectors. Per-stage copies read one 4-byte scale from each of
-// the CTA's rows, a sector apiece: at 16384 tokens the profiler put most of the 64-token CTAs' excess
-// global sectors (19%) and shared wavefronts (34%) on them (bench/results/2026-12-03-cuda-indexed-rows.md).
-// `scale_source[j]` (lane l) is where row l + 32 j lies in a_scale.
-template <class S, int kScaleRows>
-__device__ __forceinline__ void copy_held_scales(const GroupedGemmLaunch& g, const Tile& t, float* held,
-                                                 const int32_t (&scale_source)[kScaleRows], int lane) {
-    const int blocks = t.ktiles / kSubs, first = t.kt0 / kSubs;
-    const int lanes_per_row = min(blocks, 32), rows_per_pass = 32 / lanes_per_row;
-    const int lane_row = lane / lanes_per_row, lane_block = lane % lanes_per_row;
-    for (int row0 = 0; row0 < t.rows; row0 += rows_per_pass) {
-        const int row = row0 + lane_row;
-        int32_t source = -1;
-#pragma unroll
-        for (int j = 0; j < kScaleRows; ++j) {  // every lane takes part in each shuffle
-            const int32_t from = __shfl_sync(0xFFFFFFFFu, scale_source[j], row & 31);
-            if (row >> 5 == j) source = from;
-        }
-        if (lane_row >= rows_per_pass || row >= t.rows) continue;
-        const float* run = g.a_scale + int64_t(source) * (g.k / 128) + first;
-        for (int b = lane_block; b < blocks; b += lanes_per_row) cp_async4(held + b * S::kScaleLd + row, run + b, true);
-    }
-}
-
 // The producer warp: per stage, the weights by bulk copies (FP4 meeting e4m3 tokens: one for the stage's
 // blocks; else one per stored tile's half and one for FP4's exponents), the tokens' rows and scales (and
-// FP8's weight scales) by cp.async, all announced on the stage's "full" barrier. Held token scales
-// (`held` not null) come with the first stage's copies, announced on its barrier.
+// FP8's weight scales) by cp.async, all announced on the stage's "full" barrier; the tokens' scales not
+// where the consumers hold them (`held`).
 template <class S, bool kScaled>
 __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
-                                        uint64_t* empty, int stages, float* held) {
+                                        uint64_t* empty, int stages, bool held) {
     constexpr WeightCode kCode = S::kFormat;
     const int lane = threadIdx.x & 31, half = int(blockIdx.x) & 1, n_tile = t.n0 / kTileN;
     const char* weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
@@ -255,7 +231,6 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
                         cp_async16(tile + swizzle(row, chunk), g.a + int64_t(source[j]) * g.k + kt * kBK + chunk * 8, true);
                 }
             }
-        if (held && ks == 0) copy_held_scales<S>(g, t, held, scale_source, lane);
         if (kScaled && g.a_scale && !held)
             for (int b = 0; b < count; ++b)
 #pragma unroll
@@ -501,6 +476,35 @@ __device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const ch
         if (count == 2) return fp4_e4m3_pair<S>(total, stage, sc, row, lane);
     for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
 }
+
+// The consumers, while the producer's first stages are in flight: the tokens' 128-block scales of the CTA's
+// whole k range into `held` ([block][S::kScaleLd]; zeros for rows past the chunk's), in place of the
+// producer's 4-byte copies per stage and row. a_scale is [rows][k/128]: warp w takes rows w, w + 4, ..., its
+// lanes a row's run of blocks, so each warp-wide copy reads whole sectors; per stage, each row's scale took a
+// sector of its own (at 16384 tokens the profiler put most of the 64-token CTAs' excess global sectors, 19%, and
+// shared wavefronts, 34%, on those copies: bench/results/2026-12-03-cuda-indexed-rows.md). The producer warp
+// copying them all before its first stage's arrival made deepseek-v4-flash's routed experts 7.7% slower at
+// 16384 tokens (bench/results/2026-12-03-cuda-held-scales.md).
+template <class S>
+__device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, float* held) {
+    constexpr int kWarps = kConsumers / 32, kWarpRows = S::kTokens / kWarps;
+    static_assert(kWarpRows <= 32, "a lane holds each of its warp's rows' source");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int blocks = t.ktiles / kSubs, first = t.kt0 / kSubs;
+    const int32_t lane_source = lane < kWarpRows ? source_row(g, t, warp + kWarps * lane) : -1;  // one index load a lane
+#pragma unroll
+    for (int i = 0; i < kWarpRows; ++i) {
+        const int row = warp + kWarps * i;
+        const int32_t source = __shfl_sync(0xFFFFFFFFu, lane_source, i);
+        const float* run = g.a_scale + int64_t(source) * (g.k / 128) + first;
+        for (int b = lane; b < blocks; b += 32) {
+            if (row < t.rows) cp_async4(held + b * S::kScaleLd + row, run + b, true);
+            else held[b * S::kScaleLd + row] = 0.0f;
+        }
+    }
+    cp_async_commit();
+    cp_async_wait<0>();  // then the consumers' barrier shows every thread's copies to all of them
+}
 #endif
 
 template <class S, bool kScaled>
@@ -528,7 +532,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     }
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
-        produce<S, kScaled>(g, t, smem, full, empty, stages, held);
+        produce<S, kScaled>(g, t, smem, full, empty, stages, held != nullptr);
         return;
     }
 
@@ -543,10 +547,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
             for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
-    if (held) {  // the held scales of rows past the chunk's, for every block of the CTA's k range
-        const int pad_rows = S::kTokens - t.rows;
-        for (int c = threadIdx.x; c < t.ktiles / kSubs * pad_rows; c += kConsumers) held[c / pad_rows * S::kScaleLd + t.rows + c % pad_rows] = 0.0f;
-    }
+    if (held) hold_token_scales<S>(g, t, held);
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 
