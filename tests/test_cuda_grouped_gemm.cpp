@@ -450,14 +450,15 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     const std::vector<float> long_tiles = run(long_k, true, false);
     every_decode_form(long_k, long_tiles, "k = 1664");
     EXPECT_LE(relative_error(long_tiles, reference(long_k)), 1e-3) << "k = 1664";
-    // k = 6144: 48 blocks, more token scales than a 64-token CTA holds for its k range (it copies them per stage),
-    // fewer than the 8- and 16-token ones hold; with k split in two, every form holds its 24.
-    Problem longer_k = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 24, 6144);
+    // The decode batches' CTAs hold their k range's token scales, the others' copy them per stage. k = 8192: 64
+    // blocks, more than a 16-token CTA holds (it copies them per stage), fewer than an 8-token one holds; with k
+    // split in two, both hold their 32.
+    Problem longer_k = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 24, 8192);
     for (float& s : longer_k.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
-    EXPECT_LE(relative_error(run(longer_k, true, true, true, {}, 1, 8), reference(longer_k)), 1e-3) << "k = 6144";
+    EXPECT_LE(relative_error(run(longer_k, true, true, true, {}, 1, 8), reference(longer_k)), 1e-3) << "k = 8192";
     for (int32_t splits : {1, 2}) {
         const std::vector<float> longer_tiles = run(longer_k, true, false, true, {}, splits);
-        every_decode_form(longer_k, longer_tiles, splits == 1 ? "k = 6144" : "k = 6144, 2 k splits", {}, splits);
+        every_decode_form(longer_k, longer_tiles, splits == 1 ? "k = 8192" : "k = 8192, 2 k splits", {}, splits);
     }
 }
 

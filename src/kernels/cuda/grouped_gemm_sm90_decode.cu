@@ -82,33 +82,35 @@ struct DecodeShape {
     static constexpr int kCodesOffset = kBlocks * kSubs * kTokenTileBytes;
     static constexpr int kTokenScaleOffset = kCodesOffset + kBlocks * kBlockWeightBytes;
     static constexpr int kWeightScaleOffset = kTokenScaleOffset + kBlocks * kTokens * 4;
-    static constexpr int kWeightScaleBytes = kCode == WeightCode::Fp8 ? 8 : 0;
-    // Stages start on swizzle atoms: 512 bytes for e4m3 tiles (64-byte swizzle), 1024 for bf16 ones. (With 1024,
-    // a 64-token FP4 stage took 13312 bytes for 12800 of tiles and scales, which left no room for held scales.)
-    static constexpr int kStageAlign = kE4m3Tokens ? 512 : 1024;
-    static constexpr int kStageBytes = (kWeightScaleOffset + kWeightScaleBytes + kStageAlign - 1) / kStageAlign * kStageAlign;
+    static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
     // A CTA's share: its stages and their two barriers each, 1 KB of alignment, and the 1 KB the GPU keeps per CTA.
     static constexpr int kStages = kSmCtas > 0                   ? (228 * 1024 / kSmCtas - 2 * 1024) / (kStageBytes + 2 * int(sizeof(uint64_t)))
                                    : kFp4E4m3 && kTokens > 16 ? 5
                                    : kCode == WeightCode::Fp4 ? 4
                                                               : 3;
-    // Held token scales (e4m3 tokens): the 128-block scales of the CTA's whole k range, copied once beside
-    // the stages and barriers as [block][kScaleLd] (padded by 2 so that a lane's pair of tokens stays one
-    // 8-byte read), in the rest of the CTA's share of shared memory — kHeldBlocks blocks of them; a launch
-    // with more blocks to a CTA copies them per stage (launch_typed decides).
+    // Held token scales (FP4 meeting e4m3 tokens in decode batches): the 128-block scales of the CTA's whole k
+    // range, copied once beside the stages and barriers as [block][kScaleLd] (padded by 2 so that a lane's pair
+    // of tokens stays one 8-byte read), in the rest of the CTA's share of shared memory — kHeldBlocks blocks of
+    // them; a launch with more blocks to a CTA copies them per stage (launch_typed decides). Against copies per
+    // stage, deepseek-v4-flash's routed experts took 2.3% and 3.4% less time at 8 and 128 tokens (1% at 256,
+    // level at one). Not in the others: 64-token CTAs (made room for by 512-byte stages) were 7.7% slower at
+    // 16384 tokens with the producer copying them before its first stage's arrival and 1.7% with the consumers
+    // copying them at their start; FP8's 32-token CTAs held deepseek-v3's down GEMM's scales and were level
+    // (bench/results/2026-12-03-cuda-held-scales.md).
+    static constexpr bool kHoldsScales = kFp4E4m3 && kTokens <= 16;
     static constexpr int kScaleLd = kTokens + 2;
     static constexpr int kHeldScaleOffset = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t));
     // The GPU allots shared memory in 128-byte units, the 1 KB it keeps per CTA included (with 45616 bytes
     // and that 1 KB, 16-token CTAs ran four to an SM, not five).
     static constexpr int kShareBytes = 228 * 1024 / kCtasPerSm / 128 * 128 - 1024;
-    static constexpr int kHeldBlocks = kE4m3Tokens ? (kShareBytes - kHeldScaleOffset - 1024) / (kScaleLd * 4) : 0;
+    static constexpr int kHeldBlocks = kHoldsScales ? (kShareBytes - kHeldScaleOffset - 1024) / (kScaleLd * 4) : 0;
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
-    static_assert(!kE4m3Tokens || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
+    static_assert(!kHoldsScales || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
     static_assert(kTokenScaleOffset % 8 == 0 && kHeldScaleOffset % 8 == 0 && kScaleLd % 2 == 0, "token scales are read in pairs");
     static_assert((kSmemBytes + 1024 + 127) / 128 * 128 * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
     static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
-    static_assert(kCodesOffset % kStageAlign == 0 && kHalfTileBytes % kStageAlign == 0 && kTokenTileBytes % kStageAlign == 0,
+    static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % (kE4m3Tokens ? 512 : 1024) == 0,
                   "swizzle atoms stay aligned");
     static_assert(kBlockWeightBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
     static_assert(!kFp4E4m3 || kBlockWeightBytes == kFp4E4m3BlockBytes, "the layout expert_group.cpp uploads");
@@ -482,9 +484,8 @@ __device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const ch
 // producer's 4-byte copies per stage and row. a_scale is [rows][k/128]: warp w takes rows w, w + 4, ..., its
 // lanes a row's run of blocks, so each warp-wide copy reads whole sectors; per stage, each row's scale took a
 // sector of its own (at 16384 tokens the profiler put most of the 64-token CTAs' excess global sectors, 19%, and
-// shared wavefronts, 34%, on those copies: bench/results/2026-12-03-cuda-indexed-rows.md). The producer warp
-// copying them all before its first stage's arrival made deepseek-v4-flash's routed experts 7.7% slower at
-// 16384 tokens (bench/results/2026-12-03-cuda-held-scales.md).
+// shared wavefronts, 34%, on those copies: bench/results/2026-12-03-cuda-indexed-rows.md). (The producer warp
+// copying them all before its first stage's arrival was slower: DecodeShape::kHoldsScales.)
 template <class S>
 __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, float* held) {
     constexpr int kWarps = kConsumers / 32, kWarpRows = S::kTokens / kWarps;
