@@ -84,10 +84,13 @@ std::string CudaMoeLayer::few_row_kernels() {
     };
     // (FP8 weights meet e4m3 activations only on the FP8 tensor cores; with bf16 ones they keep 128-row CTAs.
     // FP4 weights meeting e4m3 activations take the decode kernel's form in every batch.)
-    const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8), narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16);
+    const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8), narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
+              wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
     return fmt::format("BF16 weights: {}; FP8 weights: {}; FP4 weights: {}{} (the decode kernel: the weights as the MMAs' first operand)",
                        kernel(bf16), fp8_tensor_cores() ? kernel(fp8) : "128-row CTAs", kernel(fp4),
-                       thin > 0 ? fmt::format(", meeting e4m3 activations {} CTAs per SM of 8 tokens, {} of 16", thin, narrow) : "");
+                       thin > 0 ? fmt::format(", meeting e4m3 activations {} CTAs per SM of 8 tokens, {} of 16 ({} of 64 in other batches)",
+                                              thin, narrow, wide)
+                                : "");
 }
 
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path, Fp8Products fp8)
