@@ -92,8 +92,8 @@ struct DecodeShape {
     // range, copied once beside the stages and barriers as [block][kScaleLd] (padded by 2 so that a lane's pair
     // of tokens stays one 8-byte read), in the rest of the CTA's share of shared memory — kHeldBlocks blocks of
     // them; a launch with more blocks to a CTA copies them per stage (launch_typed decides). Against copies per
-    // stage, deepseek-v4-flash's routed experts took 2.3% and 3.4% less time at 8 and 128 tokens (1% at 256,
-    // level at one). Not in the others: 64-token CTAs (made room for by 512-byte stages) were 7.7% slower at
+    // stage, deepseek-v4-flash's routed experts took 3.2%, 3.5%, 3.8% and 0.9% less time at 1, 8, 128 and 256
+    // tokens. Not in the others: 64-token CTAs (made room for by 512-byte stages) were 7.7% slower at
     // 16384 tokens with the producer copying them before its first stage's arrival and 1.7% with the consumers
     // copying them at their start; FP8's 32-token CTAs held deepseek-v3's down GEMM's scales and were level
     // (bench/results/2026-12-03-cuda-held-scales.md).
