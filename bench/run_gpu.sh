@@ -3,7 +3,8 @@
 # usage: bench/run_gpu.sh OUT_DIR [tests|bench|schedules|sanitize|profile|ncu|sass|ep|all] [workload:format ...]
 # profile: GPU time per kernel of one bench run (16384 tokens, or BENCH_ARGS).
 # sass: the sampled stalls per SASS instruction of one grouped-GEMM launch (NCU_SKIP picks which; NCU_KERNEL, a
-# regex, picks the kernel: grouped_gemm_sm90 unless set, decode_kernel for the decode kernel's launches).
+# regex, picks the kernel: grouped_gemm_sm90 unless set, decode_kernel for the decode kernel's launches; with
+# NCU_NAME_BASE=mangled it matches mangled names, e.g. WeightCodeE2ELb1ELi8ELi6E for the 8-token FP4 x e4m3 CTAs).
 # schedules: prefill (4096 and 16384 tokens, or BENCH_ARGS) under each tiled-kernel schedule and row copy,
 # one table of gate/up and down µs per workload (the same bits; see docs/cli.md). Each variant is a bench
 # run of its own: deepseek-v3 spends about a minute setting up each.
@@ -113,7 +114,8 @@ if [[ $what == sass ]]; then
   # expert's come before the routed experts'.)
   for spec in "$@"; do
     wl=${spec%%:*}; fmt=${spec#*:}
-    /usr/local/cuda/bin/ncu --clock-control none --kernel-name "regex:${NCU_KERNEL:-grouped_gemm_sm90}" --launch-skip "${NCU_SKIP:-1}" --launch-count 1 \
+    /usr/local/cuda/bin/ncu --clock-control none --kernel-name-base "${NCU_NAME_BASE:-function}" \
+      --kernel-name "regex:${NCU_KERNEL:-grouped_gemm_sm90}" --launch-skip "${NCU_SKIP:-1}" --launch-count 1 \
       --section SourceCounters --section WarpStateStats -f -o "$out/sass-$wl" ./build-gpu/steadymoe bench --backend cuda \
       --workload "$wl" --format "$fmt" ${BENCH_ARGS:---tokens 16384 --repeat 1} >"$out/sass-$wl.log" 2>&1
     /usr/local/cuda/bin/ncu --import "$out/sass-$wl.ncu-rep" --page source --print-source sass --csv >"$out/sass-$wl.csv" 2>>"$out/sass-$wl.log"
