@@ -83,8 +83,11 @@ struct DecodeShape {
     static constexpr int kTokenScaleOffset = kCodesOffset + kBlocks * kBlockWeightBytes;
     static constexpr int kWeightScaleOffset = kTokenScaleOffset + kBlocks * kTokens * 4;
     static constexpr int kStageBytes = (kWeightScaleOffset + 8 + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
-    // A CTA's share: its stages and their two barriers each, 1 KB of alignment, and the 1 KB the GPU keeps per CTA.
-    static constexpr int kStages = kSmCtas > 0                   ? (228 * 1024 / kSmCtas - 2 * 1024) / (kStageBytes + 2 * int(sizeof(uint64_t)))
+    // A CTA's share of the SM's shared memory, less the 1 KB the GPU keeps per CTA: the GPU allots it in 128-byte
+    // units, that 1 KB included (with 45616 bytes and that 1 KB, 16-token CTAs ran four to an SM, not five).
+    static constexpr int kShareBytes = 228 * 1024 / kCtasPerSm / 128 * 128 - 1024;
+    // kSmCtas > 0: as many stages (each with its two barriers) as the share holds beside 1 KB of alignment.
+    static constexpr int kStages = kSmCtas > 0                   ? (kShareBytes - 1024) / (kStageBytes + 2 * int(sizeof(uint64_t)))
                                    : kFp4E4m3 && kTokens > 16 ? 5
                                    : kCode == WeightCode::Fp4 ? 4
                                                               : 3;
@@ -100,9 +103,6 @@ struct DecodeShape {
     static constexpr bool kHoldsScales = kFp4E4m3 && kTokens <= 16;
     static constexpr int kScaleLd = kTokens + 2;
     static constexpr int kHeldScaleOffset = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t));
-    // The GPU allots shared memory in 128-byte units, the 1 KB it keeps per CTA included (with 45616 bytes
-    // and that 1 KB, 16-token CTAs ran four to an SM, not five).
-    static constexpr int kShareBytes = 228 * 1024 / kCtasPerSm / 128 * 128 - 1024;
     static constexpr int kHeldBlocks = kHoldsScales ? (kShareBytes - kHeldScaleOffset - 1024) / (kScaleLd * 4) : 0;
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
