@@ -119,9 +119,9 @@ struct GroupedGemmLaunch {
     // the arithmetic: it must depend on the shape alone, never on the batch.
     int32_t k_splits = 1;
     int64_t split_stride = 0;
-    // Or null. Where a launch of FP4 weights meeting e4m3 activations in a decode batch has few CTAs (fewer
-    // than half what the GPU keeps at once: a step of a token or two), the Hopper kernel may cut each CTA's k
-    // range among a cluster of CTAs, which stream the weights at once: the later ones hand their 128-wide
+    // Or null. Where a launch of FP4 or FP8 weights meeting e4m3 activations on Hopper's decode kernel has few
+    // CTAs (fewer than half what the GPU keeps at once: a step of a token or two, a shared expert's), it may cut
+    // each CTA's k range among a cluster of CTAs, which stream the weights at once: the later ones hand their 128-wide
     // blocks' sums over here and the first folds them after its own, in ascending k — the same folds in the
     // same order as one CTA's, so the same bits. [n / 64][block_sum_rows][k / 128][64] floats
     // (grouped_gemm_block_sum_bytes); the launch's tiles' rows lie below block_sum_rows.

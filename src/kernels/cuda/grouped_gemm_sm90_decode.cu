@@ -105,9 +105,11 @@ struct DecodeShape {
     // (bench/results/2026-12-03-cuda-held-scales.md).
     static constexpr bool kHoldsScales = kFp4E4m3 && kTokens <= 16;
     static constexpr int kScaleLd = kTokens + 2;
-    // Barriers: each stage's full and empty ones, then (where the scales are held) the hand-over's of CTAs that
-    // share their k ranges (launch_typed: shared_k_ctas), which needs the first CTA to hold the scales of all k.
-    static constexpr int kBarriers = 2 * kStages + (kHoldsScales ? 1 : 0);
+    // CTAs that may share a tile's k range (decode_kernel's kSharedK): those whose blocks' sums start anew, FP4 and
+    // FP8 weights meeting e4m3 tokens; FP4's first CTA holds the token scales of the whole k range.
+    static constexpr bool kSharesK = kHoldsScales || (kCode == WeightCode::Fp8 && kE4m3);
+    // Barriers: each stage's full and empty ones, then the hand-over's where CTAs may share their k ranges.
+    static constexpr int kBarriers = 2 * kStages + (kSharesK ? 1 : 0);
     static constexpr int kHeldScaleOffset = kStages * kStageBytes + kBarriers * int(sizeof(uint64_t));
     static constexpr int kHeldBlocks = kHoldsScales ? (kShareBytes - kHeldScaleOffset - 1024) / (kScaleLd * 4) : 0;
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
@@ -417,18 +419,19 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 
 // Block b's sums of the stage: folded into total with its token scales, or (kMayHandOver, where `to` has sums)
 // handed over. Accumulator element i is weight row `row` + 8 * (i / 2 % 2), token 8 * (i / 4) + 2q + i % 2.
+template <class S>
+__device__ __forceinline__ void hand_over_block(const float (&block)[S::kAcc], const HandOver& to, int row, int q) {
+#pragma unroll
+    for (int i = 0; i < S::kAcc; ++i) {
+        const int token = 8 * (i / 4) + 2 * q + (i & 1);
+        if (token < to.rows) to.sums[token * to.ld + row + 8 * (i / 2 % 2)] = block[i];
+    }
+}
 template <class S, bool kMayHandOver>
 __device__ __forceinline__ void finish_block(float (&total)[S::kAcc], const float (&block)[S::kAcc], StageScales sc, const HandOver& to, int b,
                                              int row, int q) {
     if constexpr (kMayHandOver) {
-        if (to.sums != nullptr) {
-#pragma unroll
-            for (int i = 0; i < S::kAcc; ++i) {
-                const int token = 8 * (i / 4) + 2 * q + (i & 1);
-                if (token < to.rows) to.sums[b * kFeatures + token * to.ld + row + 8 * (i / 2 % 2)] = block[i];
-            }
-            return;
-        }
+        if (to.sums != nullptr) return hand_over_block<S>(block, HandOver{to.sums + b * kFeatures, to.ld, to.rows}, row, q);
     }
     fold_block<S>(total, block, sc.scales + b * sc.ld, q);
 }
@@ -563,15 +566,59 @@ __device__ __forceinline__ void fold_handed_sums(float (&total)[S::kAcc], const 
     }
 }
 
+// The same for FP8 weights meeting e4m3 tokens (one block a stage; `sums`: this tile's and n-half's, token r's at
+// sums + r * ld, block b's at + b * 64): each block's sums folded as the stage loop folds them, total = fma(sum,
+// s_a * s_w, total), with the token scales s_a from a_scale and the weight scales s_w from w_scale (one for the
+// even 8-row fragments, one for the odd, as the producer copies them). 32 tokens' sums take 64 registers a block,
+// so they come with their scales into the CTA's stages, which its stage loop no longer reads, by every consumer
+// thread's cp.async at once: as many blocks at a time as the stages hold, one round trip to L2 for each.
+template <class S>
+__device__ void fold_handed_fp8_sums(float (&total)[S::kAcc], const GroupedGemmLaunch& g, const Tile& t, const float* sums, int ld,
+                                     int first, int blocks, char* smem, int row, int q) {
+    static_assert(S::kFormat == WeightCode::Fp8 && S::kE4m3Tokens);
+    const int rows = t.rows, chunk = max(1, S::kStages * S::kStageBytes / ((rows * kFeatures + 2 + rows) * 4));
+    const char* w_scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+    float* chunk_sums = reinterpret_cast<float*>(smem);  // [block][row][kFeatures], then [block][2] and [block][rows]
+    barrier::sync_threads(1, kConsumers);  // every consumer is done with the stages
+    for (int b0 = first; b0 < blocks; b0 += chunk) {
+        const int count = min(chunk, blocks - b0);
+        float* weight_scales = chunk_sums + count * rows * kFeatures;
+        float* token_scales = weight_scales + 2 * count;
+        for (int p = threadIdx.x; p < count * rows * (kFeatures / 4); p += kConsumers) {
+            const int b = p / (rows * (kFeatures / 4)), r = p / (kFeatures / 4) % rows, c = p % (kFeatures / 4);
+            cp_async16(chunk_sums + (b * rows + r) * kFeatures + 4 * c, sums + int64_t(r) * ld + (b0 + b) * kFeatures + 4 * c, true);
+        }
+        for (int p = threadIdx.x; p < 2 * count; p += kConsumers) {
+            const int64_t n = t.n0 + (p & 1) * 8;
+            const bool valid = n < g.n;
+            cp_async4(weight_scales + p, w_scales + (valid ? weight_scale_offset(g, n, b0 + p / 2) : 0), valid);
+        }
+        for (int p = threadIdx.x; p < count * rows; p += kConsumers)
+            cp_async4(token_scales + p, g.a_scale + int64_t(source_row(g, t, p % rows)) * (g.k / 128) + b0 + p / rows, true);
+        cp_async_commit();
+        cp_async_wait<0>();
+        barrier::sync_threads(1, kConsumers);
+        for (int b = 0; b < count; ++b)
+#pragma unroll
+            for (int i = 0; i < S::kAcc; ++i) {
+                const int token = 8 * (i / 4) + 2 * q + (i & 1);
+                if (token >= rows) continue;  // (rows past the chunk's are never stored)
+                const float sum = chunk_sums[(b * rows + token) * kFeatures + row + 8 * (i / 2 % 2)];
+                total[i] = __fmaf_rn(sum, __fmul_rn(token_scales[b * rows + token], weight_scales[2 * b + i / 2 % 2]), total[i]);
+            }
+        barrier::sync_threads(1, kConsumers);  // before the next chunk (or the epilogue) overwrites them
+    }
+}
+
 // The first 128-wide block of CTA `rank` of the `ctas` sharing `blocks` blocks (rank `ctas`: the end).
 __device__ __forceinline__ int shared_k_first_block(int blocks, int ctas, int rank) { return blocks * rank / ctas; }
 #endif
 
-// kSharedK (shapes that hold their token scales; launch_typed: shared_k_ctas): clusters of `sharers` CTAs along z
-// share each tile's k range, CTA z summing its share of the blocks; the later ones hand their blocks' sums over
-// in g.block_sums and the first, holding the token scales of the whole range, folds them after its own in
-// ascending k, then runs the epilogue: the same folds in the same order as one CTA's. (A kernel of its own:
-// the hand-over's state in the others' stage loop cost 16-token CTAs spilled registers.)
+// kSharedK (DecodeShape::kSharesK; launch_typed: shared_k_ctas): clusters of `sharers` CTAs along z share each
+// tile's k range, CTA z summing its share of the blocks; the later ones hand their blocks' sums over in
+// g.block_sums and the first (FP4: holding the token scales of the whole range) folds them after its own in
+// ascending k, then runs the epilogue: the same folds in the same order as one CTA's. (A kernel of its own: the
+// hand-over's state in the others' stage loop cost 16-token CTAs spilled registers.)
 template <class S, bool kScaled, bool kSharedK = false>
 __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, bool hold_scales, int sharers) {
     wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
@@ -581,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     Tile t = decode_tile<S::kTokens>(g);
     if (t.rows == 0) return;  // (every CTA of a cluster: they share the tile)
     const int tile_blocks = t.ktiles / kSubs;
-    static_assert(!kSharedK || S::kHoldsScales, "the first CTA holds the token scales of the whole k range");
+    static_assert(!kSharedK || S::kSharesK, "blocks whose sums start anew");
     const bool hands_over = kSharedK && blockIdx.z > 0;
     if (kSharedK) {
         const int first = shared_k_first_block(tile_blocks, sharers, int(blockIdx.z));
@@ -591,7 +638,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes);
     uint64_t* empty = full + S::kStages;
-    uint64_t* handed = empty + S::kStages;  // the hand-over (shapes that hold their token scales)
+    uint64_t* handed = empty + S::kStages;  // the hand-over (shapes that may share their k ranges)
     const int stages = (t.ktiles / kSubs + S::kBlocks - 1) / S::kBlocks;  // a split's k range is a multiple of 128
     // Held token scales (launch_typed decides: the same for every CTA of the launch), else per stage; none in
     // CTAs that hand their sums over.
@@ -651,7 +698,9 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
             stage_mmas<S>(acc, stage, row, lane);
             wgmma_wait<0>();
             fence_operands(acc);
-            if constexpr (kScaled) {  // the end of a 128-wide block: fold its partial sums with their scales, as the tiled kernel does
+            if (hands_over) {  // (FP8: one block a stage)
+                hand_over_block<S>(acc, HandOver{handed_sums + (t.kt0 / kSubs + ks) * kFeatures, tile_blocks * kFeatures, t.rows}, row, q);
+            } else if constexpr (kScaled) {  // the end of a 128-wide block: fold its partial sums with their scales, as the tiled kernel does
                 const float* token_scale = scales.scales;  // (one block a stage)
                 const float* weight_scale = reinterpret_cast<const float*>(stage + S::kWeightScaleOffset);
 #pragma unroll
@@ -673,7 +722,10 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
             return;
         }
         barrier::wait_acquired(handed, 0);
-        fold_handed_sums<S>(total, handed_sums, tile_blocks * kFeatures, held, t.ktiles / kSubs, tile_blocks, t.rows, row, q);
+        if constexpr (S::kFp4E4m3)
+            fold_handed_sums<S>(total, handed_sums, tile_blocks * kFeatures, held, t.ktiles / kSubs, tile_blocks, t.rows, row, q);
+        else
+            fold_handed_fp8_sums<S>(total, g, t, handed_sums, tile_blocks * kFeatures, t.ktiles / kSubs, tile_blocks, smem, row, q);
     }
     // Every MMA has read its stage and no copy is in flight: park the results in the stages as
     // [token][feature], then run the tiled kernel's epilogue on adjacent feature pairs. Accumulator
@@ -736,13 +788,14 @@ bool unshared_k() {
 std::atomic<uint64_t> shared_k_launches{0};
 
 // How many CTAs share each tile's k range (decode_kernel's `sharers`). A launch of a decode step of a token or
-// two has a few hundred CTAs, fewer than half what the GPU runs at once, and a CTA streams its weights at a rate
-// of its own (bench/results/2026-12-01-cuda-streaming.md): so as many CTAs as a power of two up to 8 that still
-// run at once, each with 4 blocks or more. Only where the launch gives block_sums for its rows, the shape holds
-// its token scales and its first CTA can hold those of the whole k range.
+// two (or a shared expert's) has a few hundred CTAs or fewer, less than half what the GPU runs at once, and a CTA
+// streams its weights at a rate of its own (bench/results/2026-12-01-cuda-streaming.md): so as many CTAs as a
+// power of two up to 8 that still run at once, each with 4 blocks or more. Only where the launch gives block_sums
+// for its rows and the shape may share (DecodeShape::kSharesK): FP8's, or FP4's whose first CTA can hold the
+// token scales of the whole k range.
 template <class S>
 int shared_k_ctas(const GroupedGemmLaunch& g, dim3 grid, bool hold_scales) {
-    if (!S::kHoldsScales || !g.block_sums || g.k_splits != 1 || !hold_scales || unshared_k()) return 1;
+    if (!S::kSharesK || !g.block_sums || g.k_splits != 1 || (S::kHoldsScales && !hold_scales) || unshared_k()) return 1;
     const int64_t ctas = int64_t(grid.x) * grid.y, room = resident_ctas<S>(), blocks = g.k / 128;
     int sharers = 1;
     while (sharers < 8 && ctas * sharers * 2 <= room && blocks >= 4 * sharers * 2) sharers *= 2;
@@ -759,7 +812,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     // A CTA's k range: k / k_splits, a multiple of 128.
     const bool hold_scales = g.a_scale && g.k / 128 / g.k_splits <= S::kHeldBlocks && !scales_per_stage();
     const int sharers = shared_k_ctas<S>(g, grid, hold_scales);
-    if constexpr (S::kHoldsScales) {
+    if constexpr (S::kSharesK) {
         if (sharers > 1) {
             constexpr auto shared = decode_kernel<S, kScaled, true>;
             const cudaError_t allowed = allow_shared_memory<shared>(S::kSmemBytes);
