@@ -27,7 +27,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | t
 variants=(STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES=0 STEADYMOE_PAIRED_CTAS=0
           STEADYMOE_DEPENDENT_LAUNCHES=0 STEADYMOE_DECODE_KERNEL=tiled STEADYMOE_DECODE_TILES=full STEADYMOE_FP4_THIN_CTAS=0
           STEADYMOE_FP4_THIN_CTAS_PER_SM=4 STEADYMOE_DECODE_CTAS_PER_SM=fewer STEADYMOE_PARKED_EPILOGUES={0,1}
-          STEADYMOE_INDEXED_ROWS=0 STEADYMOE_HELD_TOKEN_SCALES=0 STEADYMOE_SHARED_K=0)
+          STEADYMOE_INDEXED_ROWS=0 STEADYMOE_HELD_TOKEN_SCALES=0)
 if [[ $what == tests || $what == all ]]; then
   for t in build-gpu/tests/test_cuda_* build-gpu/tests/test_cli; do
     [[ -x $t ]] || continue

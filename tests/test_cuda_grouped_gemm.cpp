@@ -462,50 +462,6 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     }
 }
 
-// A decode launch of few CTAs given room for block sums shares each tile's k range among a cluster of CTAs: the
-// later ones hand their 128-wide blocks' sums over and the first folds them after its own in ascending k. FP4
-// weights meeting e4m3 tokens (here 40 CTAs of 16 tokens or 76 of 8) and FP8 weights (20 of 32) give the bits of
-// one CTA per tile — with k cut in two (8 blocks; 13, so the shares are uneven and an FP4 stage half filled; with a
-// partial last n-tile too, whose odd FP8 fragments' weight scale lies past the matrix) and in eight (64 blocks;
-// 16-token FP4 CTAs hold 63 blocks' token scales, too few to fold all 64, so they do not share) — and FP4 within
-// the FP8 tensor cores' rounding of float64.
-TEST(CudaGroupedGemm, CtasSharingTheirKRangeGiveTheBitsOfOne) {
-    SMOE_SKIP_WITHOUT_GPU();
-    if (!fp8_path_here(true) || cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Fp8) == 0)
-        GTEST_SKIP() << "no decode kernel for FP4 and FP8 weights meeting e4m3 activations on this GPU (or turned off)";
-    const bool can_share = !cuda::env_equals("STEADYMOE_SHARED_K", "0");
-    const bool fp4_can_share = can_share && !cuda::env_equals("STEADYMOE_HELD_TOKEN_SCALES", "0");
-    const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
-    std::mt19937 rng(31);
-    for (bool fp4 : {true, false})
-        for (int64_t k : {int64_t(1024), int64_t(1664), int64_t(8192)}) {
-            Problem p = fp4 ? make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, uint32_t(31 + k), k)
-                            : make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, uint32_t(37 + k), k);
-            for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
-            cuda::DeviceBuffer sums(size_t(cuda::grouped_gemm_block_sum_bytes(kRows, kN, k)), "block sums");
-            for (bool partial : {false, true}) {
-                if (partial && k != 1664) continue;
-                const auto features = [&](cuda::GroupedGemmLaunch& g) {
-                    if (partial) g.n = 200;
-                };
-                const auto sharing = [&](cuda::GroupedGemmLaunch& g) {
-                    features(g);
-                    g.block_sums = sums.as<float>(), g.block_sum_rows = kRows;
-                };
-                for (int32_t tile_m : fp4 ? std::vector<int32_t>{16, 8} : std::vector<int32_t>{32}) {
-                    SCOPED_TRACE(std::string(fp4 ? "FP4" : "FP8") + " weights, k = " + std::to_string(k) + (partial ? ", 200 features" : "") +
-                                 ", tiles of " + std::to_string(tile_m) + " rows");
-                    const std::vector<float> one = run(p, true, true, true, features, 1, tile_m);
-                    const uint64_t before = cuda::grouped_gemm_shared_k_launches();
-                    const std::vector<float> shared = run(p, true, true, true, sharing, 1, tile_m);
-                    EXPECT_EQ(cuda::grouped_gemm_shared_k_launches() > before, fp4 ? fp4_can_share && !(tile_m == 16 && k == 8192) : can_share);
-                    EXPECT_EQ(std::memcmp(one.data(), shared.data(), one.size() * 4), 0);
-                    if (fp4 && !partial) EXPECT_LE(relative_error(shared, reference(p)), 1e-3);
-                }
-            }
-        }
-}
-
 // Rows read in place through a_index (the layer's gate/up GEMMs where the kernel does so: no gather kernel to
 // copy them first) give the bits of the same rows in order, with the rows shuffled in their buffer: FP8
 // weights meeting e4m3 rows and bf16 weights (with and without activation scales) in a decode batch, FP4

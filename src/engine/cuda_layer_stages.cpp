@@ -45,9 +45,6 @@ void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int6
     if (f32_mid) grow(mid, size_t(rows * I) * 4, "SwiGLU outputs", moved);
     grow(a2, size_t(rows * I) * 2, "down inputs", moved);
     grow(a2_scale, size_t(rows * (I / 128)) * 4, "down input scales", moved);
-    const int64_t sum_rows = std::min(rows, kBlockSumRows);
-    grow(block_sums, size_t(std::max(cuda::grouped_gemm_block_sum_bytes(sum_rows, 2 * I, H), cuda::grouped_gemm_block_sum_bytes(sum_rows, H, I))),
-         "block sums of CTAs sharing their k ranges", moved);
 }
 
 cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::PermutationOut& perm,
@@ -132,8 +129,6 @@ cuda::GroupedGemmLaunch rows_launch(const GroupRun& r, const cuda::DeviceMatrixS
     if (f.fp8) g.a_fp8 = static_cast<const uint8_t*>(a);
     g.few_rows = decode_batch(r.max_rows, r.group->experts);
     g.tile_m = r.tile_m;
-    if (r.max_rows > 0 && cuda::grouped_gemm_block_sum_bytes(r.max_rows, g.n, g.k) <= int64_t(r.buffers->block_sums.bytes()))
-        g.block_sums = r.buffers->block_sums.as<float>(), g.block_sum_rows = r.max_rows;  // rows lie below max_rows
     return g;
 }
 

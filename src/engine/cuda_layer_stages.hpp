@@ -33,10 +33,6 @@ struct PermBuffers {
 struct StageBuffers {
     DeviceBuffer a1, a1_scale, mid, a2, a2_scale;
     DeviceBuffer source_codes, source_scales;  // the group's source rows quantised once (GroupRun::source_rows)
-    // Room for the block sums of CTAs that share their k ranges (GroupedGemmLaunch::block_sums) in batches of
-    // at most kBlockSumRows rows: decode steps of a token or a few, whose GEMMs have few CTAs.
-    DeviceBuffer block_sums;
-    static constexpr int64_t kBlockSumRows = 32;
 
     // source_rows: see GroupRun; f32_mid: false where swiglu_outputs_direct (no f32 SwiGLU outputs).
     void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0, bool f32_mid = true);

@@ -102,30 +102,6 @@ __device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank) {
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
-// A hand-over between the CTAs of a cluster: an arrival on the barrier at `bar`'s place in CTA `rank`'s shared
-// memory that releases this thread's earlier writes (global ones included) at cluster scope, and the wait
-// that acquires them there. Unlike arrive_in's, this release waits for those writes: it is made once, at the
-// end of a CTA's work.
-__device__ __forceinline__ void arrive_released_in(uint64_t* bar, uint32_t rank) {
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(shared_address(bar)), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-__device__ __forceinline__ void wait_acquired(uint64_t* bar, uint32_t parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n"
-            ".reg .pred p;\n"
-            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, p;\n"
-            "}\n"
-            : "=r"(done)
-            : "r"(shared_address(bar)), "r"(parity)
-            : "memory");
-    } while (!done);
-}
-
 // tensor_copy_2d into the same place of the shared memory of every CTA in `ctas` (a bit per rank), each
 // completing its bytes on its own barrier at `bar`'s place.
 __device__ __forceinline__ void tensor_copy_2d_multicast(void* dst, const void* map, int x, int y, uint64_t* bar, uint16_t ctas) {

@@ -40,31 +40,18 @@ inline cudaLaunchAttribute dependent_launch_attribute(bool on) {
     return a;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) in clusters of `cluster` CTAs (none where it holds one), as a
-// dependent launch where dependent_launches(); returns the launch's error, or else what an earlier
-// asynchronous call left pending.
-template <typename... Params, typename... Args>
-cudaError_t launch_dependent_in_clusters(dim3 cluster, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                                         cudaStream_t stream, Args&&... args) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = grid, config.blockDim = block, config.dynamicSmemBytes = smem, config.stream = stream;
-    cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), {}};
-    config.attrs = attributes, config.numAttrs = 1;
-    if (cluster.x * cluster.y * cluster.z > 1) {
-        attributes[1].id = cudaLaunchAttributeClusterDimension;
-        attributes[1].val.clusterDim.x = cluster.x, attributes[1].val.clusterDim.y = cluster.y, attributes[1].val.clusterDim.z = cluster.z;
-        config.numAttrs = 2;
-    }
-    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-    const cudaError_t last = cudaGetLastError();
-    return launched != cudaSuccess ? launched : last;
-}
-
-// The same without clusters.
+// kernel<<<grid, block, smem, stream>>>(args...), as a dependent launch where dependent_launches();
+// returns the launch's error, or else what an earlier asynchronous call left pending.
 template <typename... Params, typename... Args>
 cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                              Args&&... args) {
-    return launch_dependent_in_clusters(dim3(1, 1, 1), kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid, config.blockDim = block, config.dynamicSmemBytes = smem, config.stream = stream;
+    cudaLaunchAttribute attribute = dependent_launch_attribute(dependent_launches());
+    config.attrs = &attribute, config.numAttrs = 1;
+    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+    const cudaError_t last = cudaGetLastError();
+    return launched != cudaSuccess ? launched : last;
 }
 
 }  // namespace steadymoe::cuda

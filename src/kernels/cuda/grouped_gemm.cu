@@ -278,8 +278,6 @@ int grouped_gemm_decode_ctas_per_sm(WeightCode code) {
 
 uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 
-uint64_t grouped_gemm_shared_k_launches() { return hopper_shared_k_launches(); }
-
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {
     static const bool enabled = !env_equals("STEADYMOE_FP8_TENSOR_CORES", "0");
     return code != WeightCode::Bf16 && enabled && hopper_gemm_available();
@@ -300,7 +298,6 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     const bool split_ok = g.k_splits == 1 || (g.k_splits > 1 && g.k % (int64_t(g.k_splits) * 128) == 0 &&
                                               g.epilogue == GemmEpilogue::Store && g.k_splits <= 65535);
     if (!split_ok) return cudaErrorInvalidValue;
-    if (g.block_sums && g.block_sum_rows <= 0) return cudaErrorInvalidValue;
     if (g.code == WeightCode::Fp4 && (g.a_fp8 != nullptr) != g.fp4_e4m3_order) return cudaErrorInvalidValue;  // the codes' order
     if (g.out_bf16 && (g.epilogue == GemmEpilogue::Store || !g.round_bf16)) return cudaErrorInvalidValue;
     if (g.a_index && !grouped_gemm_reads_indexed_rows(g)) return cudaErrorInvalidValue;

@@ -119,14 +119,6 @@ struct GroupedGemmLaunch {
     // the arithmetic: it must depend on the shape alone, never on the batch.
     int32_t k_splits = 1;
     int64_t split_stride = 0;
-    // Or null. Where a launch of FP4 or FP8 weights meeting e4m3 activations on Hopper's decode kernel has few
-    // CTAs (fewer than half what the GPU keeps at once: a step of a token or two, a shared expert's), it may cut
-    // each CTA's k range among a cluster of CTAs, which stream the weights at once: the later ones hand their 128-wide
-    // blocks' sums over here and the first folds them after its own, in ascending k — the same folds in the
-    // same order as one CTA's, so the same bits. [n / 64][block_sum_rows][k / 128][64] floats
-    // (grouped_gemm_block_sum_bytes); the launch's tiles' rows lie below block_sum_rows.
-    float* block_sums = nullptr;
-    int64_t block_sum_rows = 0;
     bool scaled = false;             // fold per 128-wide k block (FP8 weights or FP8 activations)
 
     GemmEpilogue epilogue = GemmEpilogue::Store;
@@ -146,14 +138,6 @@ struct GroupedGemmLaunch {
 };
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
-
-// Bytes of GroupedGemmLaunch::block_sums for `rows` rows of an n x k weight matrix.
-inline int64_t grouped_gemm_block_sum_bytes(int64_t rows, int64_t n, int64_t k) {
-    return (n + kTileN - 1) / kTileN * 2 * rows * (k / 128) * 64 * 4;
-}
-// Launches so far in this process whose CTAs shared their k ranges through block_sums (the bits are the same
-// either way: tests read this to know which they ran).
-uint64_t grouped_gemm_shared_k_launches();
 
 // Whether `launch` with a_index set would run (on a Hopper, where its launch takes the decode kernel: FP4
 // weights meeting e4m3 activations in every batch, BF16 and FP8 weights in few-row ones), and not with

@@ -525,8 +525,6 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 
 uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_order_relaxed); }
 
-int hopper_sm_count() { return sm_count(); }
-
 int hopper_few_row_ctas_per_sm() {
     constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;
     constexpr int kSmem = kSmemBytes<WeightCode::Fp8, true, 1, 2>;

@@ -26,8 +26,6 @@ bool hopper_half_tiles(const GroupedGemmLaunch& launch);
 int hopper_few_row_ctas_per_sm();
 // Launches so far that ran on persistent CTAs paired in clusters of two sharing their rows' copies.
 uint64_t hopper_paired_launches();
-// Streaming multiprocessors of the current GPU (asked once per device; 1 where the query fails).
-int hopper_sm_count();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);
 // Whether `launch` takes the decode kernel (grouped_gemm_sm90_decode.cu: the weights as the MMAs' A operand;
@@ -40,8 +38,6 @@ bool hopper_decode(const GroupedGemmLaunch& launch);
 // that kernel does not take such launches.
 int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts);
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& launch);
-// Decode-kernel launches so far whose CTAs shared their k ranges (GroupedGemmLaunch::block_sums).
-uint64_t hopper_shared_k_launches();
 int hopper_decode_ctas_per_sm(WeightCode code);
 // CTAs of the kernel for FP4 weights meeting e4m3 activations the current GPU keeps on one SM, for CTAs of
 // `tokens` tokens (8, 16 or 64; 0 for others).

@@ -25,10 +25,7 @@
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_stage.cuh"
-#include "per_device.hpp"
 #include "wgmma.cuh"
-
-#include <atomic>
 
 namespace steadymoe::cuda {
 
@@ -105,12 +102,7 @@ struct DecodeShape {
     // (bench/results/2026-12-03-cuda-held-scales.md).
     static constexpr bool kHoldsScales = kFp4E4m3 && kTokens <= 16;
     static constexpr int kScaleLd = kTokens + 2;
-    // CTAs that may share a tile's k range (decode_kernel's kSharedK): those whose blocks' sums start anew, FP4 and
-    // FP8 weights meeting e4m3 tokens; FP4's first CTA holds the token scales of the whole k range.
-    static constexpr bool kSharesK = kHoldsScales || (kCode == WeightCode::Fp8 && kE4m3);
-    // Barriers: each stage's full and empty ones, then the hand-over's where CTAs may share their k ranges.
-    static constexpr int kBarriers = 2 * kStages + (kSharesK ? 1 : 0);
-    static constexpr int kHeldScaleOffset = kStages * kStageBytes + kBarriers * int(sizeof(uint64_t));
+    static constexpr int kHeldScaleOffset = kStages * kStageBytes + 2 * kStages * int(sizeof(uint64_t));
     static constexpr int kHeldBlocks = kHoldsScales ? (kShareBytes - kHeldScaleOffset - 1024) / (kScaleLd * 4) : 0;
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
@@ -396,14 +388,6 @@ struct StageScales {
     int ld;
 };
 
-// Where a CTA that shares its k range with others and is not their first (decode_kernel's kSharedK) hands a
-// stage's block sums over to that first CTA, in place of folding them: block b's at sums + b * 64, token r's
-// at + r * ld, feature by feature (only the chunk's `rows` tokens). Null sums: the CTA folds its own.
-struct HandOver {
-    float* sums;
-    int ld, rows;
-};
-
 // total = fma(block, 64 * s_a, total) with the block's token scales (element i: token 8 * (i / 4) + 2q + i % 2),
 // a lane's two tokens read as one pair (both places that hold them are 8-byte aligned).
 template <class S>
@@ -417,32 +401,12 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
     }
 }
 
-// Block b's sums of the stage: folded into total with its token scales, or (kMayHandOver, where `to` has sums)
-// handed over. Accumulator element i is weight row `row` + 8 * (i / 2 % 2), token 8 * (i / 4) + 2q + i % 2.
-template <class S>
-__device__ __forceinline__ void hand_over_block(const float (&block)[S::kAcc], const HandOver& to, int row, int q) {
-#pragma unroll
-    for (int i = 0; i < S::kAcc; ++i) {
-        const int token = 8 * (i / 4) + 2 * q + (i & 1);
-        if (token < to.rows) to.sums[token * to.ld + row + 8 * (i / 2 % 2)] = block[i];
-    }
-}
-template <class S, bool kMayHandOver>
-__device__ __forceinline__ void finish_block(float (&total)[S::kAcc], const float (&block)[S::kAcc], StageScales sc, const HandOver& to, int b,
-                                             int row, int q) {
-    if constexpr (kMayHandOver) {
-        if (to.sums != nullptr) return hand_over_block<S>(block, HandOver{to.sums + b * kFeatures, to.ld, to.rows}, row, q);
-    }
-    fold_block<S>(total, block, sc.scales + b * sc.ld, q);
-}
-
 // One block (b of its stage). With 8 or 16 tokens the four groups' MMAs run at once into sums of their own,
 // then one wait (with a wait after each, deepseek-v4-flash's one-token gate/up took 43.7 µs; with one, and
 // its CTAs dispatched in another order, 35.4: bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens
 // (32 accumulators) one group at a time, the next group's fragments widened while it multiplies.
-template <class S, bool kMayHandOver>
-__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, const HandOver& to, int b, int row,
-                                               int lane) {
+template <class S>
+__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
     constexpr int kSets = S::kAcc <= 8 ? kFp4Groups : 1;  // groups multiplied at once
     const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
@@ -467,14 +431,14 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
             fold_group(block, sums[j], blk, first + j);
         }
     }
-    finish_block<S, kMayHandOver>(total, block, sc, to, b, row, lane & 3);
+    fold_block<S>(total, block, sc.scales + b * sc.ld, lane & 3);
 }
 
 // Two blocks on 8-token CTAs (4 accumulators a thread, so registers hold both blocks' sums): the eight
 // groups' MMAs at once, committed per block, and block 0 folded while block 1's multiply. The same sums,
 // folds and order as fp4_e4m3_block.
-template <class S, bool kMayHandOver>
-__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, StageScales sc, const HandOver& to, int row, int lane) {
+template <class S>
+__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, StageScales sc, int row, int lane) {
     static_assert(S::kFp4E4m3 && S::kBlocks == 2 && S::kAcc == 4);
     const int q = lane & 3;
     Fp4Block blk[2];
@@ -503,32 +467,31 @@ __device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const cha
             order_mma_registers(sums[b][g], a[b][g]);
             fold_group(block, sums[b][g], blk[b], g);
         }
-        finish_block<S, kMayHandOver>(total, block, sc, to, b, row, q);
+        fold_block<S>(total, block, sc.scales + b * sc.ld, q);
     }
 }
 
 // A stage's `count` blocks: in pairs on 8-token CTAs, else (and a split's last stage of one block) one by one.
-template <class S, bool kMayHandOver>
-__device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, StageScales sc, const HandOver& to, int count,
-                                               int row, int lane) {
+template <class S>
+__device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
     if constexpr (S::kTokens == 8)
-        if (count == 2) return fp4_e4m3_pair<S, kMayHandOver>(total, stage, sc, to, row, lane);
-    for (int b = 0; b < count; ++b) fp4_e4m3_block<S, kMayHandOver>(total, stage, sc, to, b, row, lane);
+        if (count == 2) return fp4_e4m3_pair<S>(total, stage, sc, row, lane);
+    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
 }
 
-// The consumers, while the producer's first stages are in flight: the tokens' 128-block scales of blocks first ..
-// first + blocks - 1 (the CTA's k range; the tile's whole k range where the CTA folds the sums of others sharing
-// it) into `held` ([block][S::kScaleLd]; zeros for rows past the chunk's), in place of the
+// The consumers, while the producer's first stages are in flight: the tokens' 128-block scales of the CTA's
+// whole k range into `held` ([block][S::kScaleLd]; zeros for rows past the chunk's), in place of the
 // producer's 4-byte copies per stage and row. a_scale is [rows][k/128]: warp w takes rows w, w + 4, ..., its
 // lanes a row's run of blocks, so each warp-wide copy reads whole sectors; per stage, each row's scale took a
 // sector of its own (at 16384 tokens the profiler put most of the 64-token CTAs' excess global sectors, 19%, and
 // shared wavefronts, 34%, on those copies: bench/results/2026-12-03-cuda-indexed-rows.md). (The producer warp
 // copying them all before its first stage's arrival was slower: DecodeShape::kHoldsScales.)
 template <class S>
-__device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, int first, int blocks, float* held) {
+__device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, float* held) {
     constexpr int kWarps = kConsumers / 32, kWarpRows = S::kTokens / kWarps;
     static_assert(kWarpRows <= 32, "a lane holds each of its warp's rows' source");
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int blocks = t.ktiles / kSubs, first = t.kt0 / kSubs;
     const int32_t lane_source = lane < kWarpRows ? source_row(g, t, warp + kWarps * lane) : -1;  // one index load a lane
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i) {
@@ -543,121 +506,34 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
     cp_async_commit();
     cp_async_wait<0>();  // then the consumers' barrier shows every thread's copies to all of them
 }
-
-// The first CTA of a cluster of `ctas` sharing a tile's k range of `blocks` 128-wide blocks folds the others'
-// sums, block by block in ascending k after its own (from block `first` on): loaded 32 registers' worth at a time.
-// `sums` is this thread's rows' first (row `row` of token 0 at block 0), `ld` floats apart token by token.
-template <class S>
-__device__ __forceinline__ void fold_handed_sums(float (&total)[S::kAcc], const float* sums, int ld, const float* held, int first,
-                                                 int blocks, int rows, int row, int q) {
-    constexpr int kBatch = 32 / S::kAcc;
-    for (int b0 = first; b0 < blocks; b0 += kBatch) {
-        float block[kBatch][S::kAcc];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-#pragma unroll
-            for (int i = 0; i < S::kAcc; ++i) {
-                const int token = 8 * (i / 4) + 2 * q + (i & 1);
-                block[j][i] = token < rows && b0 + j < blocks ? __ldcg(sums + (b0 + j) * kFeatures + token * ld + row + 8 * (i / 2 % 2)) : 0.0f;
-            }
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j)
-            if (b0 + j < blocks) fold_block<S>(total, block[j], held + (b0 + j) * S::kScaleLd, q);
-    }
-}
-
-// The same for FP8 weights meeting e4m3 tokens (one block a stage; `sums`: this tile's and n-half's, token r's at
-// sums + r * ld, block b's at + b * 64): each block's sums folded as the stage loop folds them, total = fma(sum,
-// s_a * s_w, total), with the token scales s_a from a_scale and the weight scales s_w from w_scale (one for the
-// even 8-row fragments, one for the odd, as the producer copies them). 32 tokens' sums take 64 registers a block,
-// so they come with their scales into the CTA's stages, which its stage loop no longer reads, by every consumer
-// thread's cp.async at once: as many blocks at a time as the stages hold, one round trip to L2 for each.
-template <class S>
-__device__ void fold_handed_fp8_sums(float (&total)[S::kAcc], const GroupedGemmLaunch& g, const Tile& t, const float* sums, int ld,
-                                     int first, int blocks, char* smem, int row, int q) {
-    static_assert(S::kFormat == WeightCode::Fp8 && S::kE4m3Tokens);
-    const int rows = t.rows, chunk = max(1, S::kStages * S::kStageBytes / ((rows * kFeatures + 2 + rows) * 4));
-    const char* w_scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
-    float* chunk_sums = reinterpret_cast<float*>(smem);  // [block][row][kFeatures], then [block][2] and [block][rows]
-    barrier::sync_threads(1, kConsumers);  // every consumer is done with the stages
-    for (int b0 = first; b0 < blocks; b0 += chunk) {
-        const int count = min(chunk, blocks - b0);
-        float* weight_scales = chunk_sums + count * rows * kFeatures;
-        float* token_scales = weight_scales + 2 * count;
-        for (int p = threadIdx.x; p < count * rows * (kFeatures / 4); p += kConsumers) {
-            const int b = p / (rows * (kFeatures / 4)), r = p / (kFeatures / 4) % rows, c = p % (kFeatures / 4);
-            cp_async16(chunk_sums + (b * rows + r) * kFeatures + 4 * c, sums + int64_t(r) * ld + (b0 + b) * kFeatures + 4 * c, true);
-        }
-        for (int p = threadIdx.x; p < 2 * count; p += kConsumers) {
-            const int64_t n = t.n0 + (p & 1) * 8;
-            const bool valid = n < g.n;
-            cp_async4(weight_scales + p, w_scales + (valid ? weight_scale_offset(g, n, b0 + p / 2) : 0), valid);
-        }
-        for (int p = threadIdx.x; p < count * rows; p += kConsumers)
-            cp_async4(token_scales + p, g.a_scale + int64_t(source_row(g, t, p % rows)) * (g.k / 128) + b0 + p / rows, true);
-        cp_async_commit();
-        cp_async_wait<0>();
-        barrier::sync_threads(1, kConsumers);
-        for (int b = 0; b < count; ++b)
-#pragma unroll
-            for (int i = 0; i < S::kAcc; ++i) {
-                const int token = 8 * (i / 4) + 2 * q + (i & 1);
-                if (token >= rows) continue;  // (rows past the chunk's are never stored)
-                const float sum = chunk_sums[(b * rows + token) * kFeatures + row + 8 * (i / 2 % 2)];
-                total[i] = __fmaf_rn(sum, __fmul_rn(token_scales[b * rows + token], weight_scales[2 * b + i / 2 % 2]), total[i]);
-            }
-        barrier::sync_threads(1, kConsumers);  // before the next chunk (or the epilogue) overwrites them
-    }
-}
-
-// The first 128-wide block of CTA `rank` of the `ctas` sharing `blocks` blocks (rank `ctas`: the end).
-__device__ __forceinline__ int shared_k_first_block(int blocks, int ctas, int rank) { return blocks * rank / ctas; }
 #endif
 
-// kSharedK (DecodeShape::kSharesK; launch_typed: shared_k_ctas): clusters of `sharers` CTAs along z share each
-// tile's k range, CTA z summing its share of the blocks; the later ones hand their blocks' sums over in
-// g.block_sums and the first (FP4: holding the token scales of the whole range) folds them after its own in
-// ascending k, then runs the epilogue: the same folds in the same order as one CTA's. (A kernel of its own: the
-// hand-over's state in the others' stage loop cost 16-token CTAs spilled registers.)
-template <class S, bool kScaled, bool kSharedK = false>
-__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, bool hold_scales, int sharers) {
+template <class S, bool kScaled>
+__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, bool hold_scales) {
     wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr WeightCode kCode = S::kFormat;
     static_assert(!S::kE4m3Tokens || kScaled, "e4m3 tokens come with their scales");
-    Tile t = decode_tile<S::kTokens>(g);
-    if (t.rows == 0) return;  // (every CTA of a cluster: they share the tile)
-    const int tile_blocks = t.ktiles / kSubs;
-    static_assert(!kSharedK || S::kSharesK, "blocks whose sums start anew");
-    const bool hands_over = kSharedK && blockIdx.z > 0;
-    if (kSharedK) {
-        const int first = shared_k_first_block(tile_blocks, sharers, int(blockIdx.z));
-        t.split = 0, t.kt0 = first * kSubs, t.ktiles = (shared_k_first_block(tile_blocks, sharers, int(blockIdx.z) + 1) - first) * kSubs;
-    }
+    const Tile t = decode_tile<S::kTokens>(g);
+    if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes);
     uint64_t* empty = full + S::kStages;
-    uint64_t* handed = empty + S::kStages;  // the hand-over (shapes that may share their k ranges)
     const int stages = (t.ktiles / kSubs + S::kBlocks - 1) / S::kBlocks;  // a split's k range is a multiple of 128
-    // Held token scales (launch_typed decides: the same for every CTA of the launch), else per stage; none in
-    // CTAs that hand their sums over.
-    float* held = S::kHeldBlocks > 0 && hold_scales && !hands_over ? reinterpret_cast<float*>(smem + S::kHeldScaleOffset) : nullptr;
-    // The sums handed over: [n / 64][block_sum_rows][tile_blocks][kFeatures] (GroupedGemmLaunch::block_sums).
-    float* handed_sums = kSharedK ? g.block_sums + (int64_t(blockIdx.x) * g.block_sum_rows + t.row0) * tile_blocks * kFeatures : nullptr;
+    // Held token scales (launch_typed decides: the same for every CTA of the launch), else per stage.
+    float* held = S::kHeldBlocks > 0 && hold_scales ? reinterpret_cast<float*>(smem + S::kHeldScaleOffset) : nullptr;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
             barrier::init(&full[s], kFullArrivals);
             barrier::init(&empty[s], kConsumers / 32);
         }
-        if (kSharedK) barrier::init(handed, uint32_t((sharers - 1) * kConsumers));
         barrier::fence_init();
     }
-    if (kSharedK) barrier::cluster_sync();  // the first CTA's hand-over barrier is ready for the others' arrivals
-    else __syncthreads();
+    __syncthreads();
     if (threadIdx.x >= kConsumers) {
-        produce<S, kScaled>(g, t, smem, full, empty, stages, held != nullptr || hands_over);
+        produce<S, kScaled>(g, t, smem, full, empty, stages, held != nullptr);
         return;
     }
 
@@ -672,7 +548,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
             for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
-    if (held) hold_token_scales<S>(g, t, t.kt0 / kSubs, kSharedK ? tile_blocks : t.ktiles / kSubs, held);
+    if (held) hold_token_scales<S>(g, t, held);
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 
@@ -692,15 +568,12 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         const StageScales scales = held ? StageScales{held + ks * S::kBlocks * S::kScaleLd, S::kScaleLd}
                                         : StageScales{reinterpret_cast<const float*>(stage + S::kTokenScaleOffset), S::kTokens};
         if constexpr (S::kFp4E4m3) {
-            const HandOver to{hands_over ? handed_sums + (t.kt0 / kSubs + ks * S::kBlocks) * kFeatures : nullptr, tile_blocks * kFeatures, t.rows};
-            fp4_e4m3_stage<S, kSharedK>(total, stage, scales, to, stage_blocks<S>(t, ks), row, lane);
+            fp4_e4m3_stage<S>(total, stage, scales, stage_blocks<S>(t, ks), row, lane);
         } else {
             stage_mmas<S>(acc, stage, row, lane);
             wgmma_wait<0>();
             fence_operands(acc);
-            if (hands_over) {  // (FP8: one block a stage)
-                hand_over_block<S>(acc, HandOver{handed_sums + (t.kt0 / kSubs + ks) * kFeatures, tile_blocks * kFeatures, t.rows}, row, q);
-            } else if constexpr (kScaled) {  // the end of a 128-wide block: fold its partial sums with their scales, as the tiled kernel does
+            if constexpr (kScaled) {  // the end of a 128-wide block: fold its partial sums with their scales, as the tiled kernel does
                 const float* token_scale = scales.scales;  // (one block a stage)
                 const float* weight_scale = reinterpret_cast<const float*>(stage + S::kWeightScaleOffset);
 #pragma unroll
@@ -714,18 +587,6 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         }
         __syncwarp();
         if (lane == 0) barrier::arrive(&empty[s]);
-    }
-    if constexpr (kSharedK) {
-        if (hands_over) {
-            allow_next_kernel();
-            barrier::arrive_released_in(handed, 0);  // this thread's sums, to the first CTA
-            return;
-        }
-        barrier::wait_acquired(handed, 0);
-        if constexpr (S::kFp4E4m3)
-            fold_handed_sums<S>(total, handed_sums, tile_blocks * kFeatures, held, t.ktiles / kSubs, tile_blocks, t.rows, row, q);
-        else
-            fold_handed_fp8_sums<S>(total, g, t, handed_sums, tile_blocks * kFeatures, t.ktiles / kSubs, tile_blocks, smem, row, q);
     }
     // Every MMA has read its stage and no copy is in flight: park the results in the stages as
     // [token][feature], then run the tiled kernel's epilogue on adjacent feature pairs. Accumulator
@@ -759,6 +620,18 @@ bool scales_per_stage() {
     return per_stage;
 }
 
+template <class S, bool kScaled>
+cudaError_t launch_typed(const GroupedGemmLaunch& g) {
+    constexpr auto kernel = decode_kernel<S, kScaled>;
+    const cudaError_t err = allow_shared_memory<kernel>(S::kSmemBytes);
+    if (err != cudaSuccess) return err;
+    const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * decode_chunks(g, S::kTokens)),
+                    unsigned(g.k_splits));
+    // A CTA's k range: k / k_splits, a multiple of 128.
+    const bool hold_scales = g.a_scale && g.k / 128 / g.k_splits <= S::kHeldBlocks && !scales_per_stage();
+    return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g, hold_scales);
+}
+
 template <class S>
 int ctas_per_sm() {
     constexpr auto kernel = decode_kernel<S, true>;
@@ -769,61 +642,6 @@ int ctas_per_sm() {
         return 0;
     }
     return ctas;
-}
-
-// CTAs of shape S the current GPU runs at once (asked once per device; 0 where the query fails).
-template <class S>
-int resident_ctas() {
-    static PerDeviceAnswers counts;
-    return counts.get([](int) { return ctas_per_sm<S>() * hopper_sm_count(); }, 0);
-}
-
-// Whether launches keep one CTA to a tile's k range even where CTAs could share it (STEADYMOE_SHARED_K=0, to
-// compare: the same bits).
-bool unshared_k() {
-    static const bool one = env_equals("STEADYMOE_SHARED_K", "0");
-    return one;
-}
-
-std::atomic<uint64_t> shared_k_launches{0};
-
-// How many CTAs share each tile's k range (decode_kernel's `sharers`). A launch of a decode step of a token or
-// two (or a shared expert's) has a few hundred CTAs or fewer, less than half what the GPU runs at once, and a CTA
-// streams its weights at a rate of its own (bench/results/2026-12-01-cuda-streaming.md): so as many CTAs as a
-// power of two up to 8 that still run at once, each with 4 blocks or more. Only where the launch gives block_sums
-// for its rows and the shape may share (DecodeShape::kSharesK): FP8's, or FP4's whose first CTA can hold the
-// token scales of the whole k range.
-template <class S>
-int shared_k_ctas(const GroupedGemmLaunch& g, dim3 grid, bool hold_scales) {
-    if (!S::kSharesK || !g.block_sums || g.k_splits != 1 || (S::kHoldsScales && !hold_scales) || unshared_k()) return 1;
-    const int64_t ctas = int64_t(grid.x) * grid.y, room = resident_ctas<S>(), blocks = g.k / 128;
-    int sharers = 1;
-    while (sharers < 8 && ctas * sharers * 2 <= room && blocks >= 4 * sharers * 2) sharers *= 2;
-    return sharers;
-}
-
-template <class S, bool kScaled>
-cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr auto kernel = decode_kernel<S, kScaled>;
-    const cudaError_t err = allow_shared_memory<kernel>(S::kSmemBytes);
-    if (err != cudaSuccess) return err;
-    const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * decode_chunks(g, S::kTokens)),
-                    unsigned(g.k_splits));
-    // A CTA's k range: k / k_splits, a multiple of 128.
-    const bool hold_scales = g.a_scale && g.k / 128 / g.k_splits <= S::kHeldBlocks && !scales_per_stage();
-    const int sharers = shared_k_ctas<S>(g, grid, hold_scales);
-    if constexpr (S::kSharesK) {
-        if (sharers > 1) {
-            constexpr auto shared = decode_kernel<S, kScaled, true>;
-            const cudaError_t allowed = allow_shared_memory<shared>(S::kSmemBytes);
-            if (allowed != cudaSuccess) return allowed;
-            const cudaError_t launched = launch_dependent_in_clusters(dim3(1, 1, unsigned(sharers)), shared, dim3(grid.x, grid.y, unsigned(sharers)),
-                                                                      kThreads, S::kSmemBytes, g.stream, g, hold_scales, sharers);
-            if (launched == cudaSuccess) shared_k_launches.fetch_add(1, std::memory_order_relaxed);
-            return launched;
-        }
-    }
-    return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g, hold_scales, 1);
 }
 
 // The tokens per CTA of a launch of FP4 weights meeting e4m3 tokens: in decode batches where few-row
@@ -892,8 +710,6 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
     if (!g.few_rows || !decode_form(g.code, g.a_fp8) || (g.a_fp8 && !g.a_scale)) return false;
     return int64_t(g.max_tiles) * decode_chunks(g, decode_tokens(g.code)) <= 65535;  // grid.y
 }
-
-uint64_t hopper_shared_k_launches() { return shared_k_launches.load(std::memory_order_relaxed); }
 
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
