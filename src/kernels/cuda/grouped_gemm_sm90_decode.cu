@@ -48,8 +48,7 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // FP4 with bf16 tokens keeps four CTAs of four stages (three with five stages measured the same: widening
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
 // FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
-// in others. 8-token CTAs run six to an SM, three stages each (63 registers, at which ptxas serialises their
-// MMAs: notice C7512; measured faster all the same): at 8 and 128 tokens
+// in others. 8-token CTAs run six to an SM, three stages each (64 registers: fp4_e4m3_block): at 8 and 128 tokens
 // deepseek-v4-flash's routed experts ran at 0.62 and 0.71 of the memory floor on them, against 0.55 and 0.62 on
 // four to an SM of four stages, the same at one token. Fewer to an SM lost every time: six stages, three to an
 // SM, 9-12% slower than four of four (bench/results/2026-12-02-cuda-decode-tiles.md); three to an SM with two
@@ -401,14 +400,18 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
     }
 }
 
-// One block (b of its stage). With 8 or 16 tokens the four groups' MMAs run at once into sums of their own,
-// then one wait (with a wait after each, deepseek-v4-flash's one-token gate/up took 43.7 µs; with one, and
-// its CTAs dispatched in another order, 35.4: bench/results/2026-12-02-cuda-fp4-e4m3.md); with 64 tokens
-// (32 accumulators) one group at a time, the next group's fragments widened while it multiplies.
+// One block (b of its stage): its four groups' MMAs, kSets at once into sums of their own, each set committed
+// and waited for, the next set's fragments widened while it multiplies. kSets is as many as the CTA's registers
+// hold without ptxas serialising the MMAs (notice C7512, which makes each MMA wait for the one before it): all
+// four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM), one on 64-token ones
+// (32 accumulators). One wait for four MMAs against a wait after each: deepseek-v4-flash's one-token gate/up
+// took 35.4 against 43.7 µs (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on
+// 8-token CTAs, block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised
+// every MMA of the kernel.)
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
-    constexpr int kSets = S::kAcc <= 8 ? kFp4Groups : 1;  // groups multiplied at once
+    constexpr int kSets = S::kAcc <= 4 ? kFp4Groups : S::kAcc <= 8 ? 2 : 1;  // groups multiplied at once
     const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
     uint32_t a[kFp4Groups][4];
     float sums[kSets][S::kAcc], block[S::kAcc];
@@ -434,48 +437,9 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
     fold_block<S>(total, block, sc.scales + b * sc.ld, lane & 3);
 }
 
-// Two blocks on 8-token CTAs (4 accumulators a thread, so registers hold both blocks' sums): the eight
-// groups' MMAs at once, committed per block, and block 0 folded while block 1's multiply. The same sums,
-// folds and order as fp4_e4m3_block.
-template <class S>
-__device__ __forceinline__ void fp4_e4m3_pair(float (&total)[S::kAcc], const char* stage, StageScales sc, int row, int lane) {
-    static_assert(S::kFp4E4m3 && S::kBlocks == 2 && S::kAcc == 4);
-    const int q = lane & 3;
-    Fp4Block blk[2];
-    uint32_t a[2][kFp4Groups][4];
-    float sums[2][kFp4Groups][S::kAcc];
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-        blk[b] = load_fp4_block<S>(stage, b, row, q);
-#pragma unroll
-        for (int g = 0; g < kFp4Groups; ++g) {
-            widen_group(blk[b], g, a[b][g]);
-            order_mma_registers(sums[b][g], a[b][g]);
-        }
-        wgmma_fence();
-#pragma unroll
-        for (int g = 0; g < kFp4Groups; ++g) group_mma<S>(sums[b][g], a[b][g], stage, b, g);
-        wgmma_commit();
-    }
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-        if (b == 0) wgmma_wait<1>();
-        else wgmma_wait<0>();
-        float block[S::kAcc];
-#pragma unroll
-        for (int g = 0; g < kFp4Groups; ++g) {
-            order_mma_registers(sums[b][g], a[b][g]);
-            fold_group(block, sums[b][g], blk[b], g);
-        }
-        fold_block<S>(total, block, sc.scales + b * sc.ld, q);
-    }
-}
-
-// A stage's `count` blocks: in pairs on 8-token CTAs, else (and a split's last stage of one block) one by one.
+// A stage's `count` blocks (a split's last stage may have one).
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
-    if constexpr (S::kTokens == 8)
-        if (count == 2) return fp4_e4m3_pair<S>(total, stage, sc, row, lane);
     for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
 }
 
