@@ -4,13 +4,15 @@
 #include "steadymoe/core/numeric.hpp"
 #include "steadymoe/kernels/cuda/runtime.hpp"
 
+#include "../src/kernels/cuda/fp4_e4m3_word.hpp"
 #include "cuda_codec_kernels.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <bit>
 #include <cmath>
-
 #include <string>
 #include <vector>
 
@@ -146,25 +148,49 @@ TEST(CudaCodecs, WeightWideningIsExactForEveryCode) {
     }
 }
 
-// FP4 codes meeting e4m3 activations: each of eight codes in a word becomes the e4m3 code of 2^-6 times
-// its value (every e2m1 value is exact there, signed zeros too), even nibbles in the first word out and odd
-// ones in the second, for every pattern of four codes in each half of a word (a sign or an exponent bit
-// must not leak into a neighbour).
+// The e4m3-order word (fp4_e4m3_word.hpp) keeps every bit of its eight codes, each in a bit of its own:
+// packing a code with one bit set gives a word with one bit set, a different one for each of the 32.
+TEST(CudaCodecs, Fp4E4m3WordHoldsEveryCodeBitOnce) {
+    uint32_t seen = 0;
+    for (int code = 0; code < 8; ++code)
+        for (int bit = 0; bit < 4; ++bit) {
+            uint8_t first[4] = {0, 0, 0, 0}, second[4] = {0, 0, 0, 0};
+            (code < 4 ? first[code] : second[code - 4]) = uint8_t(1 << bit);
+            const uint32_t word = cuda::pack_e2m1x8_for_e4m3(first, second);
+            EXPECT_EQ(std::popcount(word), 1) << "code " << code << " bit " << bit;
+            EXPECT_EQ(word & seen, 0u) << "code " << code << " bit " << bit << " lands on another's bit";
+            seen |= word;
+        }
+    EXPECT_EQ(seen, 0xFFFFFFFFu);
+}
+
+// FP4 codes meeting e4m3 activations: each of the eight codes of a packed word becomes the e4m3 code of
+// 2^-6 times its value (every e2m1 value is exact there, signed zeros too), byte j of the first register
+// first[j] and of the second second[j], for every pattern of four codes in each register (a sign or an
+// exponent bit must not leak into a neighbour).
 TEST(CudaCodecs, Fp4ToE4m3IsExactForEveryCodePattern) {
     SMOE_SKIP_WITHOUT_GPU();
-    std::vector<uint32_t> codes;
-    for (uint32_t pattern = 0; pattern < 65536; ++pattern) codes.push_back(pattern | ((pattern * 7919u + 13u) & 0xFFFFu) << 16);
-    const std::vector<uint32_t> scales(codes.size(), 0);
-    std::vector<uint32_t> got(codes.size() * 2);
-    ASSERT_EQ(run_widen_on_device(codes.data(), scales.data(), got.data(), int64_t(codes.size()), kE2m1ToE4m3), 0);
+    std::vector<uint32_t> words;
+    std::vector<std::array<uint8_t, 8>> codes;  // first[0..3], second[0..3]
+    for (uint32_t pattern = 0; pattern < 65536; ++pattern) {
+        const uint32_t other = (pattern * 7919u + 13u) & 0xFFFFu;
+        uint8_t first[4], second[4];
+        for (int j = 0; j < 4; ++j) first[j] = uint8_t(pattern >> (4 * j) & 15), second[j] = uint8_t(other >> (4 * j) & 15);
+        words.push_back(cuda::pack_e2m1x8_for_e4m3(first, second));
+        codes.push_back({first[0], first[1], first[2], first[3], second[0], second[1], second[2], second[3]});
+    }
+    const std::vector<uint32_t> scales(words.size(), 0);
+    std::vector<uint32_t> got(words.size() * 2);
+    ASSERT_EQ(run_widen_on_device(words.data(), scales.data(), got.data(), int64_t(words.size()), kE2m1ToE4m3), 0);
     int64_t bad = 0;
-    for (size_t i = 0; i < codes.size(); ++i)
+    for (size_t i = 0; i < words.size(); ++i)
         for (int j = 0; j < 8; ++j) {
-            const uint8_t code = uint8_t((codes[i] >> (4 * j)) & 15);
-            const uint8_t have = uint8_t(got[2 * i + j % 2] >> (8 * (j / 2)));
+            const uint8_t code = codes[i][size_t(j)];
+            const uint8_t have = uint8_t(got[2 * i + j / 4] >> (8 * (j % 4)));
             const float want = e2m1_to_f32(code) * 0.015625f;
             if (f32_bits(e4m3_to_f32(have)) != f32_bits(want) && ++bad <= 3)
-                ADD_FAILURE() << "e2m1 code " << int(code) << " at nibble " << j << ": got e4m3 0x" << std::hex << int(have);
+                ADD_FAILURE() << "e2m1 code " << int(code) << " as " << (j < 4 ? "first" : "second") << "[" << j % 4
+                              << "]: got e4m3 0x" << std::hex << int(have);
         }
     EXPECT_EQ(bad, 0);
 }

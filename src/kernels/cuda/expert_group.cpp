@@ -1,4 +1,5 @@
 #include "expert_group.hpp"
+#include "fp4_e4m3_word.hpp"
 
 #include "steadymoe/core/numeric.hpp"
 
@@ -117,17 +118,18 @@ std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, Weig
 }
 
 // The row's 64 FP4 codes of one stage tile (32 bytes) in e4m3 order: word 2q + s holds group s's (k 32s
-// onwards) codes 4q .. 4q + 3 in its even nibbles and 16 + 4q .. 16 + 4q + 3 in its odd ones, so that
-// thread q of a decode MMA reads both its words at once and widens each into its fragment registers
-// with shifts and masks (grouped_gemm_stage.cuh: e2m1x8_to_e4m3x8). Codes stay in their 32-wide group.
-void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {  // (dst starts zeroed)
-    const auto code = [&](int k) { return (src[k / 2] >> (4 * (k % 2))) & 0xF; };
+// onwards) codes 4q .. 4q + 3 and 16 + 4q .. 16 + 4q + 3, packed so that thread q of a decode MMA reads both
+// its words at once and widens each into its two fragment registers (fp4_e4m3_word.hpp). Codes stay in their
+// 32-wide group.
+void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {
+    const auto code = [&](int k) { return uint8_t((src[k / 2] >> (4 * (k % 2))) & 0xF); };
     for (int s = 0; s < 2; ++s)
-        for (int q = 0; q < 4; ++q)
-            for (int i = 0; i < 8; ++i) {  // nibble i of word 2q + s
-                const int k = 32 * s + 4 * q + i / 2 + 16 * (i % 2), nibble = 8 * (2 * q + s) + i;
-                dst[nibble / 2] = uint8_t(dst[nibble / 2] | code(k) << (4 * (nibble % 2)));
-            }
+        for (int q = 0; q < 4; ++q) {
+            uint8_t first[4], second[4];
+            for (int j = 0; j < 4; ++j) first[j] = code(32 * s + 4 * q + j), second[j] = code(32 * s + 16 + 4 * q + j);
+            const uint32_t word = pack_e2m1x8_for_e4m3(first, second);
+            std::memcpy(dst + 4 * (2 * q + s), &word, 4);  // little-endian, as the GPU reads it
+        }
 }
 
 // FP4 rows in e4m3 order ([n][k/2] codes and [n][k/32] e8m0 scales in GEMM row order) as one run per 64-row half

@@ -352,14 +352,22 @@ __device__ __forceinline__ void widen_group(const Fp4Block& blk, int g, uint32_t
     }
 }
 
-// Group g's MMA of block b of the stage into sums (written anew), after the fence that orders the
-// fragment's registers and the sums' before it.
+// Group g's MMA of a block into sums (written anew), after the fence that orders the fragment's registers and
+// the sums' before it. `tokens` describes the block's first token tile (stage_tokens): group g reads tile g / 2
+// from k 32 * (g % 2), by adding to the descriptor's start address (16-byte units; a stage never reaches past
+// the field's 256 KB), where making a descriptor anew takes a handful of uniform operations each time.
 template <class S>
-__device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t (&a)[4], const char* stage, int b, int g) {
-    const uint64_t tokens = smem_descriptor<512>(stage + (b * kSubs + g / 2) * S::kTokenTileBytes) + (32 * (g % 2)) / 16;
+__device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t (&a)[4], uint64_t tokens, int g) {
+    tokens += (g / 2) * (S::kTokenTileBytes / 16) + (32 * (g % 2)) / 16;
     if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs(sums, a, tokens);
     else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs(sums, a, tokens);
     else wgmma_m64n64k32_e4m3_rs(sums, a, tokens);
+}
+
+// The descriptor of block b's first token tile in a stage.
+template <class S>
+__device__ __forceinline__ uint64_t stage_tokens(const char* stage, int b) {
+    return smem_descriptor<512>(stage) + b * kSubs * (S::kTokenTileBytes / 16);
 }
 
 // Orders registers before the MMAs that read them (written before the fence) or after those that wrote
@@ -413,6 +421,7 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
     static_assert(S::kFp4E4m3);
     constexpr int kSets = S::kAcc <= 4 ? kFp4Groups : S::kAcc <= 8 ? 2 : 1;  // groups multiplied at once
     const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
+    const uint64_t tokens = stage_tokens<S>(stage, b);
     uint32_t a[kFp4Groups][4];
     float sums[kSets][S::kAcc], block[S::kAcc];
 #pragma unroll
@@ -423,7 +432,7 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
         for (int j = 0; j < kSets; ++j) order_mma_registers(sums[j], a[first + j]);
         wgmma_fence();
 #pragma unroll
-        for (int j = 0; j < kSets; ++j) group_mma<S>(sums[j], a[first + j], stage, b, first + j);
+        for (int j = 0; j < kSets; ++j) group_mma<S>(sums[j], a[first + j], tokens, first + j);
         wgmma_commit();
 #pragma unroll
         for (int g = first + kSets; g < first + 2 * kSets && g < kFp4Groups; ++g) widen_group(blk, g, a[g]);

@@ -6,6 +6,7 @@
 // FP4 weights to bf16, which is exact (tests/cuda_codec_kernels.cu checks every code).
 #pragma once
 
+#include "fp4_e4m3_word.hpp"
 #include "grouped_gemm.hpp"
 #include "stage_math.cuh"
 
@@ -132,17 +133,6 @@ __device__ __forceinline__ uint4 e2m1x8_to_bf16x8(uint32_t codes, uint32_t scale
         r[2 * q + 1] = bf16x2_mul_exact(__byte_perm(lo, hi, 0x7362), scale);
     }
     return make_uint4(r[0], r[1], r[2], r[3]);
-}
-// Eight e2m1 codes (a word, low nibble first) as eight e4m3 codes of 2^-6 times their values, exactly:
-// e2m1's sign, two exponent bits and mantissa bit land in e4m3's sign, low exponent bits and top
-// mantissa bit (e2m1's subnormal 0.5 is e4m3's subnormal 2^-7). Returns the even nibbles' codes in .x
-// (nibble 2i in byte i) and the odd nibbles' in .y: seven integer operations for the eight, half the bf16
-// widening's and no multiply (FP4 weights meeting e4m3 activations; expert_group.cpp orders the codes so
-// that .x and .y are the MMA fragment's registers).
-__device__ __forceinline__ uint2 e2m1x8_to_e4m3x8(uint32_t codes) {
-    const uint32_t even = ((codes << 2) & 0x1C1C1C1Cu) | ((codes << 4) & 0x80808080u);
-    const uint32_t odd = ((codes >> 2) & 0x1C1C1C1Cu) | (codes & 0x80808080u);
-    return make_uint2(even, odd);
 }
 // Byte `byte` of `exponents` (an e8m0 code e) as the bf16 pair (2^(e - 127), 2^(e - 127)).
 __device__ __forceinline__ uint32_t bf16_pair_scale(uint32_t exponents, uint32_t byte) {
