@@ -383,7 +383,10 @@ __device__ __forceinline__ void order_mma_registers(float (&sums)[kAcc], uint32_
 // scaled by their rows' exponents; the first group's a plain product.
 template <int kAcc>
 __device__ __forceinline__ void fold_group(float (&block)[kAcc], const float (&sums)[kAcc], const Fp4Block& blk, int g) {
-    const float scale[2] = {__uint_as_float((blk.exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((blk.exps[1] >> (8 * g) & 0xFFu) << 23)};
+    // Group 0's exponent is the word's low byte: shifted to bits 23..30 it leaves zeros below, and the bit above
+    // (the next byte's lowest) is the sign, which the multiply's operand modifier drops: one operation, not two.
+    const float scale[2] = {g == 0 ? fabsf(__uint_as_float(blk.exps[0] << 23)) : __uint_as_float((blk.exps[0] >> (8 * g) & 0xFFu) << 23),
+                            g == 0 ? fabsf(__uint_as_float(blk.exps[1] << 23)) : __uint_as_float((blk.exps[1] >> (8 * g) & 0xFFu) << 23)};
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) block[i] = g == 0 ? __fmul_rn(sums[i], scale[i / 2 % 2]) : __fmaf_rn(sums[i], scale[i / 2 % 2], block[i]);
 }
