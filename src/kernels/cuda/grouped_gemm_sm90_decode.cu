@@ -383,10 +383,7 @@ __device__ __forceinline__ void order_mma_registers(float (&sums)[kAcc], uint32_
 // scaled by their rows' exponents; the first group's a plain product.
 template <int kAcc>
 __device__ __forceinline__ void fold_group(float (&block)[kAcc], const float (&sums)[kAcc], const Fp4Block& blk, int g) {
-    // Group 0's exponent is the word's low byte: shifted to bits 23..30 it leaves zeros below, and the bit above
-    // (the next byte's lowest) is the sign, which the multiply's operand modifier drops: one operation, not two.
-    const float scale[2] = {g == 0 ? fabsf(__uint_as_float(blk.exps[0] << 23)) : __uint_as_float((blk.exps[0] >> (8 * g) & 0xFFu) << 23),
-                            g == 0 ? fabsf(__uint_as_float(blk.exps[1] << 23)) : __uint_as_float((blk.exps[1] >> (8 * g) & 0xFFu) << 23)};
+    const float scale[2] = {__uint_as_float((blk.exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((blk.exps[1] >> (8 * g) & 0xFFu) << 23)};
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) block[i] = g == 0 ? __fmul_rn(sums[i], scale[i / 2 % 2]) : __fmaf_rn(sums[i], scale[i / 2 % 2], block[i]);
 }
@@ -418,19 +415,17 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // (32 accumulators). One wait for four MMAs against a wait after each: deepseek-v4-flash's one-token gate/up
 // took 35.4 against 43.7 µs (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on
 // 8-token CTAs, block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised
-// every MMA of the kernel.) `blk` holds the block's codes and exponents, loaded before; where load_next, the next
-// block's are loaded into it while this block's MMAs run, so their shared-memory latency hides behind them.
+// every MMA of the kernel.)
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, Fp4Block& blk,
-                                               bool load_next, int row, int lane) {
+__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
     constexpr int kSets = S::kAcc <= 4 ? kFp4Groups : S::kAcc <= 8 ? 2 : 1;  // groups multiplied at once
-    const Fp4Block cur = blk;
+    const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
     const uint64_t tokens = stage_tokens<S>(stage, b);
     uint32_t a[kFp4Groups][4];
     float sums[kSets][S::kAcc], block[S::kAcc];
 #pragma unroll
-    for (int g = 0; g < kSets; ++g) widen_group(cur, g, a[g]);
+    for (int g = 0; g < kSets; ++g) widen_group(blk, g, a[g]);
 #pragma unroll
     for (int first = 0; first < kFp4Groups; first += kSets) {
 #pragma unroll
@@ -440,13 +435,12 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
         for (int j = 0; j < kSets; ++j) group_mma<S>(sums[j], a[first + j], tokens, first + j);
         wgmma_commit();
 #pragma unroll
-        for (int g = first + kSets; g < first + 2 * kSets && g < kFp4Groups; ++g) widen_group(cur, g, a[g]);
-        if (first + kSets == kFp4Groups && load_next) blk = load_fp4_block<S>(stage, b + 1, row, lane & 3);
+        for (int g = first + kSets; g < first + 2 * kSets && g < kFp4Groups; ++g) widen_group(blk, g, a[g]);
         wgmma_wait<0>();
 #pragma unroll
         for (int j = 0; j < kSets; ++j) {
             order_mma_registers(sums[j], a[first + j]);
-            fold_group(block, sums[j], cur, first + j);
+            fold_group(block, sums[j], blk, first + j);
         }
     }
     fold_block<S>(total, block, sc.scales + b * sc.ld, lane & 3);
@@ -455,8 +449,7 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
 // A stage's `count` blocks (a split's last stage may have one).
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
-    Fp4Block blk = load_fp4_block<S>(stage, 0, row, lane & 3);
-    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, blk, b + 1 < count, row, lane);
+    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
 }
 
 // The consumers, while the producer's first stages are in flight: the tokens' 128-block scales of the CTA's
