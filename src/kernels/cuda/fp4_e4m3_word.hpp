@@ -7,7 +7,8 @@
 // Why this bit order: widening is most of the FP4 decode kernel's work per stage and runs on the integer pipe.
 // The first register's codes sit in the word where e4m3 wants them, so a mask makes it; the second's, in the
 // bits left over, come by a rotate and a shift: five integer operations for the eight codes, where two
-// codes a byte in their nibbles took seven.
+// codes a byte in their nibbles took seven (deepseek-v4-flash's routed experts took 4.0%, 4.3% and 6.9% less time
+// at 8, 128 and 256 tokens: bench/results/2026-12-03-cuda-widening.md).
 #pragma once
 
 #include "steadymoe/core/numeric.hpp"

@@ -421,7 +421,8 @@ __device__ __forceinline__ void wait_for_held_scales() {
 // (32 accumulators). One wait for four MMAs against a wait after each: deepseek-v4-flash's one-token gate/up
 // took 35.4 against 43.7 µs (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on
 // 8-token CTAs, block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised
-// every MMA of the kernel.) `wait_scales`: wait for the held scales before the block's fold (wait_for_held_scales).
+// every MMA of the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256 tokens and the
+// same elsewhere: bench/results/2026-12-03-cuda-widening.md.) `wait_scales`: wait for the held scales before the block's fold (wait_for_held_scales).
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane,
                                                bool wait_scales) {
