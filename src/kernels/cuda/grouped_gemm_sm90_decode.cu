@@ -408,12 +408,6 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
     }
 }
 
-// Every consumer's held-scale copies done and shown to all of them (the consumers' barrier): hold_token_scales.
-__device__ __forceinline__ void wait_for_held_scales() {
-    cp_async_wait<0>();
-    barrier::sync_threads(1, kConsumers);
-}
-
 // One block (b of its stage): its four groups' MMAs, kSets at once into sums of their own, each set committed
 // and waited for, the next set's fragments widened while it multiplies. kSets is as many as the CTA's registers
 // hold without ptxas serialising the MMAs (notice C7512, which makes each MMA wait for the one before it): all
@@ -422,10 +416,9 @@ __device__ __forceinline__ void wait_for_held_scales() {
 // took 35.4 against 43.7 µs (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on
 // 8-token CTAs, block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised
 // every MMA of the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256 tokens and the
-// same elsewhere: bench/results/2026-12-03-cuda-widening.md.) `wait_scales`: wait for the held scales before the block's fold (wait_for_held_scales).
+// same elsewhere: bench/results/2026-12-03-cuda-widening.md.)
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane,
-                                               bool wait_scales) {
+__device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
     constexpr int kSets = S::kAcc <= 4 ? kFp4Groups : S::kAcc <= 8 ? 2 : 1;  // groups multiplied at once
     const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
@@ -451,45 +444,29 @@ __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const ch
             fold_group(block, sums[j], blk, first + j);
         }
     }
-    if (wait_scales) wait_for_held_scales();
     fold_block<S>(total, block, sc.scales + b * sc.ld, lane & 3);
 }
 
-// A stage's `count` blocks (a split's last stage may have one). `first_held`: the held scales' copies may still be
-// in flight (the CTA's first stage), so block 0 waits for them before its fold.
+// A stage's `count` blocks (a split's last stage may have one).
 template <class S>
-__device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane,
-                                               bool first_held) {
-    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane, first_held && b == 0);
+__device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
+    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
 }
 
-// The consumers' copy of the tokens' 128-block scales of the CTA's whole k range into `held` ([block][S::kScaleLd];
-// zeros for rows past the chunk's), in place of the producer's 4-byte copies per stage and row. a_scale is
-// [rows][k/128]: warp w takes rows w, w + 4, ..., its lanes a row's run of blocks, so each warp-wide copy reads whole
-// sectors; per stage, each row's scale took a sector of its own (at 16384 tokens the profiler put most of the
-// 64-token CTAs' excess global sectors, 19%, and shared wavefronts, 34%, on those copies:
-// bench/results/2026-12-03-cuda-indexed-rows.md). (The producer warp copying them all before its first stage's
-// arrival was slower: DecodeShape::kHoldsScales.)
-//
-// In three steps, because a load issued behind the SM's first stages waits for them: every CTA's producer asks for
-// its first stages' weights at once, about 25 KB a CTA, and the CTAs' timelines showed the consumers' two dependent
-// loads (the rows' places in a_index, then their scales) taking 3.8 of a one-token CTA's 18 µs
-// (bench/results/2026-12-03-cuda-widening.md). So held_scale_source loads the places before the CTA's barrier
-// releases the producer, hold_token_scales starts the copies after it, and wait_for_held_scales, the first time a
-// block's sums are folded with them, waits for them (the copies overlap the first block's widening and MMAs).
+// The consumers, while the producer's first stages are in flight: the tokens' 128-block scales of the CTA's
+// whole k range into `held` ([block][S::kScaleLd]; zeros for rows past the chunk's), in place of the
+// producer's 4-byte copies per stage and row. a_scale is [rows][k/128]: warp w takes rows w, w + 4, ..., its
+// lanes a row's run of blocks, so each warp-wide copy reads whole sectors; per stage, each row's scale took a
+// sector of its own (at 16384 tokens the profiler put most of the 64-token CTAs' excess global sectors, 19%, and
+// shared wavefronts, 34%, on those copies: bench/results/2026-12-03-cuda-indexed-rows.md). (The producer warp
+// copying them all before its first stage's arrival was slower: DecodeShape::kHoldsScales.)
 template <class S>
-__device__ __forceinline__ int32_t held_scale_source(const GroupedGemmLaunch& g, const Tile& t) {
+__device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, float* held) {
     constexpr int kWarps = kConsumers / 32, kWarpRows = S::kTokens / kWarps;
     static_assert(kWarpRows <= 32, "a lane holds each of its warp's rows' source");
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    return lane < kWarpRows ? source_row(g, t, warp + kWarps * lane) : -1;  // one index load a lane
-}
-
-template <class S>
-__device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, float* held, int32_t lane_source) {
-    constexpr int kWarps = kConsumers / 32, kWarpRows = S::kTokens / kWarps;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     const int blocks = t.ktiles / kSubs, first = t.kt0 / kSubs;
+    const int32_t lane_source = lane < kWarpRows ? source_row(g, t, warp + kWarps * lane) : -1;  // one index load a lane
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i) {
         const int row = warp + kWarps * i;
@@ -501,8 +478,8 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
         }
     }
     cp_async_commit();
+    cp_async_wait<0>();  // then the consumers' barrier shows every thread's copies to all of them
 }
-
 #endif
 
 template <class S, bool kScaled>
@@ -520,8 +497,6 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     const int stages = (t.ktiles / kSubs + S::kBlocks - 1) / S::kBlocks;  // a split's k range is a multiple of 128
     // Held token scales (launch_typed decides: the same for every CTA of the launch), else per stage.
     float* held = S::kHeldBlocks > 0 && hold_scales ? reinterpret_cast<float*>(smem + S::kHeldScaleOffset) : nullptr;
-    // (Loaded before the barrier that releases the producer: hold_token_scales.)
-    const int32_t held_source = held && threadIdx.x < kConsumers ? held_scale_source<S>(g, t) : -1;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
@@ -547,7 +522,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
             for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
-    if (held) hold_token_scales<S>(g, t, held, held_source);
+    if (held) hold_token_scales<S>(g, t, held);
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 
@@ -567,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
         const StageScales scales = held ? StageScales{held + ks * S::kBlocks * S::kScaleLd, S::kScaleLd}
                                         : StageScales{reinterpret_cast<const float*>(stage + S::kTokenScaleOffset), S::kTokens};
         if constexpr (S::kFp4E4m3) {
-            fp4_e4m3_stage<S>(total, stage, scales, stage_blocks<S>(t, ks), row, lane, held && ks == 0);
+            fp4_e4m3_stage<S>(total, stage, scales, stage_blocks<S>(t, ks), row, lane);
         } else {
             stage_mmas<S>(acc, stage, row, lane);
             wgmma_wait<0>();
