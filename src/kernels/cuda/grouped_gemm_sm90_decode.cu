@@ -48,8 +48,9 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // FP4 with bf16 tokens keeps four CTAs of four stages (three with five stages measured the same: widening
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
 // FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
-// in others. 8-token CTAs run six to an SM, three stages each (64 registers: fp4_e4m3_block): at 8 and 128 tokens
-// deepseek-v4-flash's routed experts ran at 0.62 and 0.71 of the memory floor on them, against 0.55 and 0.62 on
+// in others. 8-token CTAs run six to an SM, three stages each (within 64 registers, no MMA serialised:
+// fp4_e4m3_block): at 8 and 128 tokens deepseek-v4-flash's routed experts ran at 0.62 and 0.71 of the memory
+// floor on them (before the unserialised MMAs and five-operation widening), against 0.55 and 0.62 on
 // four to an SM of four stages, the same at one token. Fewer to an SM lost every time: six stages, three to an
 // SM, 9-12% slower than four of four (bench/results/2026-12-02-cuda-decode-tiles.md); three to an SM with two
 // consumer warpgroups taking alternate stages, 13-40% slower gate/up GEMMs, or with four blocks a stage, 4-22%
