@@ -2,14 +2,16 @@
 # `steadymoe bench --backend cuda ARGS` under the environment setting KNOB (- for none), appending its table
 # to $OUT/bench.txt and writing its records to $OUT/t/NAME.json. Once the call has run BENCH_BUDGET_S seconds
 # (480 unless set) the rest are skipped, so that the call ends inside its limit with what it has.
+# BENCH_CLI=PATH runs another build's CLI (one built in the same call from an older commit, to compare): the
+# table's header line names it.
 bench_run() {
-  local name=$1 knob=$2; shift 2
+  local name=$1 knob=$2 cli=${BENCH_CLI:-./build-gpu/steadymoe}; shift 2
   if (( SECONDS - start >= ${BENCH_BUDGET_S:-480} )); then
     echo "($name skipped: the call's time is nearly spent)" >> "$OUT/bench.txt"
     return
   fi
-  echo "=== $name ($knob)" >> "$OUT/bench.txt"
+  echo "=== $name ($knob${BENCH_CLI:+, $BENCH_CLI})" >> "$OUT/bench.txt"
   [[ $knob == - ]] && knob=STEADYMOE_UNSET=1
-  env "$knob" timeout 120 ./build-gpu/steadymoe bench --backend cuda "$@" --json "$OUT/t/$name.json" 2>&1 | grep -v "^\[bench" >> "$OUT/bench.txt"
+  env "$knob" timeout 120 "$cli" bench --backend cuda "$@" --json "$OUT/t/$name.json" 2>&1 | grep -v "^\[bench" >> "$OUT/bench.txt"
   echo "($name done at $((SECONDS - start)) s)" >> "$OUT/bench.txt"
 }
