@@ -27,8 +27,8 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kHelloMagic = 0x534d4f45;    // "SMOE"
 constexpr uint32_t kMessageMagic = 0x534d4f4d;  // "SMOM"
 constexpr uint32_t kAbortMagic = 0x534d4f41;    // "SMOA": the sender gives up; its `round` names the culprit
-constexpr uint64_t kMaxMessage = uint64_t(1) << 36;
-constexpr std::chrono::milliseconds kHelloWait{2000};  // for a new connection to say which rank it is  // 64 GiB: a larger announced size is a damaged header
+constexpr uint64_t kMaxMessage = uint64_t(1) << 36;     // 64 GiB: a larger announced size is a damaged header
+constexpr std::chrono::milliseconds kHelloWait{2000};  // for a new connection to say which rank it is
 
 int remaining_ms(Clock::time_point deadline) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -370,22 +370,62 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
         SMOE_THROW(Communication, "rank {}: rank {} stopped or failed in collective {} (reported by rank {})", rank_,
                    culprit, round, by);
     };
-    // Peer p failed us (`why`) — unless another rank already told us who really failed.
-    auto fail = [&](int p, const std::string& why) {
-        for (int q = 0; q < size_; ++q) {
-            if (q == rank_ || peers_[size_t(q)] < 0 || !(in_done(q) || flow[size_t(q)].got == 0)) continue;
-            const int culprit = peek_abort(peers_[size_t(q)], size_);
-            if (culprit >= 0 && culprit != rank_) reported(culprit, q);
-        }
-        give_up(p);
-        SMOE_THROW(Communication, "rank {}: rank {} {} in collective {}", rank_, p, why, round);
-    };
     auto broken = [](int err) {
         return err == ECONNRESET || err == EPIPE
                    ? fmt::format("closed its connection (the process stopped: {})", std::strerror(err))
                    : fmt::format("broke its connection ({})", std::strerror(err));
     };
 
+    // Reads, without waiting, what peer p has sent of this collective's message until it is in or nothing
+    // more is there; "" or why its connection failed. A header that is not this collective's message (an
+    // abort, or damage) is left in `in_header`, not accepted, for the caller to judge.
+    auto take_available = [&](int p) -> std::string {
+        Flow& f = flow[size_t(p)];
+        while (!in_done(p) && !(!f.header_in && f.got == sizeof(Header))) {
+            uint8_t* dst = f.header_in ? recv[size_t(p)].data() + (f.got - sizeof(Header))
+                                       : reinterpret_cast<uint8_t*>(&f.in_header) + f.got;
+            const size_t want = f.header_in ? in_total(p) - f.got : sizeof(Header) - f.got;
+            const ssize_t got = ::recv(peers_[size_t(p)], dst, want, MSG_DONTWAIT);
+            if (got == 0) return "closed its connection (the process stopped)";
+            if (got < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+                return broken(errno);
+            }
+            f.got += size_t(got);
+            if (!f.header_in && f.got == sizeof(Header)) {
+                const Header& h = f.in_header;
+                if (h.magic != kMessageMagic || h.round != round || h.bytes > kMaxMessage) break;
+                f.header_in = true;
+                try {
+                    recv[size_t(p)].resize(size_t(h.bytes));
+                } catch (const std::bad_alloc&) {
+                    return fmt::format("announced {} bytes, more than this process can hold", h.bytes);
+                }
+            }
+        }
+        return "";
+    };
+    // The culprit an abort header names, else -1.
+    auto named_by_abort = [&](const Header& h) {
+        return h.magic == kAbortMagic && h.round < uint64_t(size_) && int(h.round) != rank_ ? int(h.round) : -1;
+    };
+    // Peer p failed us (`why`) — unless another rank already told us who really failed.
+    auto fail = [&](int p, const std::string& why) {
+        // A rank that gave up first may have sent its own message before its abort, and closed since: read
+        // what each rank has sent, so that an abort behind a message not yet read is found too.
+        for (int q = 0; q < size_; ++q) {
+            if (q == rank_ || peers_[size_t(q)] < 0) continue;
+            (void)take_available(q);
+            const Flow& f = flow[size_t(q)];
+            int culprit = -1;
+            if (!f.header_in && f.got == sizeof(Header)) culprit = named_by_abort(f.in_header);
+            if (in_done(q)) culprit = peek_abort(peers_[size_t(q)], size_);
+            if (culprit >= 0 && culprit != rank_) reported(culprit, q);
+        }
+        give_up(p);
+        SMOE_THROW(Communication, "rank {}: rank {} {} in collective {}", rank_, p, why, round);
+    };
     while (true) {
         std::vector<pollfd> fds;
         std::vector<int> who;
@@ -423,31 +463,13 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
                 f.quiet = true;
             } else if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
                 // Read what is there: the header first, then the bytes it announces.
-                while (!in_done(p)) {
-                    uint8_t* dst = f.header_in ? recv[size_t(p)].data() + (f.got - sizeof(Header))
-                                               : reinterpret_cast<uint8_t*>(&f.in_header) + f.got;
-                    const size_t want = f.header_in ? in_total(p) - f.got : sizeof(Header) - f.got;
-                    const ssize_t got = ::recv(fd, dst, want, 0);
-                    if (got == 0) fail(p, "closed its connection (the process stopped)");
-                    if (got < 0) {
-                        if (errno == EINTR) continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-                        fail(p, broken(errno));
-                    }
-                    f.got += size_t(got);
-                    if (!f.header_in && f.got == sizeof(Header)) {
-                        const Header& h = f.in_header;
-                        if (h.magic == kAbortMagic && h.round < uint64_t(size_) && int(h.round) != rank_)
-                            reported(int(h.round), p);  // in place of its message: who failed
-                        if (h.magic != kMessageMagic || h.round != round || h.bytes > kMaxMessage)
-                            fail(p, fmt::format("sent a malformed message (round {}, {} bytes)", h.round, h.bytes));
-                        f.header_in = true;
-                        try {
-                            recv[size_t(p)].resize(size_t(h.bytes));
-                        } catch (const std::bad_alloc&) {
-                            fail(p, fmt::format("announced {} bytes, more than this process can hold", h.bytes));
-                        }
-                    }
+                const std::string why = take_available(p);
+                if (!why.empty()) fail(p, why);
+                if (!f.header_in && f.got == sizeof(Header)) {
+                    const Header& h = f.in_header;
+                    const int culprit = named_by_abort(h);
+                    if (culprit >= 0) reported(culprit, p);  // in place of its message: who failed
+                    fail(p, fmt::format("sent a malformed message (round {}, {} bytes)", h.round, h.bytes));
                 }
             }
             if (fds[i].revents & POLLOUT) {
