@@ -125,17 +125,23 @@ TEST(TcpTransport, ARankThatNeverJoinsIsNamedWhenTheWaitRunsOut) {
     EXPECT_LT(seconds, 10.0);
 }
 
-TEST(TcpTransport, ARankThatStopsIsNamedAtOnce) {
+// Rank 2 stops after collective 0; ranks 0 and 1 name it in collective 1 — from their own connection to it,
+// or as the other survivor reports it. With messages of a few bytes and of 8 MB (more than a socket's buffers
+// hold: the survivor that gives up first is part-way through its message to the other, whose abort must still
+// arrive).
+class TcpTransportStop : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(TcpTransportStop, ARankThatStopsIsNamedAtOnce) {
     const int port = free_port(), ranks = 3;
+    const size_t bytes = GetParam();
     const auto t0 = std::chrono::steady_clock::now();
     const auto errors = run_ranks(ranks, [&](int r) {
         TcpTransport t({r, ranks, "127.0.0.1", port}, 30s);
         (void)t.all_to_all(std::vector<Bytes>(size_t(ranks), Bytes{1, 2, 3}));
         if (r == 2) return;  // stops: its connections close as the transport goes
-        (void)t.all_to_all(std::vector<Bytes>(size_t(ranks), Bytes{4, 5}));
+        (void)t.all_to_all(std::vector<Bytes>(size_t(ranks), Bytes(bytes, uint8_t(r))));
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // Each survivor names rank 2: from its own connection, or as the other survivor reports it.
     for (int r : {0, 1}) {
         const std::string& e = errors[size_t(r)];
         EXPECT_TRUE(e.find("rank 2 closed its connection") != std::string::npos ||
@@ -145,6 +151,11 @@ TEST(TcpTransport, ARankThatStopsIsNamedAtOnce) {
     EXPECT_EQ(errors[2], "");
     EXPECT_LT(seconds, 10.0);  // far below the 30 s timeout
 }
+
+INSTANTIATE_TEST_SUITE_P(MessageSizes, TcpTransportStop, ::testing::Values(size_t(2), size_t(8) << 20),
+                         [](const ::testing::TestParamInfo<size_t>& i) {
+                             return i.param < 1024 ? "Small" : "EightMegabytes";
+                         });
 
 TEST(TcpTransport, ARankThatStallsIsNamedWithinTheTimeout) {
     const int port = free_port(), ranks = 2;

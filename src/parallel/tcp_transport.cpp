@@ -29,6 +29,8 @@ constexpr uint32_t kMessageMagic = 0x534d4f4d;  // "SMOM"
 constexpr uint32_t kAbortMagic = 0x534d4f41;    // "SMOA": the sender gives up; its `round` names the culprit
 constexpr uint64_t kMaxMessage = uint64_t(1) << 36;     // 64 GiB: a larger announced size is a damaged header
 constexpr std::chrono::milliseconds kHelloWait{2000};  // for a new connection to say which rank it is
+// How long a rank that gives up waits for the others to take its abort (all_to_all).
+constexpr std::chrono::milliseconds kAbortLinger{1000};
 
 int remaining_ms(Clock::time_point deadline) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -340,42 +342,31 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
     auto out_total = [&](int p) { return sizeof(Header) + send[size_t(p)].size(); };
     auto in_total = [&](int p) { return sizeof(Header) + (flow[size_t(p)].header_in ? recv[size_t(p)].size() : 0); };
     auto in_done = [&](int p) { return flow[size_t(p)].header_in && flow[size_t(p)].got == in_total(p); };
-
-    // Gives up because of rank `culprit`: tells the other ranks who failed (where our stream to them is
-    // between messages), then closes every connection — after reading what is waiting, so the close is
-    // orderly and the abort is not lost — and later collectives refuse at once.
-    auto give_up = [&](int culprit) {
-        const Header abort{kAbortMagic, 0, uint64_t(culprit), 0};
-        for (int q = 0; q < size_; ++q) {
-            const size_t sent = flow[size_t(q)].sent;
-            if (q != rank_ && q != culprit && peers_[size_t(q)] >= 0 && (sent == 0 || sent == out_total(q))) {
-                try {  // whole or not at all, briefly: the peer may be gone too
-                    send_all(peers_[size_t(q)], &abort, sizeof abort, Clock::now() + std::chrono::milliseconds(200), "");
-                } catch (const Error&) {
-                }
-            }
-        }
-        for (int& fd : peers_) {
-            if (fd < 0) continue;
-            ::shutdown(fd, SHUT_WR);
-            uint8_t sink[4096];
-            for (int i = 0; i < 256 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
-            }
-            close_fd(fd);
-        }
-    };
-    // Rank `by` says rank `culprit` failed: pass it on and stop.
-    auto reported = [&](int culprit, int by) {
-        give_up(culprit);
-        SMOE_THROW(Communication, "rank {}: rank {} stopped or failed in collective {} (reported by rank {})", rank_,
-                   culprit, round, by);
-    };
     auto broken = [](int err) {
         return err == ECONNRESET || err == EPIPE
                    ? fmt::format("closed its connection (the process stopped: {})", std::strerror(err))
                    : fmt::format("broke its connection ({})", std::strerror(err));
     };
 
+    // Sends, without waiting, what is left of this collective's message to peer p: 0, or the errno that
+    // broke the connection.
+    auto send_available = [&](int p) -> int {
+        Flow& f = flow[size_t(p)];
+        while (f.sent < out_total(p)) {
+            const uint8_t* src = f.sent < sizeof(Header)
+                                     ? reinterpret_cast<const uint8_t*>(&f.out_header) + f.sent
+                                     : send[size_t(p)].data() + (f.sent - sizeof(Header));
+            const size_t left = f.sent < sizeof(Header) ? sizeof(Header) - f.sent : out_total(p) - f.sent;
+            const ssize_t put = ::send(peers_[size_t(p)], src, left, MSG_NOSIGNAL);
+            if (put < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+                return errno;
+            }
+            f.sent += size_t(put);
+        }
+        return 0;
+    };
     // Reads, without waiting, what peer p has sent of this collective's message until it is in or nothing
     // more is there; "" or why its connection failed. A header that is not this collective's message (an
     // abort, or damage) is left in `in_header`, not accepted, for the caller to judge.
@@ -396,24 +387,98 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
             if (!f.header_in && f.got == sizeof(Header)) {
                 const Header& h = f.in_header;
                 if (h.magic != kMessageMagic || h.round != round || h.bytes > kMaxMessage) break;
-                f.header_in = true;
                 try {
                     recv[size_t(p)].resize(size_t(h.bytes));
                 } catch (const std::bad_alloc&) {
                     return fmt::format("announced {} bytes, more than this process can hold", h.bytes);
                 }
+                f.header_in = true;
             }
         }
         return "";
     };
-    // The culprit an abort header names, else -1.
+
+    // Gives up because of rank `culprit`: tells the other ranks who failed, then closes every connection, and
+    // later collectives refuse at once. A rank part-way through this collective's message first gets the
+    // rest, so that the abort arrives where a header is due. Meanwhile what the others send is read and
+    // dropped, and each connection closes once its peer has closed it too, or after kAbortLinger: a
+    // connection closed with bytes unread is reset, and a reset drops what this rank has queued and not yet
+    // sent — the abort with it.
+    auto give_up = [&](int culprit) {
+        const Header abort{kAbortMagic, 0, uint64_t(culprit), 0};
+        std::vector<size_t> abort_sent(static_cast<size_t>(size_), 0);
+        for (int q = 0; q < size_; ++q)
+            if (q == culprit) close_fd(peers_[size_t(q)]);  // nothing to tell it
+        const auto linger_end = Clock::now() + std::min<std::chrono::milliseconds>(timeout_, kAbortLinger);
+        while (true) {
+            std::vector<pollfd> fds;
+            std::vector<int> who;
+            for (int q = 0; q < size_; ++q) {
+                if (q == rank_ || peers_[size_t(q)] < 0) continue;
+                fds.push_back({peers_[size_t(q)],
+                               short(POLLIN | (abort_sent[size_t(q)] < sizeof abort ? POLLOUT : 0)), 0});
+                who.push_back(q);
+            }
+            if (fds.empty()) break;
+            const int n = ::poll(fds.data(), nfds_t(fds.size()), remaining_ms(linger_end));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            for (size_t i = 0; i < fds.size(); ++i) {
+                const int q = who[i];
+                int& fd = peers_[size_t(q)];
+                if (fds[i].revents & POLLNVAL) {
+                    close_fd(fd);
+                    continue;
+                }
+                if (fds[i].revents & POLLOUT) {
+                    // The rest of a message begun (one not begun is left out), then the abort.
+                    const size_t begun = flow[size_t(q)].sent;
+                    int err = begun > 0 ? send_available(q) : 0;
+                    while (!err && (begun == 0 || flow[size_t(q)].sent == out_total(q)) &&
+                           abort_sent[size_t(q)] < sizeof abort) {
+                        const ssize_t put =
+                            ::send(fd, reinterpret_cast<const uint8_t*>(&abort) + abort_sent[size_t(q)],
+                                   sizeof abort - abort_sent[size_t(q)], MSG_NOSIGNAL);
+                        if (put > 0) {
+                            abort_sent[size_t(q)] += size_t(put);
+                        } else if (put < 0 && errno == EINTR) {
+                            continue;
+                        } else {  // -1: the socket is full for now
+                            err = put < 0 && errno != EAGAIN && errno != EWOULDBLOCK ? errno : -1;
+                        }
+                    }
+                    if (err > 0) {
+                        close_fd(fd);
+                        continue;
+                    }
+                    if (abort_sent[size_t(q)] == sizeof abort) ::shutdown(fd, SHUT_WR);
+                }
+                if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                    uint8_t sink[1 << 16];
+                    ssize_t got = 1;
+                    for (int reads = 0; reads < 256 && got > 0; ++reads)
+                        got = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+                    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+                        close_fd(fd);  // it closed
+                }
+            }
+        }
+        for (int& fd : peers_) close_fd(fd);  // those still open when the linger ends
+    };
+    // Rank `by` says rank `culprit` failed: pass it on and stop.
+    auto reported = [&](int culprit, int by) {
+        give_up(culprit);
+        SMOE_THROW(Communication, "rank {}: rank {} stopped or failed in collective {} (reported by rank {})",
+                   rank_, culprit, round, by);
+    };
+    // The culprit an abort header names, else -1 (one naming this rank: the sender gave up on this rank).
     auto named_by_abort = [&](const Header& h) {
         return h.magic == kAbortMagic && h.round < uint64_t(size_) && int(h.round) != rank_ ? int(h.round) : -1;
     };
-    // Peer p failed us (`why`) — unless another rank already told us who really failed.
-    auto fail = [&](int p, const std::string& why) {
-        // A rank that gave up first may have sent its own message before its abort, and closed since: read
-        // what each rank has sent, so that an abort behind a message not yet read is found too.
+    // Before blaming a peer: whether another rank has already said who failed. A rank that gave up first may
+    // have sent its message before its abort, and closed since: read what each rank has sent, so that an
+    // abort behind a message not yet read is found too.
+    auto find_report = [&] {
         for (int q = 0; q < size_; ++q) {
             if (q == rank_ || peers_[size_t(q)] < 0) continue;
             (void)take_available(q);
@@ -423,71 +488,74 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
             if (in_done(q)) culprit = peek_abort(peers_[size_t(q)], size_);
             if (culprit >= 0 && culprit != rank_) reported(culprit, q);
         }
+    };
+    // Peer p failed us (`why`) — unless another rank already told us who really failed.
+    auto fail = [&](int p, const std::string& why) {
+        find_report();
         give_up(p);
         SMOE_THROW(Communication, "rank {}: rank {} {} in collective {}", rank_, p, why, round);
     };
-    while (true) {
-        std::vector<pollfd> fds;
-        std::vector<int> who;
-        bool waiting = false;  // on anything this collective needs (not only on a peer's further words)
-        for (int p = 0; p < size_; ++p) {
-            if (p == rank_) continue;
-            const Flow& f = flow[size_t(p)];
-            short events = 0;
-            if (f.sent < out_total(p)) events |= POLLOUT;
-            if (!in_done(p) || !f.quiet) events |= POLLIN;
-            waiting |= f.sent < out_total(p) || !in_done(p);
-            if (events) fds.push_back({peers_[size_t(p)], events, 0}), who.push_back(p);
-        }
-        if (!waiting) break;
-        const int n = ::poll(fds.data(), nfds_t(fds.size()), remaining_ms(deadline));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            std::vector<int> missing;
-            for (int p = 0; p < size_; ++p)
-                if (p != rank_ && (flow[size_t(p)].sent < out_total(p) || !in_done(p))) missing.push_back(p);
-            give_up(missing.front());
-            SMOE_THROW(Communication, "rank {}: rank(s) {} did not complete collective {} within {} ms", rank_,
-                       fmt::join(missing, ", "), round, timeout_.count());
-        }
-        for (size_t i = 0; i < fds.size(); ++i) {
-            const int p = who[i];
-            Flow& f = flow[size_t(p)];
-            const int fd = fds[i].fd;
-            if (fds[i].revents & POLLNVAL) fail(p, "has no open connection here");
-            if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && in_done(p)) {
-                // After its message: an abort naming who failed, the next collective's message (left
-                // for then), or its close (harmless unless we still owe it bytes).
-                const int culprit = peek_abort(fd, size_);
-                if (culprit >= 0 && culprit != rank_) reported(culprit, p);
-                f.quiet = true;
-            } else if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-                // Read what is there: the header first, then the bytes it announces.
-                const std::string why = take_available(p);
-                if (!why.empty()) fail(p, why);
-                if (!f.header_in && f.got == sizeof(Header)) {
-                    const Header& h = f.in_header;
-                    const int culprit = named_by_abort(h);
-                    if (culprit >= 0) reported(culprit, p);  // in place of its message: who failed
-                    fail(p, fmt::format("sent a malformed message (round {}, {} bytes)", h.round, h.bytes));
-                }
+
+    try {
+        while (true) {
+            std::vector<pollfd> fds;
+            std::vector<int> who;
+            bool waiting = false;  // on anything this collective needs (not only on a peer's further words)
+            for (int p = 0; p < size_; ++p) {
+                if (p == rank_) continue;
+                const Flow& f = flow[size_t(p)];
+                short events = 0;
+                if (f.sent < out_total(p)) events |= POLLOUT;
+                if (!in_done(p) || !f.quiet) events |= POLLIN;
+                waiting |= f.sent < out_total(p) || !in_done(p);
+                if (events) fds.push_back({peers_[size_t(p)], events, 0}), who.push_back(p);
             }
-            if (fds[i].revents & POLLOUT) {
-                while (f.sent < out_total(p)) {
-                    const uint8_t* src = f.sent < sizeof(Header)
-                                             ? reinterpret_cast<const uint8_t*>(&f.out_header) + f.sent
-                                             : send[size_t(p)].data() + (f.sent - sizeof(Header));
-                    const size_t left = f.sent < sizeof(Header) ? sizeof(Header) - f.sent : out_total(p) - f.sent;
-                    const ssize_t put = ::send(fd, src, left, MSG_NOSIGNAL);
-                    if (put < 0) {
-                        if (errno == EINTR) continue;
-                        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-                        fail(p, broken(errno));
+            if (!waiting) break;
+            const int n = ::poll(fds.data(), nfds_t(fds.size()), remaining_ms(deadline));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                std::vector<int> missing;
+                for (int p = 0; p < size_; ++p)
+                    if (p != rank_ && (flow[size_t(p)].sent < out_total(p) || !in_done(p)))
+                        missing.push_back(p);
+                find_report();
+                give_up(missing.front());
+                SMOE_THROW(Communication, "rank {}: rank(s) {} did not complete collective {} within {} ms",
+                           rank_, fmt::join(missing, ", "), round, timeout_.count());
+            }
+            for (size_t i = 0; i < fds.size(); ++i) {
+                const int p = who[i];
+                Flow& f = flow[size_t(p)];
+                if (fds[i].revents & POLLNVAL) fail(p, "has no open connection here");
+                if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && in_done(p)) {
+                    // After its message: an abort naming who failed, the next collective's message (left
+                    // for then), or its close (harmless unless we still owe it bytes).
+                    const int culprit = peek_abort(fds[i].fd, size_);
+                    if (culprit >= 0 && culprit != rank_) reported(culprit, p);
+                    f.quiet = true;
+                } else if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                    // Read what is there: the header first, then the bytes it announces.
+                    const std::string why = take_available(p);
+                    if (!why.empty()) fail(p, why);
+                    if (!f.header_in && f.got == sizeof(Header)) {
+                        const Header& h = f.in_header;
+                        const int culprit = named_by_abort(h);
+                        if (culprit >= 0) reported(culprit, p);  // in place of its message: who failed
+                        if (h.magic == kAbortMagic && h.round == uint64_t(rank_))
+                            fail(p, "gave up on this rank (timed out waiting for it, or lost its connection)");
+                        fail(p, fmt::format("sent a malformed message (round {}, {} bytes)", h.round, h.bytes));
                     }
-                    f.sent += size_t(put);
                 }
+                if (fds[i].revents & POLLOUT)
+                    if (const int err = send_available(p)) fail(p, broken(err));
             }
         }
+    } catch (const Error&) {
+        throw;  // the connections are closed already
+    } catch (...) {
+        // This rank failed (out of memory, say): the others hear so, and no stream stays half-read.
+        give_up(rank_);
+        throw;
     }
     return recv;
 }
