@@ -407,8 +407,7 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
     auto give_up = [&](int culprit) {
         const Header abort{kAbortMagic, 0, uint64_t(culprit), 0};
         std::vector<size_t> abort_sent(static_cast<size_t>(size_), 0);
-        for (int q = 0; q < size_; ++q)
-            if (q == culprit) close_fd(peers_[size_t(q)]);  // nothing to tell it
+        close_fd(peers_[size_t(culprit)]);  // nothing to tell it (this rank's own entry is -1 already)
         const auto linger_end = Clock::now() + std::min<std::chrono::milliseconds>(timeout_, kAbortLinger);
         while (true) {
             std::vector<pollfd> fds;
