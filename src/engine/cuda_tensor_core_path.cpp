@@ -25,7 +25,7 @@ namespace {
 
 // The timers of one forward's stages (CudaStageTimes), or none; `untimed` brackets a run without them.
 struct StageTimers {
-    EventTimer router, routed, shared, combine, total, gate_up, down, untimed;
+    EventTimer router, routed, shared, combine, total, gate_up, down, untimed, experts_untimed;
 };
 
 }  // namespace
@@ -147,7 +147,7 @@ int64_t TensorCorePath::routed_source_rows(int64_t tokens) const {
     return tc::gate_up_takes_e4m3(routed_, layer_.activation_quant(), fp8_tensor_cores_) ? tokens : 0;
 }
 
-void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
+void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool experts_only) const {
     Workspace& ws = *ws_;
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k, T = b.tokens;
@@ -160,8 +160,9 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
     // Router logits, then the routing, on the GPU.
     begin(&StageTimers::total, main);
     begin(&StageTimers::router, main);
-    router_.enqueue(ws.router, ws.hidden.get(), ws.active.as<const uint8_t>(),
-                    b.hash ? ws.token_ids.as<const int64_t>() : nullptr, T, b.tiles, b.bf16, main);
+    if (!experts_only)
+        router_.enqueue(ws.router, ws.hidden.get(), ws.active.as<const uint8_t>(),
+                        b.hash ? ws.token_ids.as<const int64_t>() : nullptr, T, b.tiles, b.bf16, main);
     end(&StageTimers::router, main);
 
     const tc::ContributionRows contributions{ws.contributions.get(), b.bf16};
@@ -194,6 +195,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing) const {
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
+    if (experts_only) return;
 
     begin(&StageTimers::combine, main);
     SMOE_CUDA_CHECK(cuda::launch_combine(contributions.data, contributions.bf16, T, K, H, ws.active.as<const uint8_t>(), shared_.has_value(),
@@ -239,23 +241,30 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     // run of each size (and every run of a size whose capture failed).
     const bool graph_sized = T <= graph_max_tokens_;
     const cuda::DependentLaunchScope dependent(graph_sized);
-    auto run = [&](bool with_stage_timers) {
+    auto run = [&](bool with_stage_timers, bool experts_only) {
         if (graph_sized) {
-            // Graphs are keyed by everything that changes the launches: token count, input dtype, timing.
-            const uint64_t key = uint64_t(T) | uint64_t(b.bf16) << 62 | uint64_t(with_stage_timers) << 63;
-            ws.graphs.run(key, main, [&](bool capturing) { enqueue(b, with_stage_timers, capturing); });
+            // Graphs are keyed by everything that changes the launches: token count, input dtype, timing, stages.
+            const uint64_t key = uint64_t(T) | uint64_t(experts_only) << 61 | uint64_t(b.bf16) << 62 |
+                                 uint64_t(with_stage_timers) << 63;
+            ws.graphs.run(key, main, [&](bool capturing) { enqueue(b, with_stage_timers, capturing, experts_only); });
         } else {
-            enqueue(b, with_stage_timers, false);
+            enqueue(b, with_stage_timers, false, experts_only);
         }
     };
     if (timed) {
         // The layer as it runs when nobody times its stages, timed from outside: the stage timers' events
         // between kernels keep each kernel from starting before the one before it ends (dependent launches).
         ws.timers.untimed.begin(main);
-        run(false);
+        run(false, false);
         ws.timers.untimed.end(main);
     }
-    run(timed);
+    run(timed, false);
+    if (timed) {
+        // Its experts alone, again on the routing just made: the same contributions, bit for bit.
+        ws.timers.experts_untimed.begin(main);
+        run(false, true);
+        ws.timers.experts_untimed.end(main);
+    }
     ws.out.download(plan.out.output.mutable_raw(), b.out_bytes, main);
     ws.router.topk_ids.download(plan.out.topk_ids.mutable_raw(), size_t(T * K) * 4, main);
     ws.router.topk_weights.download(plan.out.topk_weights.mutable_raw(), size_t(T * K) * 4, main);
@@ -266,7 +275,7 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     if (timed) {
         const StageTimers& tm = ws.timers;
         *times = {tm.router.ms(), tm.routed.ms(), shared_ ? tm.shared.ms() : 0.0, tm.combine.ms(), tm.total.ms(),
-                  tm.gate_up.ms(), tm.down.ms(), tm.untimed.ms()};
+                  tm.gate_up.ms(), tm.down.ms(), tm.untimed.ms(), tm.experts_untimed.ms()};
     }
 }
 

@@ -45,6 +45,10 @@ struct CudaStageTimes {
     // timed forward runs the layer twice (and a size's first capture lands in this run). Tensor-core path
     // only (0 on the portable path).
     double untimed_ms = 0;
+    // The experts alone as that untimed layer runs them — the routed experts (permutation, gathers, both GEMMs)
+    // and beside them the shared expert — on the routing just made, timed from outside: what the layer is
+    // measured against (its router and combine on top). Tensor-core path only (0 on the portable path).
+    double experts_untimed_ms = 0;
 };
 
 class CudaMoeLayer {
