@@ -285,10 +285,15 @@ TEST(CliBench, SmallQwenAgainstBaseline) {
 
 TEST(CliBench, BackendIsCheckedAndCudaNeedsAGpu) {
     expect_error(cli("bench --backend gpu --experts 8 --tokens 1"), 2, {"--backend", "'gpu'", "cpu, cuda"});
+    expect_error(cli("bench --trace --experts 8 --tokens 1"), 2, {"--trace", "--backend cuda"});
     if (probe_gpus().device_count > 0) {
-        for (const auto& p : bench_points("--backend cuda --workload qwen3-30b-a3b --experts 8 --tokens 3,8 --repeat 1", 2)) {
+        for (const auto& p : bench_points("--backend cuda --workload qwen3-30b-a3b --experts 8 --tokens 3,8 --repeat 1 --trace", 2)) {
             EXPECT_LT(p.at("relative_error_vs_cpu_first_rows").get<double>(), 1e-2);
             EXPECT_GT(p.at("routed_floor_us").get<double>(), 0.0);
+            // The kernels of one more forward: at least the router GEMM, the routing, the experts' and the combine.
+            ASSERT_TRUE(p.contains("kernel_trace"));
+            EXPECT_GE(p.at("kernel_trace").size(), 4u);
+            for (const auto& k : p.at("kernel_trace")) EXPECT_GT(k.at("us").get<double>(), 0.0) << k.dump();
         }
     } else {
         const CliResult r = cli("bench --backend cuda --experts 8 --tokens 1");

@@ -3,6 +3,7 @@
 // copy bandwidth measured in the same run — and carries the per-expert token counts, so a peer
 // (bench/gpu_peers.py: dense GEMM rates, torch._grouped_mm) can run the same work in the same call.
 #include "bench_workload.hpp"
+#include "kernel_trace.hpp"
 
 #include "steadymoe/core/error.hpp"
 #include "steadymoe/engine/synthetic.hpp"
@@ -37,6 +38,7 @@ struct GpuPoint {
     double routed_bytes = 0, layer_bytes = 0;
     double rel_error = -1;
     std::vector<int64_t> load;
+    std::vector<KernelSpan> trace;  // --trace: the kernels of one forward as served
     Tensor output;
     int64_t compared_with = 0;
     bool bitwise = false;
@@ -121,6 +123,22 @@ int bench_cuda(const BenchOptions& given) {
         points.push_back(std::move(p));
     }
     compare_with_neighbours(points, H);
+    std::string trace_failure;  // why --trace recorded nothing (the timed points stand without it)
+    if (o.trace) {
+        // After every point is timed, so that the trace's own cost lands in no timing. Each size's graph is
+        // captured by now: this forward replays it.
+        try {
+            for (GpuPoint& p : points) {
+                const MoeInput in{synthetic::tensor(DType::BF16, {p.tokens, H}, o.seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
+                KernelTrace trace;
+                trace.start();
+                (void)gpu.forward(in);
+                p.trace = trace.stop();
+            }
+        } catch (const Error& e) {
+            trace_failure = e.what();
+        }
+    }
 
     const std::string device = cuda::device_name();
     fmt::print("workload {}: H={} I={} K={}, experts {} of {}; routed experts {}; shared {}; activations {}\n",
@@ -158,6 +176,14 @@ int bench_cuda(const BenchOptions& given) {
                   {"layer_floor_us", layer_floor}, {"routed_flops", routed_flops}, {"expert_load", p.load},
                   {"relative_error_vs_cpu_first_rows", p.rel_error}, {"cuda_graph", p.graph}};
         if (p.compared_with) j["bitwise_equal_to_batch_of"] = {{"tokens", p.compared_with}, {"equal", p.bitwise}};
+        if (!p.trace.empty()) {
+            const uint64_t first = p.trace.front().start_ns;
+            json kernels = json::array();
+            for (const KernelSpan& k : p.trace)
+                kernels.push_back({{"name", k.name}, {"stream", k.stream}, {"blocks", k.blocks},
+                                   {"start_us", double(k.start_ns - first) * 1e-3}, {"us", double(k.end_ns - k.start_ns) * 1e-3}});
+            j["kernel_trace"] = kernels;
+        }
         jpoints.push_back(j);
     }
     fmt::print("{}", table.str());
@@ -168,6 +194,15 @@ int bench_cuda(const BenchOptions& given) {
                "untimed within 1.1 times experts). "
                "wall = forward() from host tensors to host tensors (input checks, transfers included). graph: the batch ran as a "
                "CUDA graph replay\n");
+    if (!trace_failure.empty()) fmt::print("\nno kernel trace: {}\n", trace_failure);
+    for (const GpuPoint& p : points) {
+        if (p.trace.empty()) continue;
+        Table timeline(kernel_timeline_header());
+        for (std::vector<std::string>& row : kernel_timeline(p.trace)) timeline.add(std::move(row));
+        fmt::print("\nkernels of one forward of {} tokens as served ({}; gap: after the kernel before it on its stream, "
+                   "negative where a dependent launch overlapped it):\n{}",
+                   p.tokens, p.graph ? "a CUDA graph replay" : "launched one by one", timeline.str("  "));
+    }
     const json record = {
         {"tool", "steadymoe bench --backend cuda"},
         {"command", command_line()},

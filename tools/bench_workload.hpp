@@ -29,6 +29,7 @@ struct BenchOptions {
     std::string activations = "native";
     std::string backend = "cpu";  // cpu or cuda
     int64_t graph_max_tokens = 256;  // cuda: batches up to this size replay CUDA graphs (0: never)
+    bool trace = false;              // cuda: each point's kernels traced over one more forward, as served
     int ep_ranks = 0;                 // > 0: the expert-parallel layer on this many in-process CPU ranks
     int ranks_per_node = 0;           // > 0: those ranks as nodes of this many (two-level exchanges)
     bool experts_given = false;   // --experts was on the command line

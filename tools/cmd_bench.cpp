@@ -39,6 +39,8 @@ struct Point {
 int bench(const BenchOptions& o) {
     SMOE_CHECK(o.ranks_per_node == 0 || (o.ep_ranks > 0 && o.backend == "cpu"), InvalidArgument,
                "--ranks-per-node: two-level exchanges run with --ep-ranks on CPU ranks");
+    SMOE_CHECK(!o.trace || (o.backend == "cuda" && o.ep_ranks == 0), InvalidArgument,
+               "--trace: kernel traces are of one GPU's layer (--backend cuda without --ep-ranks)");
     if (o.ep_ranks > 0) {
         if (o.backend == "cuda") return bench_cuda_ep(o);
         SMOE_CHECK(o.backend == "cpu", InvalidArgument, "--backend: '{}' is not one of cpu, cuda", o.backend);
@@ -189,6 +191,9 @@ Command add_bench_command(CLI::App& parent) {
     app->add_option("--graph-max-tokens", o->graph_max_tokens,
                     "cuda: batches up to this many tokens run as CUDA graph replays (0 = launch kernels one by one)")
         ->capture_default_str();
+    app->add_flag("--trace", o->trace,
+                  "cuda: after the timed runs, one more forward of each size as served, with every kernel's start, "
+                  "time and gap after the one before it on its stream (from the profiling library's records)");
     app->add_option("--json", o->json_path, "JSON record to write")->capture_default_str();
     app->add_option("--repeat", o->repeat, "Timed runs per point (the median is reported)")
         ->capture_default_str();
