@@ -200,7 +200,7 @@ int bench_cuda(const BenchOptions& given) {
         Table timeline(kernel_timeline_header());
         for (std::vector<std::string>& row : kernel_timeline(p.trace)) timeline.add(std::move(row));
         fmt::print("\nkernels of one forward of {} tokens as served ({}; gap: after the kernel before it on its stream, "
-                   "negative where a dependent launch overlapped it):\n{}",
+                   "negative where it overlapped that one: a dependent launch, or in a graph another branch):\n{}",
                    p.tokens, p.graph ? "a CUDA graph replay" : "launched one by one", timeline.str("  "));
     }
     const json record = {
