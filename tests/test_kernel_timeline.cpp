@@ -37,6 +37,18 @@ TEST(KernelTimeline, SummaryGivesTheSpanAndTheTimeWithNoKernelRunning) {
     EXPECT_NE(rows.back()[6].find("no kernel running for 10.0 µs"), std::string::npos) << rows.back()[6];
 }
 
+// A kernel inside a longer one on the same stream (a graph's branches reported on one stream): the next
+// kernel's gap counts from the longer one's end, and kernels that touch leave no idle time.
+TEST(KernelTimeline, GapsCountFromTheLatestEndOnTheStream) {
+    const auto rows = kernel_timeline({{"long", 1, 0, 10000, 1}, {"inside", 1, 2000, 4000, 1}, {"next", 1, 10000, 11000, 1}});
+    ASSERT_EQ(rows.size(), 4u);
+    EXPECT_EQ(rows[1][4], "-8.0");  // started 8 µs before "long" ended
+    EXPECT_EQ(rows[2][4], "0.0");   // from "long"'s end (10 µs), not "inside"'s (4 µs)
+    EXPECT_NE(rows.back()[6].find("no kernel running for 0.0 µs"), std::string::npos) << rows.back()[6];
+    // A gap that rounds to nothing prints as 0.0, not -0.0.
+    EXPECT_EQ(kernel_timeline({{"a", 1, 0, 1000, 1}, {"b", 1, 990, 2000, 1}})[1][4], "0.0");
+}
+
 TEST(KernelTimeline, NoSpansNoRows) { EXPECT_TRUE(kernel_timeline({}).empty()); }
 
 TEST(KernelTimeline, ShortNamesDropNamespacesAndParametersButKeepTemplateArguments) {

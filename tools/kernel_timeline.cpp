@@ -11,7 +11,11 @@ namespace steadymoe::cli {
 
 namespace {
 
-std::string micros(int64_t ns) { return fmt::format("{:.1f}", double(ns) * 1e-3); }
+// Tenths of a microsecond; a gap that rounds to zero prints as 0.0, not -0.0.
+std::string micros(int64_t ns) {
+    const std::string text = fmt::format("{:.1f}", double(ns) * 1e-3);
+    return text == "-0.0" ? "0.0" : text;
+}
 
 // Drops the first balanced <...> or (...) group that starts at `open`, returning where it ended.
 size_t skip_group(const std::string& s, size_t open) {

@@ -45,11 +45,17 @@ const Cupti& cupti() {
         Cupti c;
         void* lib = nullptr;
         // The toolkit's copy found at configure time first, then the loader's search path.
-        for (const char* name : {STEADYMOE_CUPTI_LIBRARY, "libcupti.so", "libcupti.so.13", "libcupti.so.12"})
-            if (*name && (lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+        // Versioned names before the bare one, which may be a stray copy of another version.
+        std::string tried;
+        for (const char* name : {STEADYMOE_CUPTI_LIBRARY, "libcupti.so.13", "libcupti.so.12", "libcupti.so"}) {
+            if (!*name) continue;
+            if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+            const char* why = dlerror();
+            tried += fmt::format("{}{}", tried.empty() ? "" : "; ", why ? why : name);
+        }
         if (!lib) {
-            c.missing = fmt::format("the profiling library (libcupti) could not be loaded: {} (set LD_LIBRARY_PATH to "
-                                    "the CUDA toolkit's directory that holds it)", STEADYMOE_CUPTI_LIBRARY);
+            c.missing = fmt::format("the profiling library (libcupti) could not be loaded ({}); set LD_LIBRARY_PATH to "
+                                    "the CUDA toolkit's directory that holds it", tried);
             return c;
         }
         look_up(lib, "cuptiActivityRegisterCallbacks", c.register_callbacks, c.missing);
@@ -141,8 +147,9 @@ std::vector<KernelSpan> KernelTrace::stop() {
     on_ = false;
     const cudaError_t synced = cudaDeviceSynchronize();
     const Cupti& c = cupti();
-    const CUptiResult flushed = c.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    // Off before the flush, so that no kernel launched in between is left to land in the next trace.
     const CUptiResult disabled = c.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    const CUptiResult flushed = c.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     std::vector<KernelSpan> spans;
     {
         const std::lock_guard<std::mutex> lock(records_mutex);
@@ -150,8 +157,8 @@ std::vector<KernelSpan> KernelTrace::stop() {
         tracing = false;
     }
     SMOE_CHECK(synced == cudaSuccess, Internal, "kernel trace: waiting for the GPU failed: {}", cudaGetErrorString(synced));
-    check(flushed, "flushing the kernel records");
     check(disabled, "turning kernel records off");
+    check(flushed, "flushing the kernel records");
     std::stable_sort(spans.begin(), spans.end(),
                      [](const KernelSpan& a, const KernelSpan& b) { return a.start_ns < b.start_ns; });
     return spans;
