@@ -17,7 +17,7 @@ std::string micros(int64_t ns) {
     return text == "-0.0" ? "0.0" : text;
 }
 
-// Drops the first balanced <...> or (...) group that starts at `open`, returning where it ended.
+// Where the balanced <...> or (...) group that opens at `open` ends (one past its closing bracket).
 size_t skip_group(const std::string& s, size_t open) {
     const char o = s[open], c = o == '<' ? '>' : ')';
     int depth = 0;

@@ -20,9 +20,10 @@ struct KernelSpan {
 };
 
 // The timeline of `spans` as table rows: one per kernel in start order, with its stream (numbered in order
-// of first use), its start from the first kernel's, its time, its gap after the kernel before it on its
-// stream (negative: it started before that one ended, a dependent launch) and its blocks; then the span from
-// the first start to the last end and the time in it when no kernel was running.
+// of first use), its start from the first kernel's, its time, its gap after the latest end of the kernels
+// before it on its stream (negative: it started before one of them ended — a dependent launch, or a graph's
+// branches reported on one stream) and its blocks; then the span from the first start to the last end and
+// the time in it when no kernel was running.
 std::vector<std::vector<std::string>> kernel_timeline(std::vector<KernelSpan> spans);
 // Header of the rows kernel_timeline makes.
 std::vector<std::string> kernel_timeline_header();
