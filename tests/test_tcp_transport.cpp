@@ -170,6 +170,45 @@ TEST(TcpTransport, ARankThatStallsIsNamedWithinTheTimeout) {
     EXPECT_NE(errors[0].find("rank(s) 1 did not complete collective 0 within 400 ms"), std::string::npos) << errors[0];
 }
 
+// Rank 2 stops after collective 0; rank 1 sees it at once in collective 1, tells the others and closes. Rank 0 is
+// still computing then (well inside the timeout) and starts collective 1 only after rank 1 has gone: it must
+// still name rank 2 — through the abort rank 1 left queued, or rank 2's own closed connection — not rank 1.
+TEST(TcpTransport, ARankThatComesLateHearsWhoFailed) {
+    const int port = free_port(), ranks = 3;
+    const auto errors = run_ranks(ranks, [&](int r) {
+        TcpTransport t({r, ranks, "127.0.0.1", port}, 30s);
+        (void)t.all_to_all(std::vector<Bytes>(size_t(ranks), Bytes{1}));
+        if (r == 2) return;                               // stops: its connections close as the transport goes
+        if (r == 0) std::this_thread::sleep_for(2500ms);  // computing while rank 1 gives up and closes
+        (void)t.all_to_all(std::vector<Bytes>(size_t(ranks), Bytes{2}));
+    });
+    for (int r : {0, 1}) {
+        const std::string& e = errors[size_t(r)];
+        EXPECT_TRUE(e.find("rank 2 closed its connection") != std::string::npos ||
+                    e.find("rank 2 stopped or failed in collective 1 (reported by rank") != std::string::npos)
+            << e;
+    }
+}
+
+// Rank 2 stalls in collective 1, and rank 0 computes past the timeout before it starts collective 1: rank 1 gives
+// up on both, naming the first, rank 0, and closes. Rank 0 must hear that it came too late, not that rank 1
+// closed its connection.
+TEST(TcpTransport, ARankThatComesTooLateIsToldSo) {
+    const int port = free_port(), ranks = 3;
+    const auto errors = run_ranks(ranks, [&](int r) {
+        TcpTransport t({r, ranks, "127.0.0.1", port}, 400ms);
+        (void)t.all_to_all(std::vector<Bytes>(size_t(ranks), Bytes{1}));
+        if (r == 2) {
+            std::this_thread::sleep_for(4000ms);  // alive, connected, silent
+            return;
+        }
+        if (r == 0) std::this_thread::sleep_for(2500ms);  // computing while rank 1 gives up and closes
+        (void)t.all_to_all(std::vector<Bytes>(size_t(ranks), Bytes{2}));
+    });
+    EXPECT_NE(errors[1].find("rank(s) 0, 2 did not complete collective 1 within 400 ms"), std::string::npos) << errors[1];
+    EXPECT_NE(errors[0].find("rank 1 gave up on this rank"), std::string::npos) << errors[0];
+}
+
 TEST(TcpEndpoint, ReadsAndChecksTheLaunchEnvironment) {
     unsetenv("RANK"), unsetenv("WORLD_SIZE"), unsetenv("MASTER_ADDR"), unsetenv("MASTER_PORT");
     EXPECT_FALSE(TcpEndpoint::from_environment().has_value());

@@ -404,10 +404,13 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
     // dropped, and each connection closes once its peer has closed it too, or after kAbortLinger: a
     // connection closed with bytes unread is reset, and a reset drops what this rank has queued and not yet
     // sent — the abort with it.
-    auto give_up = [&](int culprit) {
+    // A culprit that only timed out may be alive and late: with `tell_culprit` it is told too, so that it can say
+    // it came too late rather than blame this rank's closed connection.
+    auto give_up = [&](int culprit, bool tell_culprit = false) {
         const Header abort{kAbortMagic, 0, uint64_t(culprit), 0};
         std::vector<size_t> abort_sent(static_cast<size_t>(size_), 0);
-        close_fd(peers_[size_t(culprit)]);  // nothing to tell it (this rank's own entry is -1 already)
+        if (!tell_culprit) close_fd(peers_[size_t(culprit)]);  // a culprit that closed: nothing to tell it
+                                                                // (this rank's own entry is -1 already)
         const auto linger_end = Clock::now() + std::min<std::chrono::milliseconds>(timeout_, kAbortLinger);
         while (true) {
             std::vector<pollfd> fds;
@@ -477,15 +480,25 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
     // Before blaming a peer: whether another rank has already said who failed. A rank that gave up first may
     // have sent its message before its abort, and closed since: read what each rank has sent, so that an
     // abort behind a message not yet read is found too.
+    // An abort that names this rank (its sender timed out waiting for it: this rank came too late) is said as
+    // such, where no rank names another.
     auto find_report = [&] {
+        int gave_up_on_this = -1;
         for (int q = 0; q < size_; ++q) {
             if (q == rank_ || peers_[size_t(q)] < 0) continue;
             (void)take_available(q);
             const Flow& f = flow[size_t(q)];
             int culprit = -1;
-            if (!f.header_in && f.got == sizeof(Header)) culprit = named_by_abort(f.in_header);
+            if (!f.header_in && f.got == sizeof(Header))
+                culprit = f.in_header.magic == kAbortMagic && f.in_header.round < uint64_t(size_) ? int(f.in_header.round) : -1;
             if (in_done(q)) culprit = peek_abort(peers_[size_t(q)], size_);
+            if (culprit == rank_ && gave_up_on_this < 0) gave_up_on_this = q;
             if (culprit >= 0 && culprit != rank_) reported(culprit, q);
+        }
+        if (gave_up_on_this >= 0) {
+            give_up(gave_up_on_this);
+            SMOE_THROW(Communication, "rank {}: rank {} gave up on this rank (timed out waiting for it, or lost its "
+                       "connection) in collective {}", rank_, gave_up_on_this, round);
         }
     };
     // Peer p failed us (`why`) — unless another rank already told us who really failed.
@@ -518,7 +531,7 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
                     if (p != rank_ && (flow[size_t(p)].sent < out_total(p) || !in_done(p)))
                         missing.push_back(p);
                 find_report();
-                give_up(missing.front());
+                give_up(missing.front(), true);
                 SMOE_THROW(Communication, "rank {}: rank(s) {} did not complete collective {} within {} ms",
                            rank_, fmt::join(missing, ", "), round, timeout_.count());
             }
