@@ -76,15 +76,18 @@ int bench_cuda(const BenchOptions& given) {
     // The CPU backend on the first tokens alone: by batch invariance, every batch's first rows.
     const int64_t ref_rows = std::min<int64_t>(16, *std::max_element(o.tokens.begin(), o.tokens.end()));
     progress.line(fmt::format("CPU reference for the first {} tokens", ref_rows));
-    const MoeOutput ref = layer.forward(
-        {synthetic::tensor(DType::BF16, {ref_rows, H}, o.seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()});
+    // A batch of `tokens` synthetic tokens: every batch's first rows are the same tokens.
+    const auto batch_of = [&](int64_t tokens) {
+        return MoeInput{synthetic::tensor(DType::BF16, {tokens, H}, o.seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
+    };
+    const MoeOutput ref = layer.forward(batch_of(ref_rows));
 
     std::vector<GpuPoint> points;
     for (int64_t T : o.tokens) {
         progress.line(fmt::format("{} tokens", T));
         GpuPoint p;
         p.tokens = T;
-        const MoeInput in{synthetic::tensor(DType::BF16, {T, H}, o.seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
+        const MoeInput in = batch_of(T);
         // Warm-up: grows the workspace; for graph-sized batches the two timed runs capture the graphs (the
         // untimed run's and the timed one's). `graph` says whether they were captured, not just asked for.
         MoeOutput out = gpu.forward(in);
@@ -130,7 +133,7 @@ int bench_cuda(const BenchOptions& given) {
         // captured), so that the traced one runs as the timed ones did.
         try {
             for (GpuPoint& p : points) {
-                const MoeInput in{synthetic::tensor(DType::BF16, {p.tokens, H}, o.seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
+                const MoeInput in = batch_of(p.tokens);
                 for (int i = 0; i < 2; ++i) (void)gpu.forward(in);
                 KernelTrace trace;
                 trace.start();

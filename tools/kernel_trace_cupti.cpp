@@ -101,7 +101,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     std::vector<KernelSpan> got;
     CUpti_Activity* record = nullptr;
     while (buffer && cupti().next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
-        if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
+        if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
+            continue;
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
         if (k->start == 0 || k->end < k->start) continue;  // a record the GPU did not finish timing
         got.push_back({demangled(k->name), k->streamId, k->start, k->end, int64_t(k->gridX) * k->gridY * k->gridZ});
@@ -156,7 +157,8 @@ std::vector<KernelSpan> KernelTrace::stop() {
         spans.swap(records);
         tracing = false;
     }
-    SMOE_CHECK(synced == cudaSuccess, Internal, "kernel trace: waiting for the GPU failed: {}", cudaGetErrorString(synced));
+    SMOE_CHECK(synced == cudaSuccess, Internal, "kernel trace: waiting for the GPU failed: {}",
+               cudaGetErrorString(synced));
     check(disabled, "turning kernel records off");
     check(flushed, "flushing the kernel records");
     std::stable_sort(spans.begin(), spans.end(),

@@ -9,8 +9,8 @@ KernelTrace::KernelTrace() = default;
 KernelTrace::~KernelTrace() = default;
 
 void KernelTrace::start() {
-    SMOE_THROW(Unsupported, "kernel trace: this build has no profiling interface (CUDA's libcupti headers were not found "
-                            "when it was configured)");
+    SMOE_THROW(Unsupported, "kernel trace: this build has no profiling interface (CUDA's libcupti headers were "
+                            "not found when it was configured)");
 }
 
 std::vector<KernelSpan> KernelTrace::stop() { SMOE_THROW(Internal, "kernel trace: stop() without start()"); }

@@ -319,11 +319,17 @@ struct Flow {
     bool quiet = false;  // its message is in and nothing more is expected: stop listening
 };
 
+// The rank an abort header names as the culprit (possibly the receiver itself: its sender gave up on it), else
+// -1 (not an abort, or a rank past the `size` ranks).
+int abort_culprit(const Header& h, int size) {
+    return h.magic == kAbortMagic && h.round < uint64_t(size) ? int(h.round) : -1;
+}
+
 // An abort header waiting at the front of `fd`'s incoming bytes: the culprit it names, else -1.
 int peek_abort(int fd, int size) {
     Header h{};
     const ssize_t n = ::recv(fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-    return n == ssize_t(sizeof h) && h.magic == kAbortMagic && h.round < uint64_t(size) ? int(h.round) : -1;
+    return n == ssize_t(sizeof h) ? abort_culprit(h, size) : -1;
 }
 
 }  // namespace
@@ -473,10 +479,6 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
         SMOE_THROW(Communication, "rank {}: rank {} stopped or failed in collective {} (reported by rank {})",
                    rank_, culprit, round, by);
     };
-    // The culprit an abort header names, else -1 (one naming this rank: the sender gave up on this rank).
-    auto named_by_abort = [&](const Header& h) {
-        return h.magic == kAbortMagic && h.round < uint64_t(size_) && int(h.round) != rank_ ? int(h.round) : -1;
-    };
     // Before blaming a peer: whether another rank has already said who failed. A rank that gave up first may
     // have sent its message before its abort, and closed since: read what each rank has sent, so that an
     // abort behind a message not yet read is found too.
@@ -489,8 +491,7 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
             (void)take_available(q);
             const Flow& f = flow[size_t(q)];
             int culprit = -1;
-            if (!f.header_in && f.got == sizeof(Header))
-                culprit = f.in_header.magic == kAbortMagic && f.in_header.round < uint64_t(size_) ? int(f.in_header.round) : -1;
+            if (!f.header_in && f.got == sizeof(Header)) culprit = abort_culprit(f.in_header, size_);
             if (in_done(q)) culprit = peek_abort(peers_[size_t(q)], size_);
             if (culprit == rank_ && gave_up_on_this < 0) gave_up_on_this = q;
             if (culprit >= 0 && culprit != rank_) reported(culprit, q);
@@ -551,9 +552,10 @@ std::vector<Bytes> TcpTransport::all_to_all(std::vector<Bytes> send) {
                     if (!why.empty()) fail(p, why);
                     if (!f.header_in && f.got == sizeof(Header)) {
                         const Header& h = f.in_header;
-                        const int culprit = named_by_abort(h);
-                        if (culprit >= 0) reported(culprit, p);  // in place of its message: who failed
-                        if (h.magic == kAbortMagic && h.round == uint64_t(rank_))
+                        const int culprit = abort_culprit(h, size_);
+                        // In place of its message: who failed, or that it gave up on this rank.
+                        if (culprit >= 0 && culprit != rank_) reported(culprit, p);
+                        if (culprit == rank_)
                             fail(p, "gave up on this rank (timed out waiting for it, or lost its connection)");
                         fail(p, fmt::format("sent a malformed message (round {}, {} bytes)", h.round, h.bytes));
                     }
