@@ -307,11 +307,10 @@ void RouterStage::reserve(Buffers& b, int64_t T, const TileCounts& tiles, bool b
     grow(b.topk_weights, size_t(T * K) * 4, "top-k weights", moved);
 }
 
-void RouterStage::enqueue(Buffers& b, const void* hidden, const uint8_t* active, const int64_t* token_ids,
-                          int64_t T, const TileCounts& tiles, bool bf16, cudaStream_t s) const {
+void RouterStage::enqueue_logits(Buffers& b, const void* hidden, int64_t T, const TileCounts& tiles, bool bf16,
+                                 cudaStream_t s) const {
     const MoeConfig& cfg = layer_.config();
-    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
-    cuda::RouteLaunch route;
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts;
     if (router_ && bf16) {
         cuda::GroupedGemmLaunch g =
             gemm_launch(*router_, cuda::PermutationOut{}, tiles.token_tiles, static_cast<const uint16_t*>(hidden), nullptr, s);
@@ -323,15 +322,24 @@ void RouterStage::enqueue(Buffers& b, const void* hidden, const uint8_t* active,
         // multiplies the tokens' rows and mostly padding.
         g.few_rows = T <= 32;
         g.out = b.logits.as<float>();
-        g.split_stride = T * E;
+        g.split_stride = T * E;  // enqueue_routing reads the splits with this stride
         g.ldo = E;
         SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g));
-        route.logit_splits = g.k_splits;
-        route.split_stride = g.split_stride;
     } else {
         SMOE_CHECK(!bf16, Internal, "bf16 inputs without a bf16 router");
         cuda::gemm({static_cast<const float*>(hidden), nullptr, T, H}, router_exact_, b.logits.as<float>(), E,
                    s);
+    }
+}
+
+void RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t T, bool bf16,
+                                  cudaStream_t s) const {
+    const MoeConfig& cfg = layer_.config();
+    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
+    cuda::RouteLaunch route;
+    if (router_ && bf16) {  // enqueue_logits wrote the k splits' partial sums
+        route.logit_splits = router_k_splits(H);
+        route.split_stride = T * E;
     }
     route.logits = b.logits.as<const float>();
     route.tokens = T;

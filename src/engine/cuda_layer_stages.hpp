@@ -135,9 +135,18 @@ class RouterStage {
 
     explicit RouterStage(const MoeLayer& layer);
     void reserve(Buffers& b, int64_t tokens, const TileCounts& tiles, bool bf16, bool& moved) const;
-    // Fills b.topk_ids / b.topk_weights for `tokens` rows of `hidden` (`token_ids` for hash layers).
+    // Fills b.topk_ids / b.topk_weights for `tokens` rows of `hidden` (`token_ids` for hash layers): the
+    // logits, then the routing.
     void enqueue(Buffers& b, const void* hidden, const uint8_t* active, const int64_t* token_ids,
-                 int64_t tokens, const TileCounts& tiles, bool bf16, cudaStream_t s) const;
+                 int64_t tokens, const TileCounts& tiles, bool bf16, cudaStream_t s) const {
+        enqueue_logits(b, hidden, tokens, tiles, bf16, s);
+        enqueue_routing(b, active, token_ids, tokens, bf16, s);
+    }
+    // The two halves, for a layer that starts other work between them.
+    void enqueue_logits(Buffers& b, const void* hidden, int64_t tokens, const TileCounts& tiles, bool bf16,
+                        cudaStream_t s) const;
+    void enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t tokens, bool bf16,
+                         cudaStream_t s) const;
 
   private:
     const MoeLayer& layer_;

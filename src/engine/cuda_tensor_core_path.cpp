@@ -6,6 +6,7 @@
 
 #include "../kernels/cuda/check.hpp"
 #include "../kernels/cuda/dependent_launch.hpp"
+#include "../kernels/cuda/env_switch.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "../kernels/cuda/quant_mode.hpp"
 #include "../kernels/cuda/routing.hpp"
@@ -157,33 +158,47 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     auto end = [&](EventTimer StageTimers::*timer, cudaStream_t s) { if (t) (t->*timer).end(s, capturing); };
     cudaStream_t main = ws.main;
 
-    // Router logits, then the routing, on the GPU.
-    begin(&StageTimers::total, main);
-    begin(&StageTimers::router, main);
-    if (!experts_only)
-        router_.enqueue(ws.router, ws.hidden.get(), ws.active.as<const uint8_t>(),
-                        b.hash ? ws.token_ids.as<const int64_t>() : nullptr, T, b.tiles, b.bf16, main);
-    end(&StageTimers::router, main);
-
     const tc::ContributionRows contributions{ws.contributions.get(), b.bf16};
     const float limit = float(cfg.swiglu_limit);
     const bool before = cfg.weight_placement == WeightPlacement::BeforeDown;
 
-    // The shared expert on the side stream, overlapping the routed experts.
-    SMOE_CUDA_CHECK(cudaEventRecord(ws.fork, main));
-    SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
-    if (shared_) {
-        begin(&StageTimers::shared, ws.side);
-        const cuda::PermutationOut perm = ws.shared_perm.view(b.shared_tiles.tiles, 1);
-        SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.shared_tiles.tile_m, perm,
-                                                    ws.side));
-        // The shared expert has no clamp and weight 1 (the CPU layer's shared job).
-        tc::run_group({&*shared_, &perm, T, b.shared_tiles.tiles, perm.load, &ws.shared, 0.0f, false, nullptr, nullptr,
-                       fp8_tensor_cores_, 0, b.shared_tiles.tile_m},
-                      ws.hidden.get(), b.bf16, H, aq, contributions, ws.side, capturing);
-        end(&StageTimers::shared, ws.side);
+    // The shared expert on the side stream, overlapping the routed experts. It needs no routing, so it may
+    // fork from the main stream before the router, or between the router's GEMM and its routing kernel;
+    // STEADYMOE_SHARED_FORK=start|logits chooses those (to compare), after the routing by default.
+    auto fork_shared = [&] {
+        SMOE_CUDA_CHECK(cudaEventRecord(ws.fork, main));
+        SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
+        if (shared_) {
+            begin(&StageTimers::shared, ws.side);
+            const cuda::PermutationOut perm = ws.shared_perm.view(b.shared_tiles.tiles, 1);
+            SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.shared_tiles.tile_m,
+                                                        perm, ws.side));
+            // The shared expert has no clamp and weight 1 (the CPU layer's shared job).
+            tc::run_group({&*shared_, &perm, T, b.shared_tiles.tiles, perm.load, &ws.shared, 0.0f, false, nullptr,
+                           nullptr, fp8_tensor_cores_, 0, b.shared_tiles.tile_m},
+                          ws.hidden.get(), b.bf16, H, aq, contributions, ws.side, capturing);
+            end(&StageTimers::shared, ws.side);
+        }
+        SMOE_CUDA_CHECK(cudaEventRecord(ws.join, ws.side));
+    };
+    enum class Fork { Start, Logits, Routing };
+    static const Fork fork_at = cuda::env_equals("STEADYMOE_SHARED_FORK", "start")    ? Fork::Start
+                                : cuda::env_equals("STEADYMOE_SHARED_FORK", "logits") ? Fork::Logits
+                                                                                      : Fork::Routing;
+
+    // Router logits, then the routing, on the GPU.
+    begin(&StageTimers::total, main);
+    if (fork_at == Fork::Start || experts_only) fork_shared();
+    begin(&StageTimers::router, main);
+    if (!experts_only) {
+        router_.enqueue_logits(ws.router, ws.hidden.get(), T, b.tiles, b.bf16, main);
+        if (fork_at == Fork::Logits) fork_shared();
+        const int64_t* token_ids = b.hash ? ws.token_ids.as<const int64_t>() : nullptr;
+        router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main);
     }
-    SMOE_CUDA_CHECK(cudaEventRecord(ws.join, ws.side));
+    end(&StageTimers::router, main);
+    if (fork_at == Fork::Routing && !experts_only) fork_shared();
+
     begin(&StageTimers::routed, main);
     const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
     SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),

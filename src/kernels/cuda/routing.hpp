@@ -41,6 +41,9 @@ struct RouteLaunch {
     int32_t* topk_ids = nullptr;       // out [T][K], -1 for masked tokens
     float* topk_weights = nullptr;     // out [T][K], 0 for masked tokens
     cudaStream_t stream = nullptr;
+    // Which form of the kernel (the same bits; routing.cu says how they differ). Default: the staged one,
+    // or the unrolled one where STEADYMOE_ROUTE_KERNEL=unrolled.
+    enum class Form { Default, Staged, Unrolled } form = Form::Default;
 };
 
 cudaError_t launch_route(const RouteLaunch& launch);
