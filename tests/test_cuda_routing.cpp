@@ -1,8 +1,8 @@
-// The routing kernel's two forms (routing.cu: the staged one, which copies the logits through shared memory
-// and loops over the score function, and the unrolled one) give the same top-k ids and weights, bit for bit:
-// logits in 1 to 14 k splits, 8 to 512 experts, each score function, with and without a selection bias and
-// group limits (the group's best, or its best two), with NaN and infinite logits and masked tokens. Skips,
-// saying so, without a GPU. How close both come to the CPU router is test_cuda_tensor_core's CudaRouting.
+// The routing kernel's two forms (route_wide.cu's block per token, routing.cu's warp per token) give the same
+// top-k ids and weights, bit for bit: logits in 1 to 20 k splits, 8 to 512 experts, each score function, with
+// and without a selection bias and group limits (the group's best, or its best two), hash routing, NaN and
+// infinite logits and masked tokens. Skips, saying so, without a GPU. How close both come to the CPU router
+// is test_cuda_tensor_core's CudaRouting.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,13 +23,14 @@ struct Case {
     bool bias;
     int32_t groups, top_groups, group_score;
     int64_t tokens;
+    bool hash = false;  // ids from a token-id table (the scores still give the weights)
 };
 
 std::string describe(const Case& c) {
     return std::to_string(c.tokens) + " tokens, " + std::to_string(c.splits) + " splits, " + std::to_string(c.experts) +
            " experts, top " + std::to_string(c.top_k) + ", score " + std::to_string(c.score_func) +
            (c.bias ? ", bias" : "") + ", groups " + std::to_string(c.groups) + "/" + std::to_string(c.top_groups) +
-           " by " + std::to_string(c.group_score);
+           " by " + std::to_string(c.group_score) + (c.hash ? ", hash" : "");
 }
 
 struct Routing {
@@ -37,25 +38,29 @@ struct Routing {
     std::vector<float> weights;
 };
 
-Routing route(const Case& c, const cuda::DeviceBuffer& logits, const cuda::DeviceBuffer& bias,
-              const cuda::DeviceBuffer& active, cuda::RouteLaunch::Form form) {
+struct Inputs {
+    cuda::DeviceBuffer logits, bias, active, tid2eid, token_ids;
+};
+
+Routing route(const Case& c, const Inputs& in, cuda::RouteLaunch::Form form) {
     const size_t pairs = size_t(c.tokens * c.top_k);
     cuda::DeviceBuffer ids(pairs * 4, "ids"), weights(pairs * 4, "weights");
     EXPECT_EQ(cudaMemset(ids.get(), 0x7F, ids.bytes()), cudaSuccess);
     EXPECT_EQ(cudaMemset(weights.get(), 0x7F, weights.bytes()), cudaSuccess);
     cuda::RouteLaunch p;
-    p.logits = logits.as<const float>();
+    p.logits = in.logits.as<const float>();
     p.logit_splits = c.splits;
     p.split_stride = c.tokens * c.experts;
     p.tokens = c.tokens;
     p.experts = c.experts;
     p.top_k = c.top_k;
     p.score_func = c.score_func;
-    p.bias = c.bias ? bias.as<const float>() : nullptr;
+    p.bias = c.bias ? in.bias.as<const float>() : nullptr;
     p.groups = c.groups;
     p.top_groups = c.top_groups;
     p.group_score = c.group_score;
-    p.active = active.as<const uint8_t>();
+    p.active = in.active.as<const uint8_t>();
+    if (c.hash) p.tid2eid = in.tid2eid.as<const int32_t>(), p.token_ids = in.token_ids.as<const int64_t>();
     p.normalise = c.score_func != 0;
     p.normalise_eps = c.score_func == 1;
     p.scale = c.score_func == 2 ? 1.5f : 1.0f;
@@ -86,19 +91,27 @@ void check(const Case& c, uint32_t seed) {
     for (float& v : bias) v = normal(rng) * 0.1f;
     std::vector<uint8_t> active(size_t(c.tokens), 1);
     for (int64_t t = 1; t < c.tokens; t += 4) active[size_t(t)] = 0;
-    cuda::DeviceBuffer logits_buf(logits.size() * 4, "logits"), bias_buf(bias.size() * 4, "bias"),
-        active_buf(active.size(), "active");
-    logits_buf.upload(logits.data(), logits.size() * 4);
-    bias_buf.upload(bias.data(), bias.size() * 4);
-    active_buf.upload(active.data(), active.size());
-    const Routing staged = route(c, logits_buf, bias_buf, active_buf, cuda::RouteLaunch::Form::Staged);
-    const Routing unrolled = route(c, logits_buf, bias_buf, active_buf, cuda::RouteLaunch::Form::Unrolled);
-    EXPECT_EQ(staged.ids, unrolled.ids);
-    EXPECT_EQ(test::first_bit_difference(staged.weights.data(), unrolled.weights.data(), staged.weights.size() * 4), -1);
+    constexpr int64_t kVocab = 50;
+    std::vector<int32_t> tid2eid(size_t(kVocab * c.top_k));
+    for (int32_t& id : tid2eid) id = int32_t(rng() % uint32_t(c.experts));
+    std::vector<int64_t> token_ids(size_t(c.tokens));
+    for (int64_t& id : token_ids) id = int64_t(rng() % kVocab);
+    Inputs in{cuda::DeviceBuffer(logits.size() * 4, "logits"), cuda::DeviceBuffer(bias.size() * 4, "bias"),
+              cuda::DeviceBuffer(active.size(), "active"), cuda::DeviceBuffer(tid2eid.size() * 4, "tid2eid"),
+              cuda::DeviceBuffer(token_ids.size() * 8, "token ids")};
+    in.logits.upload(logits.data(), logits.size() * 4);
+    in.bias.upload(bias.data(), bias.size() * 4);
+    in.active.upload(active.data(), active.size());
+    in.tid2eid.upload(tid2eid.data(), tid2eid.size() * 4);
+    in.token_ids.upload(token_ids.data(), token_ids.size() * 8);
+    const Routing wide = route(c, in, cuda::RouteLaunch::Form::Wide);
+    const Routing unrolled = route(c, in, cuda::RouteLaunch::Form::Unrolled);
+    EXPECT_EQ(wide.ids, unrolled.ids);
+    EXPECT_EQ(test::first_bit_difference(wide.weights.data(), unrolled.weights.data(), wide.weights.size() * 4), -1);
     // The ids are real experts, or -1 for the masked tokens.
     for (int64_t t = 0; t < c.tokens; ++t)
         for (int32_t s = 0; s < c.top_k; ++s) {
-            const int32_t id = staged.ids[size_t(t * c.top_k + s)];
+            const int32_t id = wide.ids[size_t(t * c.top_k + s)];
             if (active[size_t(t)]) EXPECT_TRUE(id >= 0 && id < c.experts) << "token " << t << " slot " << s;
             else EXPECT_EQ(id, -1) << "token " << t << " slot " << s;
         }
@@ -106,7 +119,7 @@ void check(const Case& c, uint32_t seed) {
 
 }  // namespace
 
-TEST(CudaRouteKernel, StagedAndUnrolledFormsGiveTheSameBits) {
+TEST(CudaRouteKernel, BlockAndWarpPerTokenGiveTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
     uint32_t seed = 1;
     for (const Case& c : {Case{8, 256, 6, 2, true, 1, 1, 0, 1},     // deepseek-v4-flash's decode step
@@ -115,9 +128,11 @@ TEST(CudaRouteKernel, StagedAndUnrolledFormsGiveTheSameBits) {
                           Case{14, 256, 8, 1, true, 8, 4, 1, 37},   // more tokens than a block's warps
                           Case{8, 256, 6, 2, true, 1, 1, 0, 8},
                           Case{1, 64, 4, 0, false, 1, 1, 0, 9},     // one split (the exact f32 router)
-                          Case{16, 512, 8, 1, true, 16, 4, 0, 5},   // 16 experts a lane, two stages of splits
+                          Case{16, 512, 8, 1, true, 16, 4, 0, 5},   // 16 experts a lane, 512 threads a block
                           Case{9, 8, 2, 2, false, 1, 1, 0, 6},      // fewer experts than lanes
-                          Case{20, 384, 8, 0, true, 64, 8, 1, 3},   // 64 groups, experts past a lane's share
-                          Case{17, 160, 6, 1, false, 32, 3, 0, 2}})
+                          Case{20, 384, 8, 0, true, 64, 8, 1, 3},   // 64 groups; more splits than one round of loads
+                          Case{17, 160, 6, 1, false, 32, 3, 0, 2},
+                          Case{8, 256, 6, 2, false, 1, 1, 0, 7, true},  // hash routing (deepseek-v4's first layers)
+                          Case{2, 256, 6, 2, true, 1, 1, 0, 65}})      // past the tokens the layer routes so
         check(c, seed++);
 }

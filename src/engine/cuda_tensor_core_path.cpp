@@ -162,9 +162,11 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     const float limit = float(cfg.swiglu_limit);
     const bool before = cfg.weight_placement == WeightPlacement::BeforeDown;
 
-    // The shared expert on the side stream, overlapping the routed experts. It needs no routing, so it may
-    // fork from the main stream before the router, or between the router's GEMM and its routing kernel;
-    // STEADYMOE_SHARED_FORK=start|logits chooses those (to compare), after the routing by default.
+    // The shared expert on the side stream, overlapping the routed experts. It needs no routing, so it forks
+    // from the main stream between the router's GEMM and its routing kernel: at one token, 4% less time for
+    // the layer than a fork after the routing, and 1-3% less than one before the router's GEMM
+    // (bench/results/2026-12-03-cuda-route-and-fork.md). STEADYMOE_SHARED_FORK=routing|start forks it there
+    // instead, to compare.
     auto fork_shared = [&] {
         SMOE_CUDA_CHECK(cudaEventRecord(ws.fork, main));
         SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
@@ -182,9 +184,9 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
         SMOE_CUDA_CHECK(cudaEventRecord(ws.join, ws.side));
     };
     enum class Fork { Start, Logits, Routing };
-    static const Fork fork_at = cuda::env_equals("STEADYMOE_SHARED_FORK", "start")    ? Fork::Start
-                                : cuda::env_equals("STEADYMOE_SHARED_FORK", "logits") ? Fork::Logits
-                                                                                      : Fork::Routing;
+    static const Fork fork_at = cuda::env_equals("STEADYMOE_SHARED_FORK", "start")     ? Fork::Start
+                                : cuda::env_equals("STEADYMOE_SHARED_FORK", "routing") ? Fork::Routing
+                                                                                       : Fork::Logits;
 
     // Router logits, then the routing, on the GPU.
     begin(&StageTimers::total, main);

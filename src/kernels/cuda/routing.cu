@@ -1,6 +1,8 @@
 #include "dependent_launch.cuh"
-#include "env_switch.hpp"
 #include "grouped_gemm.hpp"
+#include "env_switch.hpp"
+#include "route_keys.cuh"
+#include "route_wide.hpp"
 #include "routing.hpp"
 
 #include <cub/block/block_scan.cuh>
@@ -12,106 +14,9 @@ namespace steadymoe::cuda {
 namespace {
 
 constexpr int kRouteWarps = 4;
-constexpr float kNegInf = -INFINITY;
-
-__device__ __forceinline__ bool is_nan(float v) { return v != v; }
-// The CPU router's order: higher values first, NaN below every number (so a poisoned token still picks
-// valid experts), equal values by lower id. As one unsigned key per value, larger exactly when it ranks
-// before: numbers map to their order-preserving bits (-0 as +0, so that equal values tie and the id
-// decides), NaN to kNanKey (below -inf), and kAbsent marks an expert that is not a candidate. A warp's
-// best is then one max-reduction and its lowest id one min-reduction.
-constexpr uint32_t kAbsent = 0, kNanKey = 1, kNegInfKey = 0x007FFFFFu;
-__device__ __forceinline__ uint32_t rank_key_bits(float v) {
-    if (is_nan(v)) return kNanKey;
-    const uint32_t bits = (__float_as_uint(v) << 1) == 0 ? 0u : __float_as_uint(v);
-    return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
-}
-// The value of a key, NaN (and kAbsent) as -inf.
-__device__ __forceinline__ float rank_value(uint32_t key) {
-    if (key <= kNanKey) return kNegInf;
-    return __uint_as_float(key & 0x80000000u ? key & 0x7FFFFFFFu : ~key);
-}
-
-__device__ __forceinline__ float max_skipping_nan(float a, float b) { return a < b ? b : a; }  // as std::max
-
-__device__ __forceinline__ void copy_async_4(float* to, const float* from) {
-    const unsigned to_shared = unsigned(__cvta_generic_to_shared(to));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to_shared), "l"(from) : "memory");
-}
-__device__ __forceinline__ void wait_for_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-// A token's logits, summed over the router GEMM's k splits in split order (split 0 as it is), into
-// score[j] for expert lane + 32 j (0 past the experts). The lane's values of up to kStageSplits splits
-// are copied to shared memory in one loop whose copies are all in flight together, then added in a
-// second loop: one wait for memory a chunk of splits, from code a few lines long (a decode step's route
-// kernel is fetched cold, so its length costs time). Each lane reads back only what it copied.
-template <int kPerLane>
-__device__ __forceinline__ void sum_logits_staged(const RouteLaunch& p, int64_t t, int lane, int warp,
-                                                  float (&score)[kPerLane]) {
-    constexpr int kStageSplits = 64 / kPerLane;  // 2048 floats (8 KB) a warp
-    __shared__ float stage[kRouteWarps][kStageSplits][32 * kPerLane];
-    const int E = p.experts;
-    const float* logits = p.logits + t * E;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) score[j] = 0.0f;
-#pragma unroll 1
-    for (int z0 = 0; z0 < p.logit_splits; z0 += kStageSplits) {
-        const int n = min(kStageSplits, p.logit_splits - z0);
-#pragma unroll 1
-        for (int q = 0; q < n; ++q)
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j)
-                if (lane + 32 * j < E)
-                    copy_async_4(&stage[warp][q][lane + 32 * j], logits + (z0 + q) * p.split_stride + lane + 32 * j);
-        wait_for_async_copies();
-#pragma unroll 1
-        for (int q = 0; q < n; ++q)
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j) {
-                const float v = lane + 32 * j < E ? stage[warp][q][lane + 32 * j] : 0.0f;
-                score[j] = z0 + q == 0 ? v : __fadd_rn(score[j], v);
-            }
-    }
-}
-
-// The score function over the lane's experts in scores_of (the logits on entry), a loop over them
-// rather than unrolled: the same operations in the same order as route_kernel's unrolled loops.
-template <int kPerLane>
-__device__ __forceinline__ void score_staged(const RouteLaunch& p, int lane, float* scores_of) {
-    const int E = p.experts;
-    if (p.score_func == 0) {  // softmax
-        float mx = kNegInf;
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) mx = max_skipping_nan(mx, scores_of[e]);
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) mx = max_skipping_nan(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
-        float sum = 0.0f;
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) {
-            const float v = expf(scores_of[e] - mx);
-            scores_of[e] = v, sum += v;
-        }
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) scores_of[e] = scores_of[e] / sum;
-    } else if (p.score_func == 1) {
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) scores_of[e] = 1.0f / (1.0f + expf(-scores_of[e]));
-    } else {
-#pragma unroll 1
-        for (int e = lane; e < E; e += 32) {
-            const float x = scores_of[e];
-            scores_of[e] = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
-        }
-    }
-}
-
 // kPerLane experts per lane: the launch picks the smallest that holds the layer's experts, which keeps
-// the code small (a kernel's code is fetched cold every layer in decode). kStaged: the logits and the
-// score function by sum_logits_staged and score_staged, loops where the other unrolls them
-// (STEADYMOE_ROUTE_KERNEL=unrolled picks the other, to compare); the same operations, so the same bits.
-template <int kPerLane, bool kStaged>
+// the code small (a kernel's code is fetched cold every layer in decode).
+template <int kPerLane>
 __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaunch p) {
     begin_dependent_kernel();
     __shared__ float scores_of[kRouteWarps][kMaxRoutedExperts];
@@ -126,70 +31,60 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
         for (int s = lane; s < K; s += 32) ids[s] = -1, weights[s] = 0.0f;
         return;
     }
+    // The lane's logits, summed over the router GEMM's k splits in split order. A chunk of kChunk splits
+    // of all the lane's experts is loaded before any of it is added: a decode token's logits come from
+    // L2 or DRAM, and each round of loads waits for them. With each split's loads in turn the one-token
+    // kernel took 22.5 µs (14 splits of 256 experts, deepseek-v3), with chunks of 4 splits 14.0 (five
+    // rounds), and 48.1 with each expert's loads in turn too (bench/results/2026-12-02-cuda-stage-loop.md,
+    // 2026-12-02-cuda-dependent-launches.md). A chunk holds up to 16 splits and 128 values a lane: two
+    // rounds for deepseek-v3 (more splits a chunk cost registers, hence occupancy, with no round saved).
+    constexpr int kChunk = 128 / kPerLane < 16 ? 128 / kPerLane : 16;
+    const float* logits = p.logits + t * E;
     float score[kPerLane];
-    if constexpr (kStaged) {
-        sum_logits_staged<kPerLane>(p, t, lane, warp, score);
 #pragma unroll
-        for (int j = 0; j < kPerLane; ++j)
-            if (lane + 32 * j < E) scores_of[warp][lane + 32 * j] = score[j];
-        score_staged<kPerLane>(p, lane, scores_of[warp]);
-#pragma unroll
-        for (int j = 0; j < kPerLane; ++j) score[j] = lane + 32 * j < E ? scores_of[warp][lane + 32 * j] : 0.0f;
-    } else {
-        // The lane's logits, summed over the router GEMM's k splits in split order. A chunk of kChunk splits
-        // of all the lane's experts is loaded before any of it is added: a decode token's logits come from
-        // L2 or DRAM, and each round of loads waits for them. With each split's loads in turn the one-token
-        // kernel took 22.5 µs (14 splits of 256 experts, deepseek-v3), with chunks of 4 splits 14.0 (five
-        // rounds), and 48.1 with each expert's loads in turn too (bench/results/2026-12-02-cuda-stage-loop.md,
-        // 2026-12-02-cuda-dependent-launches.md). A chunk holds up to 16 splits and 128 values a lane: two
-        // rounds for deepseek-v3 (more splits a chunk cost registers, hence occupancy, with no round saved).
-        constexpr int kChunk = 128 / kPerLane < 16 ? 128 / kPerLane : 16;
-        const float* logits = p.logits + t * E;
-#pragma unroll
-        for (int j = 0; j < kPerLane; ++j) score[j] = lane + 32 * j < E ? logits[lane + 32 * j] : 0.0f;
+    for (int j = 0; j < kPerLane; ++j) score[j] = lane + 32 * j < E ? logits[lane + 32 * j] : 0.0f;
 #pragma unroll 1
-        for (int z0 = 1; z0 < p.logit_splits; z0 += kChunk) {
-            float part[kChunk][kPerLane];
+    for (int z0 = 1; z0 < p.logit_splits; z0 += kChunk) {
+        float part[kChunk][kPerLane];
 #pragma unroll
-            for (int q = 0; q < kChunk; ++q)
-#pragma unroll
-                for (int j = 0; j < kPerLane; ++j)
-                    part[q][j] = z0 + q < p.logit_splits && lane + 32 * j < E ? logits[(z0 + q) * p.split_stride + lane + 32 * j] : 0.0f;
-#pragma unroll
-            for (int q = 0; q < kChunk; ++q)
-                if (z0 + q < p.logit_splits)
-#pragma unroll
-                    for (int j = 0; j < kPerLane; ++j) score[j] = __fadd_rn(score[j], part[q][j]);
-        }
-        if (p.score_func == 0) {  // softmax
-            float mx = kNegInf;
+        for (int q = 0; q < kChunk; ++q)
 #pragma unroll
             for (int j = 0; j < kPerLane; ++j)
-                if (lane + 32 * j < E) mx = max_skipping_nan(mx, score[j]);
+                part[q][j] = z0 + q < p.logit_splits && lane + 32 * j < E ? logits[(z0 + q) * p.split_stride + lane + 32 * j] : 0.0f;
 #pragma unroll
-            for (int offset = 16; offset > 0; offset >>= 1) mx = max_skipping_nan(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
-            float sum = 0.0f;
+        for (int q = 0; q < kChunk; ++q)
+            if (z0 + q < p.logit_splits)
 #pragma unroll
-            for (int j = 0; j < kPerLane; ++j)
-                if (lane + 32 * j < E) score[j] = expf(score[j] - mx), sum += score[j];
-#pragma unroll
-            for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j) score[j] = score[j] / sum;
-        } else if (p.score_func == 1) {
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j) score[j] = 1.0f / (1.0f + expf(-score[j]));
-        } else {
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j) {
-                const float x = score[j];
-                score[j] = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
-            }
-        }
+                for (int j = 0; j < kPerLane; ++j) score[j] = __fadd_rn(score[j], part[q][j]);
+    }
+    if (p.score_func == 0) {  // softmax
+        float mx = kNegInf;
 #pragma unroll
         for (int j = 0; j < kPerLane; ++j)
-            if (lane + 32 * j < E) scores_of[warp][lane + 32 * j] = score[j];
+            if (lane + 32 * j < E) mx = max_skipping_nan(mx, score[j]);
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) mx = max_skipping_nan(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j)
+            if (lane + 32 * j < E) score[j] = expf(score[j] - mx), sum += score[j];
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) score[j] = score[j] / sum;
+    } else if (p.score_func == 1) {
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) score[j] = 1.0f / (1.0f + expf(-score[j]));
+    } else {
+#pragma unroll
+        for (int j = 0; j < kPerLane; ++j) {
+            const float x = score[j];
+            score[j] = sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+        }
     }
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j)
+        if (lane + 32 * j < E) scores_of[warp][lane + 32 * j] = score[j];
 
     if (p.tid2eid) {
         if (lane < K) ids_of[warp][lane] = p.tid2eid[p.token_ids[t] * K + lane];
@@ -509,16 +404,12 @@ __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* 
 cudaError_t launch_route(const RouteLaunch& p) {
     if (p.experts > kMaxRoutedExperts || p.top_k > 32 || p.groups > kMaxGroups) return cudaErrorInvalidValue;
     if (p.tokens <= 0) return cudaSuccess;
-    const unsigned blocks = unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps);
     static const bool unrolled_by_default = env_equals("STEADYMOE_ROUTE_KERNEL", "unrolled");
-    const bool unrolled = p.form == RouteLaunch::Form::Unrolled ||
-                          (p.form == RouteLaunch::Form::Default && unrolled_by_default);
-    const auto kernel = unrolled ? (p.experts <= 128   ? route_kernel<4, false>
-                                    : p.experts <= 256 ? route_kernel<8, false>
-                                                       : route_kernel<kMaxRoutedExperts / 32, false>)
-                                 : (p.experts <= 128   ? route_kernel<4, true>
-                                    : p.experts <= 256 ? route_kernel<8, true>
-                                                       : route_kernel<kMaxRoutedExperts / 32, true>);
+    const bool wide = p.form == RouteLaunch::Form::Wide ||
+                      (p.form == RouteLaunch::Form::Default && !unrolled_by_default && p.tokens <= kWideRouteMaxTokens);
+    if (wide) return launch_route_wide(p);
+    const unsigned blocks = unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps);
+    const auto kernel = p.experts <= 128 ? route_kernel<4> : p.experts <= 256 ? route_kernel<8> : route_kernel<kMaxRoutedExperts / 32>;
     return launch_dependent(kernel, blocks, kRouteWarps * 32, 0, p.stream, p);
 }
 

@@ -41,9 +41,9 @@ struct RouteLaunch {
     int32_t* topk_ids = nullptr;       // out [T][K], -1 for masked tokens
     float* topk_weights = nullptr;     // out [T][K], 0 for masked tokens
     cudaStream_t stream = nullptr;
-    // Which form of the kernel (the same bits; routing.cu says how they differ). Default: the staged one,
-    // or the unrolled one where STEADYMOE_ROUTE_KERNEL=unrolled.
-    enum class Form { Default, Staged, Unrolled } form = Form::Default;
+    // Which kernel (the same bits): a block per token (route_wide.hpp) or a warp per token. Default: the first
+    // for up to kWideRouteMaxTokens tokens, unless STEADYMOE_ROUTE_KERNEL=unrolled (to compare).
+    enum class Form { Default, Wide, Unrolled } form = Form::Default;
 };
 
 cudaError_t launch_route(const RouteLaunch& launch);

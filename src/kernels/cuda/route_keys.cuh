@@ -1,0 +1,32 @@
+// The routing kernels' ranking: one unsigned key per selection score, larger exactly when it ranks before
+// (routing.cu's route_kernel and route_wide.cu's route_wide_kernel share it, so they pick the same experts).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace steadymoe::cuda {
+
+constexpr float kNegInf = -INFINITY;
+
+__device__ __forceinline__ bool is_nan(float v) { return v != v; }
+// The CPU router's order: higher values first, NaN below every number (so a poisoned token still picks
+// valid experts), equal values by lower id. As one unsigned key per value, larger exactly when it ranks
+// before: numbers map to their order-preserving bits (-0 as +0, so that equal values tie and the id
+// decides), NaN to kNanKey (below -inf), and kAbsent marks an expert that is not a candidate. A warp's
+// best is then one max-reduction and its lowest id one min-reduction.
+constexpr uint32_t kAbsent = 0, kNanKey = 1, kNegInfKey = 0x007FFFFFu;
+__device__ __forceinline__ uint32_t rank_key_bits(float v) {
+    if (is_nan(v)) return kNanKey;
+    const uint32_t bits = (__float_as_uint(v) << 1) == 0 ? 0u : __float_as_uint(v);
+    return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+// The value of a key, NaN (and kAbsent) as -inf.
+__device__ __forceinline__ float rank_value(uint32_t key) {
+    if (key <= kNanKey) return kNegInf;
+    return __uint_as_float(key & 0x80000000u ? key & 0x7FFFFFFFu : ~key);
+}
+
+__device__ __forceinline__ float max_skipping_nan(float a, float b) { return a < b ? b : a; }  // as std::max
+
+}  // namespace steadymoe::cuda
