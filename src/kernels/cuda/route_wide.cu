@@ -1,8 +1,8 @@
 // The routing kernel for a decode step's few tokens: a block per token and a thread per expert, where
-// routing.cu's route_kernel gives a token one warp (a lane per 32 experts) and spends most of a decode
-// step's routing time issuing one warp's instructions one after another (8.8 µs for deepseek-v4-flash's one
-// token, bench/results/2026-12-03-cuda-route-and-fork.md). The same operations in the same order where
-// order matters, so the same ids and bits:
+// routing.cu's route_kernel gives a token one warp (each lane E / 32 experts), which spent a decode step's
+// routing issuing that warp's instructions one after another: 8.8 µs for deepseek-v4-flash's one token, in
+// isolation too, with the caches warm or flushed (bench/results/2026-12-03-cuda-route-and-fork.md). The same
+// operations in the same order where order matters, so the same ids and bits:
 // - the logits, summed over the router GEMM's k splits in split order;
 // - softmax: the maximum and the sum as route_kernel's lanes form them (lane l's experts l, l + 32, ... in
 //   turn, then across lanes by xor shuffles), here by warp 0 over the scores in shared memory;

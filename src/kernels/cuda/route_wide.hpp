@@ -6,8 +6,11 @@
 
 namespace steadymoe::cuda {
 
-// Tokens up to which launch_route picks the wide kernel (one block each).
-inline constexpr int64_t kWideRouteMaxTokens = 64;
+// Whether launch_route picks the wide kernel: for up to 64 tokens (a block each) of more than 128 experts.
+// Measured at one token (bench/results/2026-12-03-cuda-route-and-fork.md): 4.8 µs against the warp kernel's
+// 9.4 for deepseek-v4-flash's 256 experts, 6.6 against 11.6 for deepseek-v3's; 5.2 against 4.2 for qwen3's
+// 128, whose lanes hold 4 experts each.
+inline bool wide_route_pays(const RouteLaunch& launch) { return launch.tokens <= 64 && launch.experts > 128; }
 
 // Checked by launch_route: experts, top_k and groups within its limits, tokens > 0.
 cudaError_t launch_route_wide(const RouteLaunch& launch);

@@ -406,7 +406,7 @@ cudaError_t launch_route(const RouteLaunch& p) {
     if (p.tokens <= 0) return cudaSuccess;
     static const bool unrolled_by_default = env_equals("STEADYMOE_ROUTE_KERNEL", "unrolled");
     const bool wide = p.form == RouteLaunch::Form::Wide ||
-                      (p.form == RouteLaunch::Form::Default && !unrolled_by_default && p.tokens <= kWideRouteMaxTokens);
+                      (p.form == RouteLaunch::Form::Default && !unrolled_by_default && wide_route_pays(p));
     if (wide) return launch_route_wide(p);
     const unsigned blocks = unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps);
     const auto kernel = p.experts <= 128 ? route_kernel<4> : p.experts <= 256 ? route_kernel<8> : route_kernel<kMaxRoutedExperts / 32>;

@@ -1,9 +1,10 @@
 // Routing and the permutation of tokens to experts on the GPU: plain pointers and sizes only.
 //
-// route: one warp per token computes the scores, the biased and group-limited selection and the
-// canonical top-k (score descending, lower expert id first on ties, NaN below every number) exactly as
-// the CPU router defines them, then the weights. The selection is a maximum under a total order, so
-// its result does not depend on the order lanes compare in.
+// route: one warp per token (one block per token for a decode step's few tokens of many experts:
+// route_wide.hpp) computes the scores, the biased and group-limited selection and the canonical top-k
+// (score descending, lower expert id first on ties, NaN below every number) exactly as the CPU router
+// defines them, then the weights. The selection is a maximum under a total order, so its result does not
+// depend on the order lanes compare in; both kernels give the same bits.
 //
 // permute: each expert's rows are its (token, slot) pairs in ascending order, placed by prefix sums
 // over the routing — no atomics — so the row a pair lands in is a pure function of the routing.
@@ -42,7 +43,7 @@ struct RouteLaunch {
     float* topk_weights = nullptr;     // out [T][K], 0 for masked tokens
     cudaStream_t stream = nullptr;
     // Which kernel (the same bits): a block per token (route_wide.hpp) or a warp per token. Default: the first
-    // for up to kWideRouteMaxTokens tokens, unless STEADYMOE_ROUTE_KERNEL=unrolled (to compare).
+    // where wide_route_pays, unless STEADYMOE_ROUTE_KERNEL=unrolled (to compare).
     enum class Form { Default, Wide, Unrolled } form = Form::Default;
 };
 
