@@ -163,10 +163,10 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     const bool before = cfg.weight_placement == WeightPlacement::BeforeDown;
 
     // The shared expert on the side stream, overlapping the routed experts. It needs no routing, so it forks
-    // from the main stream between the router's GEMM and its routing kernel: at one token, 4% less time for
-    // the layer than a fork after the routing, and 1-3% less than one before the router's GEMM
-    // (bench/results/2026-12-03-cuda-route-and-fork.md). STEADYMOE_SHARED_FORK=routing|start forks it there
-    // instead, to compare.
+    // from the main stream between the router's GEMM and its routing kernel: at one token, 4-6% less time for
+    // the layer than a fork after the routing, and 3% less than one before the router's GEMM
+    // (deepseek-v4-flash; bench/results/2026-12-03-cuda-route-and-fork.md). STEADYMOE_SHARED_FORK=routing|start
+    // forks it there instead, to compare.
     auto fork_shared = [&] {
         SMOE_CUDA_CHECK(cudaEventRecord(ws.fork, main));
         SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));

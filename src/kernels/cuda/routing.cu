@@ -1,6 +1,6 @@
 #include "dependent_launch.cuh"
-#include "grouped_gemm.hpp"
 #include "env_switch.hpp"
+#include "grouped_gemm.hpp"
 #include "route_keys.cuh"
 #include "route_wide.hpp"
 #include "routing.hpp"
@@ -14,8 +14,9 @@ namespace steadymoe::cuda {
 namespace {
 
 constexpr int kRouteWarps = 4;
-// kPerLane experts per lane: the launch picks the smallest that holds the layer's experts, which keeps
-// the code small (a kernel's code is fetched cold every layer in decode).
+// kPerLane experts per lane: the launch picks the smallest that holds the layer's experts (the least
+// work per lane; fetching the kernel's code cold did not cost it time: ncu, with the caches warm and
+// flushed, bench/results/2026-12-03-cuda-route-and-fork.md).
 template <int kPerLane>
 __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaunch p) {
     begin_dependent_kernel();
