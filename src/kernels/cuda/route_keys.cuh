@@ -1,5 +1,6 @@
-// The routing kernels' ranking: one unsigned key per selection score, larger exactly when it ranks before
-// (routing.cu's route_kernel and route_wide.cu's route_wide_kernel share it, so they pick the same experts).
+// What the routing kernels share (routing.cu's route_kernel, route_wide.cu's route_wide_kernel): the ranking,
+// one unsigned key per selection score, larger exactly when it ranks before, so they pick the same experts;
+// and softmax's warp reductions, so they give the same weights.
 #pragma once
 
 #include <cmath>
@@ -28,5 +29,18 @@ __device__ __forceinline__ float rank_value(uint32_t key) {
 }
 
 __device__ __forceinline__ float max_skipping_nan(float a, float b) { return a < b ? b : a; }  // as std::max
+
+// Softmax's maximum and sum over a warp's lanes, by xor shuffles: every lane ends with the same bits (each
+// step adds a pair in either order, a + b == b + a).
+__device__ __forceinline__ float warp_max_skipping_nan(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v = max_skipping_nan(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
 
 }  // namespace steadymoe::cuda

@@ -22,18 +22,6 @@ namespace {
 constexpr int kSplitsInFlight = 16;  // a thread's logit loads issued before it waits for any
 constexpr int kMaxWarps = kMaxRoutedExperts / 32;
 
-__device__ __forceinline__ float warp_max_skipping_nan(float v) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) v = max_skipping_nan(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    return v;
-}
-
 // Softmax of the experts' scores in scores_of (score: this thread's), as route_kernel forms it.
 __device__ float softmax(float score, bool mine, int E, float* scores_of, float* shared_value) {
     const int e = threadIdx.x, lane = e & 31;

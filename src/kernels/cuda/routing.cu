@@ -63,14 +63,12 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
 #pragma unroll
         for (int j = 0; j < kPerLane; ++j)
             if (lane + 32 * j < E) mx = max_skipping_nan(mx, score[j]);
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) mx = max_skipping_nan(mx, __shfl_xor_sync(0xffffffffu, mx, offset));
+        mx = warp_max_skipping_nan(mx);
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < kPerLane; ++j)
             if (lane + 32 * j < E) score[j] = expf(score[j] - mx), sum += score[j];
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+        sum = warp_sum(sum);
 #pragma unroll
         for (int j = 0; j < kPerLane; ++j) score[j] = score[j] / sum;
     } else if (p.score_func == 1) {
