@@ -184,13 +184,14 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
         SMOE_CUDA_CHECK(cudaEventRecord(ws.join, ws.side));
     };
     enum class Fork { Start, Logits, Routing };
-    static const Fork fork_at = cuda::env_equals("STEADYMOE_SHARED_FORK", "start")     ? Fork::Start
-                                : cuda::env_equals("STEADYMOE_SHARED_FORK", "routing") ? Fork::Routing
-                                                                                       : Fork::Logits;
+    static const Fork fork_asked = cuda::env_equals("STEADYMOE_SHARED_FORK", "start")     ? Fork::Start
+                                   : cuda::env_equals("STEADYMOE_SHARED_FORK", "routing") ? Fork::Routing
+                                                                                          : Fork::Logits;
+    const Fork fork_at = experts_only ? Fork::Start : fork_asked;  // experts alone: no router to fork beside
 
     // Router logits, then the routing, on the GPU.
     begin(&StageTimers::total, main);
-    if (fork_at == Fork::Start || experts_only) fork_shared();
+    if (fork_at == Fork::Start) fork_shared();
     begin(&StageTimers::router, main);
     if (!experts_only) {
         router_.enqueue_logits(ws.router, ws.hidden.get(), T, b.tiles, b.bf16, main);
@@ -199,7 +200,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
         router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main);
     }
     end(&StageTimers::router, main);
-    if (fork_at == Fork::Routing && !experts_only) fork_shared();
+    if (fork_at == Fork::Routing) fork_shared();
 
     begin(&StageTimers::routed, main);
     const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
