@@ -6,19 +6,22 @@ experts; after the first run, each time over the first run's. Runs of the same n
 (a second round, alternating) are folded in as medians.
 usage: compare_runs.py NAME=FILE.json [NAME=FILE.json ...]"""
 import json
+import os
 import statistics
 import sys
 
 
 def load(spec):
+    """NAME=FILE.json -> (name, "workload format", tokens -> point); also compare_traces.py's reader."""
+    script = os.path.basename(sys.argv[0])
     name, sep, path = spec.partition("=")
     if not sep:
-        sys.exit(f"compare_runs.py: {spec!r} is not NAME=FILE.json")
+        sys.exit(f"{script}: {spec!r} is not NAME=FILE.json")
     try:
         with open(path, encoding="utf-8") as f:
             record = json.load(f)
     except (OSError, ValueError) as e:
-        sys.exit(f"compare_runs.py: {path}: {e}")
+        sys.exit(f"{script}: {path}: {e}")
     workload = record.get("workload", {})
     label = f"{workload.get('name', '?')} {workload.get('format', '?')}"
     return name, label, {p["tokens"]: p for p in record.get("points", [])}

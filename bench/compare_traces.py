@@ -5,9 +5,10 @@
 the same name and blocks are matched in order of start, which can pair different launches where two streams
 start them in another order. A kernel a run did not launch shows as "-": a fused or dropped kernel, or a new one.
 usage: compare_traces.py NAME=FILE.json [NAME=FILE.json ...]"""
-import json
 import re
 import sys
+
+import compare_runs  # its reader of the records (this script's folder is on the path)
 
 
 def short_name(name):
@@ -25,20 +26,6 @@ def short_name(name):
     return re.sub(r"\(WeightCode\)", "w", name[:cut])
 
 
-def load(spec):
-    name, sep, path = spec.partition("=")
-    if not sep:
-        sys.exit(f"compare_traces.py: {spec!r} is not NAME=FILE.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            record = json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit(f"compare_traces.py: {path}: {e}")
-    workload = record.get("workload", {})
-    label = f"{workload.get('name', '?')} {workload.get('format', '?')}"
-    return name, label, {p["tokens"]: p.get("kernel_trace") or [] for p in record.get("points", [])}
-
-
 def keyed(trace):
     """(short name and blocks, n-th such launch) -> (end µs, µs), in order of start."""
     seen, out = {}, {}
@@ -52,7 +39,8 @@ def keyed(trace):
 def main(specs):
     by_label = {}  # label -> [(run name, tokens -> trace)]
     for spec in specs:
-        name, label, traces = load(spec)
+        name, label, points = compare_runs.load(spec)
+        traces = {tokens: p.get("kernel_trace") or [] for tokens, p in points.items()}
         by_label.setdefault(label, []).append((name, traces))
     for label, runs in by_label.items():
         tokens = sorted({t for _, traces in runs for t, trace in traces.items() if trace})
