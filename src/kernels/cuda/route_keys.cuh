@@ -1,6 +1,6 @@
 // What the routing kernels share (routing.cu's route_kernel, route_wide.cu's route_wide_kernel): the ranking,
 // one unsigned key per selection score, larger exactly when it ranks before, so they pick the same experts;
-// and softmax's warp reductions, so they give the same weights.
+// softmax's warp reductions and the weights' rule, so they give the same weights.
 #pragma once
 
 #include <cmath>
@@ -40,6 +40,20 @@ __device__ __forceinline__ float warp_max_skipping_nan(float v) {
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+// The weights, as the CPU router forms them: the chosen experts' scores summed in slot order (plus 1e-20 where
+// `eps`), then each slot's score over that sum where `normalise`, times `scale` unless it is 1.
+__device__ __forceinline__ float slot_order_sum(const float* scores_of, const int32_t* ids_of, int K, bool eps) {
+    float sum = 0.0f;
+    for (int s = 0; s < K; ++s) sum += scores_of[ids_of[s]];
+    if (eps) sum += 1e-20f;
+    return sum;
+}
+__device__ __forceinline__ float slot_weight(float score, float sum, bool normalise, float scale) {
+    float v = normalise ? score / sum : score;
+    if (scale != 1.0f) v *= scale;
     return v;
 }
 

@@ -132,17 +132,10 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
     }
     __syncthreads();
     // The weights, in slot order as the CPU router forms them.
-    if (e == 0) {
-        float sum = 0.0f;
-        for (int s = 0; s < K; ++s) sum += scores_of[ids_of[s]];
-        if (p.normalise_eps) sum += 1e-20f;
-        shared_value = sum;
-    }
+    if (e == 0) shared_value = slot_order_sum(scores_of, ids_of, K, p.normalise_eps);
     __syncthreads();
     if (e < K) {
-        const float w = scores_of[ids_of[e]];
-        float v = p.normalise ? w / shared_value : w;
-        if (p.scale != 1.0f) v *= p.scale;
+        const float v = slot_weight(scores_of[ids_of[e]], shared_value, p.normalise, p.scale);
         ids[e] = ids_of[e];
         weights[e] = v;
     }

@@ -157,13 +157,9 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     __syncwarp();
     if (lane != 0) return;
     // The weights, in slot order as the CPU router forms them.
-    float sum = 0.0f;
-    for (int s = 0; s < K; ++s) sum += scores_of[warp][ids_of[warp][s]];
-    if (p.normalise_eps) sum += 1e-20f;
+    const float sum = slot_order_sum(scores_of[warp], ids_of[warp], K, p.normalise_eps);
     for (int s = 0; s < K; ++s) {
-        const float w = scores_of[warp][ids_of[warp][s]];
-        float v = p.normalise ? w / sum : w;
-        if (p.scale != 1.0f) v *= p.scale;
+        const float v = slot_weight(scores_of[warp][ids_of[warp][s]], sum, p.normalise, p.scale);
         ids[s] = ids_of[warp][s];
         weights[s] = v;
     }
