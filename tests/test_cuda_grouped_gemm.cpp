@@ -288,7 +288,7 @@ TEST(CudaGroupedGemm, RandomCodesMatchFloat64) {
 // The decode hint changes how rows and features are spread over CTAs, never a row's arithmetic: the same
 // bits, for FP8 weights with e4m3 activations and for bf16 weights (e4m3 values, then full-mantissa bf16
 // activations). On a Hopper those take the decode kernel (the weights as the MMAs' first operand, 64 of
-// them and 16 or 32 tokens to a CTA; the second tile's 22 rows in a full chunk and a partial one; and over
+// them and 8, 16 or 32 tokens to a CTA; the second tile's 22 rows in a full chunk and a partial one; and over
 // tiles as tall as those CTAs, as decode batches are cut), or with STEADYMOE_DECODE_KERNEL=tiled the tiled
 // kernel's 64-row CTAs. (FP8 weights with bf16 activations keep their 128-row CTAs.)
 TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
@@ -327,6 +327,14 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
             if (tm > cuda::grouped_gemm_tile_rows()) continue;
             const std::vector<float> short_tiles = run(p, fp8_a, true, true, {}, 1, tm);
             EXPECT_EQ(std::memcmp(full.data(), short_tiles.data(), full.size() * 4), 0) << tm << "-row tiles";
+        }
+        // 8-row tiles of FP8 weights meeting e4m3 rows: 8-token CTAs, in the shape for launches of at most one CTA
+        // an SM (19 tiles x 4 CTAs) and, with a grid for 64 tiles (the 45 past tile_count find none), in the other
+        for (const int32_t grid_tiles : {0, 64}) {
+            if (!fp8_a) break;
+            const auto grid = [&](cuda::GroupedGemmLaunch& g) { g.max_tiles = std::max(g.max_tiles, grid_tiles); };
+            const std::vector<float> thin = run(p, fp8_a, true, true, grid, 1, 8);
+            EXPECT_EQ(std::memcmp(full.data(), thin.data(), full.size() * 4), 0) << "8-row tiles, a grid for " << grid_tiles << " tiles";
         }
         if (bf16_weights) {
             EXPECT_LE(relative_error(halves, reference(p)), 1e-6);

@@ -337,17 +337,6 @@ constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> * Sta
                            (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> + 2) * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
-// Streaming multiprocessors of the current GPU (asked once per device; 1 where the query fails).
-int sm_count() {
-    static PerDeviceAnswers counts;
-    return counts.get(
-        [](int device) {
-            int n = 0;
-            if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) cudaGetLastError();
-            return n;
-        },
-        1);
-}
 
 // Whether activation rows (bf16 or e4m3) come by tensor copies where the launch says how many rows its
 // input holds (the same bits either way); STEADYMOE_ROW_TENSOR_COPIES=0 keeps the producer warp's cp.async,
@@ -384,7 +373,7 @@ int concurrent_pairs(int threads, int smem) {
     return counts.get(
         [&](int) {
             cudaLaunchConfig_t config{};
-            config.gridDim = dim3(unsigned(sm_count() / 2 * 2), 1, 1);
+            config.gridDim = dim3(unsigned(hopper_sm_count() / 2 * 2), 1, 1);
             config.blockDim = dim3(unsigned(threads), 1, 1);
             config.dynamicSmemBytes = size_t(smem);
             cudaLaunchAttribute cluster = cluster_dimension(2);
@@ -414,7 +403,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     if (paired)  // as many clusters as run at once, or fewer where the batch's bound has fewer items
         grid = dim3(unsigned(2 * std::min<int64_t>(items / 2, pairs)), 1, 1);
     else if (kPersistent)  // as many CTAs as fit at once, or fewer
-        grid = dim3(unsigned(std::min<int64_t>(items, int64_t(sm_count()) * kPerSm)), 1, 1);
+        grid = dim3(unsigned(std::min<int64_t>(items, int64_t(hopper_sm_count()) * kPerSm)), 1, 1);
     else
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     cudaLaunchConfig_t config{};
@@ -511,6 +500,17 @@ bool probe_hopper() {
 }
 
 }  // namespace
+
+int hopper_sm_count() {
+    static PerDeviceAnswers counts;
+    return counts.get(
+        [](int device) {
+            int n = 0;
+            if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) cudaGetLastError();
+            return n;
+        },
+        1);
+}
 
 bool hopper_few_row_kernels() {
     static const bool enabled = !env_equals("STEADYMOE_FEW_ROW_KERNELS", "0");

@@ -20,6 +20,8 @@ cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& launch);
 // launch on the tiled kernel's 128-row CTAs, to compare (but FP4 weights meeting e4m3 activations, which
 // only the decode kernel multiplies: they take its 64-token CTAs).
 bool hopper_few_row_kernels();
+// Streaming multiprocessors of the current GPU (asked once per device; 1 where the query fails).
+int hopper_sm_count();
 // Whether `launch` runs as 64-row CTAs, and how many of them the FP8 x e4m3 kernel keeps on one SM (the
 // bf16 ones use as much shared memory).
 bool hopper_half_tiles(const GroupedGemmLaunch& launch);

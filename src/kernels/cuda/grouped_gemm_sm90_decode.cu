@@ -122,6 +122,22 @@ struct DecodeShape {
 // STEADYMOE_DECODE_CTAS_PER_SM=fewer keeps the old shapes, to compare (the same bits).
 using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16, 5>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32, 7>;
+// FP8 weights meeting e4m3 tokens in launches whose tiles hold at most 8 rows (hopper_decode_tile_rows: a
+// batch of at most 8 rows, so no expert has more; one token's routed experts, a shared expert's first 8
+// tokens): 8-token CTAs, whose folds read and scale 4 accumulators a thread, not 16, and whose stages are 10 KB,
+// not 13, seven to an SM with three stages. A launch of at most one CTA an SM (a shared expert's: 64 or 112 CTAs
+// for deepseek's) runs them three to an SM with seven stages: at one token such a CTA took its weights at
+// about 9.5 GB/s with two stages of 8 KB in flight (bench/results/2026-12-03-cuda-fused-permute.md).
+// The MMAs' sums do not depend on their width (docs/determinism.md), the folds are the same per
+// element: the same bits. STEADYMOE_FP8_THIN_CTAS=0 keeps 32-token CTAs, STEADYMOE_DEEP_STAGES=0 the
+// three-stage shape in every launch, to compare.
+using Fp8Thin = DecodeShape<WeightCode::Fp8, true, 8, 7>;
+using Fp8ThinDeep = DecodeShape<WeightCode::Fp8, true, 8, 3>;
+// BF16 launches of at most two CTAs an SM (qwen3's experts at one token: 192 and 256 CTAs; routers): two to
+// an SM with five stages (80 KB of weights in flight a CTA) in place of five with two. At one token qwen3's
+// gate/up CTAs, about 1.5 an SM, took their weights at about 17 GB/s each
+// (bench/results/2026-12-03-cuda-fused-permute.md). The same MMAs: the same bits.
+using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches of at most 4 rows per expert
 using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;  // four to an SM (STEADYMOE_FP4_THIN_CTAS_PER_SM=4)
@@ -135,6 +151,12 @@ static_assert(Fp4E4m3Thin::kTokens >= kMinTileRows && Bf16Decode::kTokens >= kMi
 // A launch's row tiles hold at most tile_m rows (grouped_gemm.hpp): so many CTAs of kTokens share each.
 __host__ __device__ inline int decode_chunks(const GroupedGemmLaunch& g, int tokens) {
     return ((g.tile_m > 0 ? g.tile_m : kHopperTileRows) + tokens - 1) / tokens;
+}
+
+// A launch's grid for CTAs of `tokens` tokens: x = 2 * n-tile + half, y = decode_chunks * tile + chunk, z = split.
+inline dim3 decode_grid(const GroupedGemmLaunch& g, int tokens) {
+    return dim3(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * decode_chunks(g, tokens)),
+                unsigned(g.k_splits));
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -308,7 +330,8 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
 #pragma unroll
             for (int step = 0; step < kBK / kStep; ++step) {
                 const uint64_t a = desc_w + (h * S::kHalfTileBytes + 32 * step) / 16, b = desc_t + (h * S::kTokenTileBytes + 32 * step) / 16;
-                if constexpr (S::kE4m3Tokens) wgmma_m64n32k32_e4m3(acc, a, b, h > 0 || step > 0);  // the first starts the block's sum
+                if constexpr (S::kE4m3Tokens && S::kTokens == 8) wgmma_m64n8k32_e4m3(acc, a, b, h > 0 || step > 0);  // the first starts the block's sum
+                else if constexpr (S::kE4m3Tokens) wgmma_m64n32k32_e4m3(acc, a, b, h > 0 || step > 0);
                 else wgmma_m64n16k16(acc, a, b);
             }
     }
@@ -600,8 +623,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr auto kernel = decode_kernel<S, kScaled>;
     const cudaError_t err = allow_shared_memory<kernel>(S::kSmemBytes);
     if (err != cudaSuccess) return err;
-    const dim3 grid(unsigned((g.n + kTileN - 1) / kTileN * (kTileN / kFeatures)), unsigned(g.max_tiles * decode_chunks(g, S::kTokens)),
-                    unsigned(g.k_splits));
+    const dim3 grid = decode_grid(g, S::kTokens);
     // A CTA's k range: k / k_splits, a multiple of 128.
     const bool hold_scales = g.a_scale && g.k / 128 / g.k_splits <= S::kHeldBlocks && !scales_per_stage();
     return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g, hold_scales);
@@ -640,6 +662,21 @@ bool fewer_ctas() {
     return fewer;
 }
 
+// Whether FP8 launches whose tiles hold at most 8 rows take 8-token CTAs (STEADYMOE_FP8_THIN_CTAS=0: 32, to
+// compare; the same bits).
+bool fp8_thin() {
+    static const bool thin = !env_equals("STEADYMOE_FP8_THIN_CTAS", "0");
+    return thin;
+}
+
+// Whether a launch of CTAs of `tokens` tokens has at most `per_sm` of them an SM, so that it takes a shape
+// with fewer CTAs to an SM and more stages each (Fp8ThinDeep, Bf16Deep), unless STEADYMOE_DEEP_STAGES=0.
+bool few_ctas(const GroupedGemmLaunch& g, int tokens, int per_sm) {
+    static const bool off = env_equals("STEADYMOE_DEEP_STAGES", "0");
+    const dim3 grid = decode_grid(g, tokens);
+    return !off && int64_t(grid.x) * grid.y * grid.z <= int64_t(per_sm) * hopper_sm_count();
+}
+
 // The tokens per CTA of the other formats' decode shapes.
 int decode_tokens(WeightCode code) {
     return code == WeightCode::Bf16 ? Bf16Decode::kTokens : code == WeightCode::Fp8 ? Fp8Decode::kTokens : Fp4Decode::kTokens;
@@ -676,6 +713,7 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
     // (about 0.2 and 3 rows an expert) ran 8% and 7% faster on them than on 16-token ones, at 256 (6 an
     // expert, so more experts past 8 rows: two CTAs) 4% slower (bench/results/2026-12-02-cuda-decode-tiles.md).
     if (code == WeightCode::Fp4 && a_fp8) return thin && rows <= 4 * experts ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
+    if (code == WeightCode::Fp8 && a_fp8 && decode_form(code, a_fp8) && fp8_thin() && rows <= Fp8Thin::kTokens) return Fp8Thin::kTokens;
     return decode_form(code, a_fp8) ? decode_tokens(code) : 0;
 }
 
@@ -689,9 +727,13 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
     case WeightCode::Bf16:
+        if (few_ctas(g, Bf16Deep::kTokens, 2)) return g.scaled ? launch_typed<Bf16Deep, true>(g) : launch_typed<Bf16Deep, false>(g);
         if (fewer_ctas()) return g.scaled ? launch_typed<Bf16DecodeFewer, true>(g) : launch_typed<Bf16DecodeFewer, false>(g);
         return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
-    case WeightCode::Fp8: return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g) : launch_typed<Fp8Decode, true>(g);
+    case WeightCode::Fp8:
+        if (g.tile_m > 0 && g.tile_m <= Fp8Thin::kTokens)
+            return few_ctas(g, Fp8Thin::kTokens, 1) ? launch_typed<Fp8ThinDeep, true>(g) : launch_typed<Fp8Thin, true>(g);
+        return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g) : launch_typed<Fp8Decode, true>(g);
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
         switch (fp4_e4m3_tokens(g)) {

@@ -105,6 +105,19 @@ __device__ __forceinline__ void wgmma_m64n32k32_e4m3(float (&d)[16], uint64_t de
         : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 }
 
+// D (64 x 8, f32) = A (64 x 32) . B (8 x 32)^T (+ D where `accumulate`), e4m3 K-major.
+__device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %6, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3}, %4, %5, p, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+}
+
 // The weights-as-A forms of FP4 weights meeting e4m3 tokens: A e4m3 from registers (four per thread:
 // (row, k 4q..4q+3), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, k 16 + 4q..) of each warp's 16 rows,
 // q = lane % 4), B e4m3 K-major in shared memory; D = A . B^T, written anew (scale-d off: D's
