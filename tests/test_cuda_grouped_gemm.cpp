@@ -328,13 +328,18 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
             const std::vector<float> short_tiles = run(p, fp8_a, true, true, {}, 1, tm);
             EXPECT_EQ(std::memcmp(full.data(), short_tiles.data(), full.size() * 4), 0) << tm << "-row tiles";
         }
-        // 8-row tiles of FP8 weights meeting e4m3 rows: 8-token CTAs, in the shape for launches of at most one CTA
-        // an SM (19 tiles x 4 CTAs) and, with a grid for 64 tiles (the 45 past tile_count find none), in the other
-        for (const int32_t grid_tiles : {0, 64}) {
-            if (!fp8_a) break;
+        // 8-row tiles of FP8 weights meeting e4m3 rows: 8-token CTAs (19 tiles, the last of 6 rows)
+        if (fp8_a) {
+            const std::vector<float> thin = run(p, fp8_a, true, true, {}, 1, 8);
+            EXPECT_EQ(std::memcmp(full.data(), thin.data(), full.size() * 4), 0) << "8-row tiles";
+        }
+        // bf16 weights on the CTAs of launches with at most two an SM (Bf16Deep; 128-row tiles: 2 tiles x 8
+        // chunks x 4 CTAs) and on the others, with a grid for 128 tiles (the 126 past tile_count find none)
+        for (const int32_t grid_tiles : {0, 128}) {
+            if (!bf16_weights) break;
             const auto grid = [&](cuda::GroupedGemmLaunch& g) { g.max_tiles = std::max(g.max_tiles, grid_tiles); };
-            const std::vector<float> thin = run(p, fp8_a, true, true, grid, 1, 8);
-            EXPECT_EQ(std::memcmp(full.data(), thin.data(), full.size() * 4), 0) << "8-row tiles, a grid for " << grid_tiles << " tiles";
+            const std::vector<float> few = run(p, fp8_a, true, true, grid);
+            EXPECT_EQ(std::memcmp(full.data(), few.data(), full.size() * 4), 0) << "a grid for " << grid_tiles << " tiles";
         }
         if (bf16_weights) {
             EXPECT_LE(relative_error(halves, reference(p)), 1e-6);

@@ -124,19 +124,17 @@ using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16, 5>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32, 7>;
 // FP8 weights meeting e4m3 tokens in launches whose tiles hold at most 8 rows (hopper_decode_tile_rows: a
 // batch of at most 8 rows, so no expert has more; one token's routed experts, a shared expert's first 8
-// tokens): 8-token CTAs, whose folds read and scale 4 accumulators a thread, not 16, and whose stages are 10 KB,
-// not 13, seven to an SM with three stages. A launch of at most one CTA an SM (a shared expert's: 64 or 112 CTAs
-// for deepseek's) runs them three to an SM with seven stages: at one token such a CTA took its weights at
-// about 9.5 GB/s with two stages of 8 KB in flight (bench/results/2026-12-03-cuda-fused-permute.md).
-// The MMAs' sums do not depend on their width (docs/determinism.md), the folds are the same per
-// element: the same bits. STEADYMOE_FP8_THIN_CTAS=0 keeps 32-token CTAs, STEADYMOE_DEEP_STAGES=0 the
-// three-stage shape in every launch, to compare.
+// tokens): 8-token CTAs, whose folds read and scale 4 accumulators a thread, not 16 (87 instructions from a
+// stage's wait to its release, not 133), seven to an SM with three stages of 10 KB. deepseek-v4-flash's shared
+// expert at 8 tokens took 1.3% less of the layer (bench/results/2026-12-03-cuda-thin-fp8.md); the same CTAs three
+// to an SM with seven stages, for launches of at most a CTA an SM, made the shared expert 1.4 times as fast at
+// one token but the layer no faster (its routed experts bound it) and deepseek-v4-flash's 1 µs slower.
+// The MMAs' sums do not depend on their width (docs/determinism.md), the folds are the same per element: the
+// same bits. STEADYMOE_FP8_THIN_CTAS=0 keeps 32-token CTAs, to compare.
 using Fp8Thin = DecodeShape<WeightCode::Fp8, true, 8, 7>;
-using Fp8ThinDeep = DecodeShape<WeightCode::Fp8, true, 8, 3>;
 // BF16 launches of at most two CTAs an SM (qwen3's experts at one token: 192 and 256 CTAs; routers): two to
-// an SM with five stages (80 KB of weights in flight a CTA) in place of five with two. At one token qwen3's
-// gate/up CTAs, about 1.5 an SM, took their weights at about 17 GB/s each
-// (bench/results/2026-12-03-cuda-fused-permute.md). The same MMAs: the same bits.
+// an SM with five stages (80 KB of weights in flight a CTA) in place of five with two: qwen3's one-token layer
+// took 0.4-0.7 µs less (bench/results/2026-12-03-cuda-thin-fp8.md). The same MMAs: the same bits.
 using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches of at most 4 rows per expert
@@ -670,7 +668,7 @@ bool fp8_thin() {
 }
 
 // Whether a launch of CTAs of `tokens` tokens has at most `per_sm` of them an SM, so that it takes a shape
-// with fewer CTAs to an SM and more stages each (Fp8ThinDeep, Bf16Deep), unless STEADYMOE_DEEP_STAGES=0.
+// with fewer CTAs to an SM and more stages each (Bf16Deep), unless STEADYMOE_DEEP_STAGES=0 (to compare).
 bool few_ctas(const GroupedGemmLaunch& g, int tokens, int per_sm) {
     static const bool off = env_equals("STEADYMOE_DEEP_STAGES", "0");
     const dim3 grid = decode_grid(g, tokens);
@@ -731,8 +729,7 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
         if (fewer_ctas()) return g.scaled ? launch_typed<Bf16DecodeFewer, true>(g) : launch_typed<Bf16DecodeFewer, false>(g);
         return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
     case WeightCode::Fp8:
-        if (g.tile_m > 0 && g.tile_m <= Fp8Thin::kTokens)
-            return few_ctas(g, Fp8Thin::kTokens, 1) ? launch_typed<Fp8ThinDeep, true>(g) : launch_typed<Fp8Thin, true>(g);
+        if (g.tile_m > 0 && g.tile_m <= Fp8Thin::kTokens) return launch_typed<Fp8Thin, true>(g);
         return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g) : launch_typed<Fp8Decode, true>(g);
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
