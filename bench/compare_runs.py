@@ -2,11 +2,12 @@
 """Side by side: the records of `steadymoe bench --backend cuda --json` from runs of one call (builds, or
 switches of one build), point by point. Per workload and token count, each run's routed, untimed-layer and
 (where recorded) experts-alone µs, the routed experts' floor over their time, and the untimed layer over the
-experts; after the first run, each time over the first run's. Runs of the same name with `-again` appended
-(a second round, alternating) are folded in as medians.
+experts; after the first run, each time over the first run's. Runs of the same name with `-again` or
+`-againN` appended (later rounds, alternating) are folded in as medians.
 usage: compare_runs.py NAME=FILE.json [NAME=FILE.json ...]"""
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -38,7 +39,7 @@ def main(specs):
     order = []
     for spec in specs:
         name, label, points = load(spec)
-        name = name.removesuffix("-again")
+        name = re.sub(r"-again\d*$", "", name)
         key = (name, label)
         if key not in runs:
             runs[key] = {}
