@@ -337,7 +337,6 @@ constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> * Sta
                            (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> + 2) * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
-
 // Whether activation rows (bf16 or e4m3) come by tensor copies where the launch says how many rows its
 // input holds (the same bits either way); STEADYMOE_ROW_TENSOR_COPIES=0 keeps the producer warp's cp.async,
 // to compare. Not in few-row launches: a copy brings the CTA's whole box of rows where cp.async brings only

@@ -123,12 +123,13 @@ struct DecodeShape {
 using Bf16Decode = DecodeShape<WeightCode::Bf16, false, 16, 5>;
 using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32, 7>;
 // FP8 weights meeting e4m3 tokens in launches whose tiles hold at most 8 rows (hopper_decode_tile_rows: a
-// batch of at most 8 rows, so no expert has more; one token's routed experts, a shared expert's first 8
-// tokens): 8-token CTAs, whose folds read and scale 4 accumulators a thread, not 16 (87 instructions from a
-// stage's wait to its release, not 133), seven to an SM with three stages of 10 KB. deepseek-v4-flash's shared
-// expert at 8 tokens took 1.3% less of the layer (bench/results/2026-12-03-cuda-thin-fp8.md); the same CTAs three
-// to an SM with seven stages, for launches of at most a CTA an SM, made the shared expert 1.4 times as fast at
-// one token but the layer no faster (its routed experts bound it) and deepseek-v4-flash's 1 µs slower.
+// batch of at most 8 rows, so no expert has more; one token's routed experts, a shared expert's batches of up
+// to 8 tokens): 8-token CTAs, whose folds read and scale 4 accumulators a thread, not 16 (87 instructions from
+// a stage's wait to its release, not 133), seven to an SM with three stages of 10 KB. deepseek-v4-flash's layer
+// took 0.9% less at 8 tokens, its experts alone 9% less at one token (the shared expert bounds those; the
+// routed experts bound the layer: bench/results/2026-12-03-cuda-thin-fp8.md). The same CTAs three to an SM with
+// seven stages, for launches of at most a CTA an SM, made its shared expert's gate/up 1.5 times as fast at one
+// token but the layer 1 µs slower (the routed experts beside them slowed).
 // The MMAs' sums do not depend on their width (docs/determinism.md), the folds are the same per element: the
 // same bits. STEADYMOE_FP8_THIN_CTAS=0 keeps 32-token CTAs, to compare.
 using Fp8Thin = DecodeShape<WeightCode::Fp8, true, 8, 7>;
