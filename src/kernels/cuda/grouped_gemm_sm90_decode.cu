@@ -712,8 +712,9 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
     // (about 0.2 and 3 rows an expert) ran 8% and 7% faster on them than on 16-token ones, at 256 (6 an
     // expert, so more experts past 8 rows: two CTAs) 4% slower (bench/results/2026-12-02-cuda-decode-tiles.md).
     if (code == WeightCode::Fp4 && a_fp8) return thin && rows <= 4 * experts ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
-    if (code == WeightCode::Fp8 && a_fp8 && decode_form(code, a_fp8) && fp8_thin() && rows <= Fp8Thin::kTokens) return Fp8Thin::kTokens;
-    return decode_form(code, a_fp8) ? decode_tokens(code) : 0;
+    if (!decode_form(code, a_fp8)) return 0;
+    // (FP8 weights take this kernel with e4m3 tokens only: decode_form)
+    return code == WeightCode::Fp8 && fp8_thin() && rows <= Fp8Thin::kTokens ? Fp8Thin::kTokens : decode_tokens(code);
 }
 
 bool hopper_decode(const GroupedGemmLaunch& g) {
