@@ -117,11 +117,6 @@ __device__ __forceinline__ void sync_threads(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Arrives on named barrier `id` of `threads` threads without waiting for it (those that wait use sync_threads).
-__device__ __forceinline__ void arrive_threads(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
 #endif
 
 }  // namespace steadymoe::cuda::barrier

@@ -38,7 +38,6 @@ constexpr int kFeatures = 64;  // weight rows per CTA: one warpgroup's M, half a
 constexpr int kSubs = 2;       // stored 64-k tiles per 128-k block (a stage holds kBlocks of them), folded at the block's end
 constexpr int kConsumers = 128, kThreads = kConsumers + 32;
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async one
-constexpr int kScalesIssued = 2;            // named barrier: the consumers have issued their held scales' copies
 
 // A CTA's shape and its stage's layout: the weights' format, the tokens' form (e4m3 codes or bf16), tokens
 // per CTA (the MMAs' N), 128-wide k blocks per stage, stages, CTAs to an SM. The stages take what the CTAs'
@@ -69,11 +68,11 @@ struct DecodeShape {
     static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block)
     static constexpr int kTokens = kTokensPerCta;
     static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
-    static constexpr bool kBlocksAtOnce = kFp4E4m3 && kTokens == 8 && kSmCtas == 3;  // fp4_e4m3_block_pair
     static constexpr int kCtasPerSm = kSmCtas > 0 ? kSmCtas
                                       : kFp4E4m3 && kTokens > 16 ? 3
                                       : kCode == WeightCode::Fp4 ? 4
                                       : kCode == WeightCode::Bf16 ? 3 : 5;
+    static constexpr bool kBlocksAtOnce = kFp4E4m3 && kTokens == 8 && kCtasPerSm == 4;  // fp4_e4m3_block_pair
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
@@ -141,13 +140,13 @@ using Fp8Thin = DecodeShape<WeightCode::Fp8, true, 8, 7>;
 using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches of at most 4 rows per expert
-using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;  // four to an SM (STEADYMOE_FP4_THIN_CTAS_PER_SM=4)
-// FP4 x e4m3 launches of 8-token CTAs with at most three an SM (deepseek-v4-flash's routed experts at one token:
-// 384 CTAs a GEMM): three to an SM, so twice the stages in flight (six, about 52 KB a CTA: the consumers'
-// prologue, its two dependent loads, ran 3.8 µs while three stages, 26 KB, arrived in about 2:
-// bench/results/2026-12-03-cuda-widening.md) and the registers of a stage's eight MMAs in flight
-// (fp4_e4m3_block_pair). STEADYMOE_DEEP_STAGES=0 keeps six to an SM, to compare (the same bits).
-using Fp4E4m3ThinDeep = DecodeShape<WeightCode::Fp4, true, 8, 3>;
+// 8-token FP4 x e4m3 CTAs four to an SM: four stages each, and the registers (up to 102) of a stage's eight
+// MMAs in flight (fp4_e4m3_block_pair). Launches of at most three CTAs an SM take them (deepseek-v4-flash's
+// routed experts at one token: 384 CTAs a GEMM), which leaves room beside them for a shared expert's CTAs
+// (three to an SM with six stages took all of an SM's shared memory: its one-token gate/up, beside the shared
+// expert's, took 25-31 µs against 22; its down GEMM 12.1-12.8 against 13.8-13.9); others with
+// STEADYMOE_FP4_THIN_CTAS_PER_SM=4. STEADYMOE_DEEP_STAGES=0 keeps six to an SM, to compare (the same bits).
+using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;
 using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
@@ -208,7 +207,7 @@ __device__ __forceinline__ int32_t source_row(const GroupedGemmLaunch& g, const 
 // where the consumers hold them (`held`).
 template <class S, bool kScaled>
 __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
-                                        uint64_t* empty, int stages, bool held, bool scales_first) {
+                                        uint64_t* empty, int stages, bool held) {
     constexpr WeightCode kCode = S::kFormat;
     const int lane = threadIdx.x & 31, half = int(blockIdx.x) & 1, n_tile = t.n0 / kTileN;
     const char* weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
@@ -277,7 +276,6 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
             cp_async4(stage + S::kWeightScaleOffset + lane * 4, scales + (valid ? weight_scale_offset(g, n, first) : 0), valid);
         }
         barrier::arrive_after_cp_async(&full[s]);
-        if (ks == 0 && scales_first) barrier::sync_threads(kScalesIssued, kThreads);  // hold_token_scales
     }
 }
 
@@ -531,12 +529,8 @@ __device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const ch
 // sector of its own (at 16384 tokens the profiler put most of the 64-token CTAs' excess global sectors, 19%, and
 // shared wavefronts, 34%, on those copies: bench/results/2026-12-03-cuda-indexed-rows.md). (The producer warp
 // copying them all before its first stage's arrival was slower: DecodeShape::kHoldsScales.)
-//
-// With `scales_first` the producer issues its first stage, then waits on barrier kScalesIssued until every
-// consumer has issued its copies, so that they queue behind one stage's weights, not behind all the stages in
-// flight (three to six, 26 to 52 KB a CTA).
 template <class S>
-__device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, float* held, bool scales_first) {
+__device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, float* held) {
     constexpr int kWarps = kConsumers / 32, kWarpRows = S::kTokens / kWarps;
     static_assert(kWarpRows <= 32, "a lane holds each of its warp's rows' source");
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
@@ -553,13 +547,12 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
         }
     }
     cp_async_commit();
-    if (scales_first) barrier::arrive_threads(kScalesIssued, kThreads);
     cp_async_wait<0>();  // then the consumers' barrier shows every thread's copies to all of them
 }
 #endif
 
 template <class S, bool kScaled>
-__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, bool hold_scales, bool scales_first) {
+__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, bool hold_scales) {
     wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr WeightCode kCode = S::kFormat;
@@ -583,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     }
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
-        produce<S, kScaled>(g, t, smem, full, empty, stages, held != nullptr, held && scales_first);
+        produce<S, kScaled>(g, t, smem, full, empty, stages, held != nullptr);
         return;
     }
 
@@ -598,7 +591,7 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
             for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
-    if (held) hold_token_scales<S>(g, t, held, scales_first);
+    if (held) hold_token_scales<S>(g, t, held);
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 
@@ -670,13 +663,6 @@ bool scales_per_stage() {
     return per_stage;
 }
 
-// Whether the held scales' copies go out before all but the first stage's weights (hold_token_scales;
-// STEADYMOE_SCALES_FIRST=1, to measure).
-bool scales_first() {
-    static const bool first = env_equals("STEADYMOE_SCALES_FIRST", "1");
-    return first;
-}
-
 template <class S, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr auto kernel = decode_kernel<S, kScaled>;
@@ -685,7 +671,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const dim3 grid = decode_grid(g, S::kTokens);
     // A CTA's k range: k / k_splits, a multiple of 128.
     const bool hold_scales = g.a_scale && g.k / 128 / g.k_splits <= S::kHeldBlocks && !scales_per_stage();
-    return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g, hold_scales, hold_scales && scales_first());
+    return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g, hold_scales);
 }
 
 template <class S>
@@ -797,8 +783,8 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
         switch (fp4_e4m3_tokens(g)) {
         case Fp4E4m3Thin::kTokens:
-            if (few_ctas(g, Fp4E4m3ThinDeep::kTokens, Fp4E4m3ThinDeep::kCtasPerSm)) return launch_typed<Fp4E4m3ThinDeep, true>(g);
-            return thin_four() ? launch_typed<Fp4E4m3ThinFour, true>(g) : launch_typed<Fp4E4m3Thin, true>(g);
+            if (thin_four() || few_ctas(g, Fp4E4m3ThinFour::kTokens, 3)) return launch_typed<Fp4E4m3ThinFour, true>(g);
+            return launch_typed<Fp4E4m3Thin, true>(g);
         case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? launch_typed<Fp4E4m3NarrowFewer, true>(g) : launch_typed<Fp4E4m3Narrow, true>(g);
         default: return launch_typed<Fp4E4m3Wide, true>(g);
         }
