@@ -107,6 +107,7 @@ struct DecodeShape {
     static constexpr int kHeldBlocks = kHoldsScales ? (kShareBytes - kHeldScaleOffset - 1024) / (kScaleLd * 4) : 0;
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
+    static_assert(!kBlocksAtOnce || kBlocks == 2, "fp4_e4m3_block_pair multiplies a stage's two blocks");
     static_assert(!kHoldsScales || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
     static_assert(kTokenScaleOffset % 8 == 0 && kHeldScaleOffset % 8 == 0 && kScaleLd % 2 == 0, "token scales are read in pairs");
     static_assert((kSmemBytes + 1024 + 127) / 128 * 128 * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
@@ -140,12 +141,14 @@ using Fp8Thin = DecodeShape<WeightCode::Fp8, true, 8, 7>;
 using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches of at most 4 rows per expert
-// 8-token FP4 x e4m3 CTAs four to an SM: four stages each, and the registers (up to 102) of a stage's eight
-// MMAs in flight (fp4_e4m3_block_pair). Launches of at most three CTAs an SM take them (deepseek-v4-flash's
-// routed experts at one token: 384 CTAs a GEMM), which leaves room beside them for a shared expert's CTAs
-// (three to an SM with six stages took all of an SM's shared memory: its one-token gate/up, beside the shared
-// expert's, took 25-31 µs against 22; its down GEMM 12.1-12.8 against 13.8-13.9); others with
-// STEADYMOE_FP4_THIN_CTAS_PER_SM=4. STEADYMOE_DEEP_STAGES=0 keeps six to an SM, to compare (the same bits).
+// 8-token FP4 x e4m3 CTAs four to an SM, four stages each, with the registers (up to 102) of a stage's eight
+// MMAs in flight (fp4_e4m3_block_pair). Launches of at most three CTAs an SM take them (deepseek-v4-flash's routed
+// experts at one token: 384 CTAs a GEMM): its one-token layer took 54.5-55.5 µs against 56.9-57.1 on six to an
+// SM, its routed gate/up 20.5-20.9 against 21.8-22.0 in the traces (bench/results/2026-12-04-cuda-fp4-four.md).
+// In launches of more (8 tokens: 3072 CTAs a gate/up) they were 2.9% slower than six to an SM;
+// STEADYMOE_FP4_THIN_CTAS_PER_SM=4 runs them there too, to compare. Three to an SM with six stages took all of
+// an SM's shared memory, so the shared expert's CTAs found no room beside them (that one-token gate/up took 25-31
+// µs). STEADYMOE_DEEP_STAGES=0 keeps launches of few CTAs six to an SM, to compare (the same bits).
 using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;
 using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
@@ -444,9 +447,10 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM), one on 64-token ones
 // (32 accumulators). One wait for four MMAs against a wait after each: deepseek-v4-flash's one-token gate/up
 // took 35.4 against 43.7 µs (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on
-// 8-token CTAs, block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised
-// every MMA of the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256 tokens and the
-// same elsewhere: bench/results/2026-12-03-cuda-widening.md.)
+// 8-token CTAs six to an SM, block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas
+// serialised every MMA of the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256
+// tokens and the same elsewhere: bench/results/2026-12-03-cuda-widening.md. Four to an SM have those registers:
+// fp4_e4m3_block_pair.)
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
@@ -693,8 +697,8 @@ int fp4_e4m3_tokens(const GroupedGemmLaunch& g) {
     return g.tile_m > 0 && g.tile_m <= Fp4E4m3Thin::kTokens ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
 }
 
-// Whether 8-token CTAs run four to an SM of four stages (STEADYMOE_FP4_THIN_CTAS_PER_SM=4, to compare: the same
-// bits) rather than six of three.
+// Whether every launch of 8-token CTAs runs them four to an SM of four stages (STEADYMOE_FP4_THIN_CTAS_PER_SM=4,
+// to compare: the same bits), not only those of at most three CTAs an SM, rather than six of three.
 bool thin_four() {
     static const bool four = env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4");
     return four;
@@ -715,7 +719,8 @@ bool fp8_thin() {
 }
 
 // Whether a launch of CTAs of `tokens` tokens has at most `per_sm` of them an SM, so that it takes a shape
-// with fewer CTAs to an SM and more stages each (Bf16Deep), unless STEADYMOE_DEEP_STAGES=0 (to compare).
+// with fewer CTAs to an SM and more stages each (Bf16Deep, Fp4E4m3ThinFour), unless STEADYMOE_DEEP_STAGES=0 (to
+// compare).
 bool few_ctas(const GroupedGemmLaunch& g, int tokens, int per_sm) {
     static const bool off = env_equals("STEADYMOE_DEEP_STAGES", "0");
     const dim3 grid = decode_grid(g, tokens);
