@@ -1,9 +1,9 @@
 # Sourced by a device call's script (after `start=$SECONDS`): bench_run NAME KNOB ARGS... runs
-# `steadymoe bench --backend cuda ARGS` under the environment setting KNOB (- for none), appending its table
-# to $OUT/bench.txt and writing its records to $OUT/t/NAME.json. Once the call has run BENCH_BUDGET_S seconds
-# (480 unless set) the rest are skipped, so that the call ends inside its limit with what it has.
-# BENCH_CLI=PATH runs another build's CLI (one built in the same call from an older commit, to compare): the
-# table's header line names it.
+# `steadymoe bench --backend cuda ARGS` under the environment KNOB sets (NAME=VALUE, several separated by
+# spaces, or - for none), appending its table to $OUT/bench.txt and writing its records to $OUT/t/NAME.json.
+# Once the call has run BENCH_BUDGET_S seconds (480 unless set) the rest are skipped, so that the call ends
+# inside its limit with what it has. BENCH_CLI=PATH runs another build's CLI (one built in the same call from
+# an older commit, to compare): the table's header line names it.
 bench_run() {
   local name=$1 knob=$2 cli=${BENCH_CLI:-./build-gpu/steadymoe}; shift 2
   if (( SECONDS - start >= ${BENCH_BUDGET_S:-480} )); then
@@ -12,6 +12,6 @@ bench_run() {
   fi
   echo "=== $name ($knob${BENCH_CLI:+, $BENCH_CLI})" >> "$OUT/bench.txt"
   [[ $knob == - ]] && knob=STEADYMOE_UNSET=1
-  env "$knob" timeout 120 "$cli" bench --backend cuda "$@" --json "$OUT/t/$name.json" 2>&1 | grep -v "^\[bench" >> "$OUT/bench.txt"
+  env $knob timeout 120 "$cli" bench --backend cuda "$@" --json "$OUT/t/$name.json" 2>&1 | grep -v "^\[bench" >> "$OUT/bench.txt"
   echo "($name done at $((SECONDS - start)) s)" >> "$OUT/bench.txt"
 }
