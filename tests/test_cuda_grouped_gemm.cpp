@@ -306,6 +306,12 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
         EXPECT_EQ(decode_bf16, tiled ? 0 : fewer ? 3 : 5);
         EXPECT_EQ(decode_fp8, tiled ? 0 : fewer ? 5 : 7);
         EXPECT_EQ(decode_fp4, 4);
+        // launches of at most two bf16 CTAs an SM take two to an SM, unless STEADYMOE_DEEP_STAGES=0
+        const cuda::FewCtaShape deep = cuda::grouped_gemm_few_cta_shape(cuda::WeightCode::Bf16, false);
+        const bool deep_on = !tiled && !cuda::env_equals("STEADYMOE_DEEP_STAGES", "0");
+        EXPECT_EQ(deep.ctas_per_sm, deep_on ? 2 : 0);
+        EXPECT_EQ(deep.launch_ctas_per_sm, deep_on ? 2 : 0);
+        EXPECT_EQ(cuda::grouped_gemm_few_cta_shape(cuda::WeightCode::Fp8, true).ctas_per_sm, 0);  // none of its own
     }
     const std::vector<float> e4m3 = every_e4m3_value();
     Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 15);
@@ -433,6 +439,12 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     EXPECT_EQ(thin, cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4") ? 4 : 6);
     EXPECT_EQ(narrow, cuda::env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "fewer") ? 4 : 5);
     EXPECT_EQ(wide, 3);
+    // launches of at most three 8-token CTAs an SM take four to an SM, unless every launch runs so or none does
+    const cuda::FewCtaShape four = cuda::grouped_gemm_few_cta_shape(cuda::WeightCode::Fp4, true);
+    const bool four_on = !cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4") && !cuda::env_equals("STEADYMOE_DEEP_STAGES", "0") &&
+                         !cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0");
+    EXPECT_EQ(four.ctas_per_sm, four_on ? 4 : 0);
+    EXPECT_EQ(four.launch_ctas_per_sm, four_on ? 3 : 0);
     const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
     Problem p = make_fp4_problem(e4m3, e2m1, {-16, -9, -5, 0, 3}, 21);
     std::mt19937 rng(22);

@@ -86,10 +86,16 @@ std::string CudaMoeLayer::few_row_kernels() {
     // FP4 weights meeting e4m3 activations take the decode kernel's form in every batch.)
     const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8), narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
               wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
-    return fmt::format("BF16 weights: {}; FP8 weights: {}; FP4 weights: {}{} (the decode kernel: the weights as the MMAs' first operand)",
-                       kernel(bf16), fp8_tensor_cores() ? kernel(fp8) : "128-row CTAs", kernel(fp4),
-                       thin > 0 ? fmt::format(", meeting e4m3 activations {} CTAs per SM of 8 tokens, {} of 16 ({} of 64 in other batches)",
-                                              thin, narrow, wide)
+    // Launches of few CTAs (one token's experts, say) take a shape of fewer CTAs to an SM where there is one.
+    const auto few = [](WeightCode code, bool a_fp8) -> std::string {
+        const cuda::FewCtaShape s = cuda::grouped_gemm_few_cta_shape(code, a_fp8);
+        return s.ctas_per_sm > 0 ? fmt::format(" ({} in launches of at most {} an SM)", s.ctas_per_sm, s.launch_ctas_per_sm) : "";
+    };
+    return fmt::format("BF16 weights: {}{}; FP8 weights: {}; FP4 weights: {}{} (the decode kernel: the weights as the MMAs' first operand)",
+                       kernel(bf16), bf16 > 0 ? few(WeightCode::Bf16, false) : "", fp8_tensor_cores() ? kernel(fp8) : "128-row CTAs",
+                       kernel(fp4),
+                       thin > 0 ? fmt::format(", meeting e4m3 activations {} CTAs per SM of 8 tokens{}, {} of 16 ({} of 64 in other batches)",
+                                              thin, few(WeightCode::Fp4, true), narrow, wide)
                                 : "");
 }
 

@@ -276,6 +276,12 @@ int grouped_gemm_decode_ctas_per_sm(WeightCode code) {
     return hopper_gemm_available() && hopper_decode_takes(code) ? hopper_decode_ctas_per_sm(code) : 0;
 }
 
+FewCtaShape grouped_gemm_few_cta_shape(WeightCode code, bool a_fp8) {
+    if (code == WeightCode::Fp4 && a_fp8)
+        return grouped_gemm_takes_fp8_activations(WeightCode::Fp4) && hopper_few_row_kernels() ? hopper_few_cta_shape(code, a_fp8) : FewCtaShape{};
+    return hopper_gemm_available() && !a_fp8 && hopper_decode_takes(code) ? hopper_few_cta_shape(code, a_fp8) : FewCtaShape{};
+}
+
 uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {

@@ -154,6 +154,17 @@ int grouped_gemm_few_row_ctas_per_sm();
 // STEADYMOE_DECODE_KERNEL=tiled, which keeps them on the tiled kernel's 64-row CTAs).
 int grouped_gemm_decode_ctas_per_sm(WeightCode code);
 
+// A decode-kernel shape that launches of few CTAs take in place of the usual one (fewer CTAs to an SM, more
+// stages each): its CTAs per SM, and the most CTAs an SM (of the usual shape's size) a launch may have to take it.
+struct FewCtaShape {
+    int ctas_per_sm = 0;  // 0: no such shape
+    int launch_ctas_per_sm = 0;
+};
+// That shape for few-row launches over weights `code` meeting e4m3 (a_fp8) or bf16 tokens on the current GPU: BF16
+// weights with bf16 tokens (qwen3's experts at one token, the routers), FP4 weights with e4m3 tokens in 8-token
+// CTAs (deepseek-v4-flash's routed experts at one token); none elsewhere.
+FewCtaShape grouped_gemm_few_cta_shape(WeightCode code, bool a_fp8);
+
 // Launches so far in this process that ran on Hopper's persistent CTAs paired in clusters of two, which
 // copy each stage's rows once for both (where rows come by tensor copies and the 128-wide n-blocks pair up;
 // STEADYMOE_PAIRED_CTAS=0 turns it off). The bits are the same either way: tests read this to know which

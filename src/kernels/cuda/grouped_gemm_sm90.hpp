@@ -44,5 +44,9 @@ int hopper_decode_ctas_per_sm(WeightCode code);
 // CTAs of the kernel for FP4 weights meeting e4m3 activations the current GPU keeps on one SM, for CTAs of
 // `tokens` tokens (8, 16 or 64; 0 for others).
 int hopper_fp4_e4m3_ctas_per_sm(int tokens);
+// The decode kernel's shape for launches of few CTAs (fewer to an SM, more stages each), with the most CTAs an SM
+// such a launch has: BF16 weights with bf16 tokens, FP4 weights with e4m3 ones' 8-token CTAs; none for the others,
+// or with STEADYMOE_DEEP_STAGES=0 (or for FP4 with STEADYMOE_FP4_THIN_CTAS_PER_SM=4, which runs every launch so).
+FewCtaShape hopper_few_cta_shape(WeightCode code, bool a_fp8);
 
 }  // namespace steadymoe::cuda

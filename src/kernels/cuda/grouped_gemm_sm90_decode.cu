@@ -139,6 +139,7 @@ using Fp8Thin = DecodeShape<WeightCode::Fp8, true, 8, 7>;
 // an SM with five stages (80 KB of weights in flight a CTA) in place of five with two: qwen3's one-token layer
 // took 0.4-0.7 µs less (bench/results/2026-12-03-cuda-thin-fp8.md). The same MMAs: the same bits.
 using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
+constexpr int kBf16DeepLaunchCtasPerSm = 2;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches of at most 4 rows per expert
 // 8-token FP4 x e4m3 CTAs four to an SM, four stages each, with the registers (up to 102) of a stage's eight
@@ -150,6 +151,7 @@ using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches
 // an SM's shared memory, so the shared expert's CTAs found no room beside them (that one-token gate/up took 25-31
 // µs). STEADYMOE_DEEP_STAGES=0 keeps launches of few CTAs six to an SM, to compare (the same bits).
 using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;
+constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
@@ -721,10 +723,13 @@ bool fp8_thin() {
 // Whether a launch of CTAs of `tokens` tokens has at most `per_sm` of them an SM, so that it takes a shape
 // with fewer CTAs to an SM and more stages each (Bf16Deep, Fp4E4m3ThinFour), unless STEADYMOE_DEEP_STAGES=0 (to
 // compare).
+bool deep_stages() {
+    static const bool on = !env_equals("STEADYMOE_DEEP_STAGES", "0");
+    return on;
+}
 bool few_ctas(const GroupedGemmLaunch& g, int tokens, int per_sm) {
-    static const bool off = env_equals("STEADYMOE_DEEP_STAGES", "0");
     const dim3 grid = decode_grid(g, tokens);
-    return !off && int64_t(grid.x) * grid.y * grid.z <= int64_t(per_sm) * hopper_sm_count();
+    return deep_stages() && int64_t(grid.x) * grid.y * grid.z <= int64_t(per_sm) * hopper_sm_count();
 }
 
 // The tokens per CTA of the other formats' decode shapes.
@@ -778,7 +783,7 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
     case WeightCode::Bf16:
-        if (few_ctas(g, Bf16Deep::kTokens, 2)) return g.scaled ? launch_typed<Bf16Deep, true>(g) : launch_typed<Bf16Deep, false>(g);
+        if (few_ctas(g, Bf16Deep::kTokens, kBf16DeepLaunchCtasPerSm)) return g.scaled ? launch_typed<Bf16Deep, true>(g) : launch_typed<Bf16Deep, false>(g);
         if (fewer_ctas()) return g.scaled ? launch_typed<Bf16DecodeFewer, true>(g) : launch_typed<Bf16DecodeFewer, false>(g);
         return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
     case WeightCode::Fp8:
@@ -788,7 +793,8 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
         switch (fp4_e4m3_tokens(g)) {
         case Fp4E4m3Thin::kTokens:
-            if (thin_four() || few_ctas(g, Fp4E4m3ThinFour::kTokens, 3)) return launch_typed<Fp4E4m3ThinFour, true>(g);
+            if (thin_four() || few_ctas(g, Fp4E4m3ThinFour::kTokens, kThinFourLaunchCtasPerSm))
+                return launch_typed<Fp4E4m3ThinFour, true>(g);
             return launch_typed<Fp4E4m3Thin, true>(g);
         case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? launch_typed<Fp4E4m3NarrowFewer, true>(g) : launch_typed<Fp4E4m3Narrow, true>(g);
         default: return launch_typed<Fp4E4m3Wide, true>(g);
@@ -804,6 +810,13 @@ int hopper_decode_ctas_per_sm(WeightCode code) {
     case WeightCode::Fp4: return ctas_per_sm<Fp4Decode>();
     }
     return 0;
+}
+
+FewCtaShape hopper_few_cta_shape(WeightCode code, bool a_fp8) {
+    if (!deep_stages()) return {};
+    if (code == WeightCode::Bf16 && !a_fp8) return {ctas_per_sm<Bf16Deep>(), kBf16DeepLaunchCtasPerSm};
+    if (code == WeightCode::Fp4 && a_fp8 && !thin_four()) return {ctas_per_sm<Fp4E4m3ThinFour>(), kThinFourLaunchCtasPerSm};
+    return {};
 }
 
 int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
