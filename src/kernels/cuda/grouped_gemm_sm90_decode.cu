@@ -720,13 +720,14 @@ bool fp8_thin() {
     return thin;
 }
 
-// Whether a launch of CTAs of `tokens` tokens has at most `per_sm` of them an SM, so that it takes a shape
-// with fewer CTAs to an SM and more stages each (Bf16Deep, Fp4E4m3ThinFour), unless STEADYMOE_DEEP_STAGES=0 (to
-// compare).
+// Whether launches of few CTAs take the shapes with fewer CTAs to an SM and more stages each (Bf16Deep,
+// Fp4E4m3ThinFour): not with STEADYMOE_DEEP_STAGES=0, to compare.
 bool deep_stages() {
     static const bool on = !env_equals("STEADYMOE_DEEP_STAGES", "0");
     return on;
 }
+
+// Whether a launch of CTAs of `tokens` tokens has at most `per_sm` of them an SM, so that it takes such a shape.
 bool few_ctas(const GroupedGemmLaunch& g, int tokens, int per_sm) {
     const dim3 grid = decode_grid(g, tokens);
     return deep_stages() && int64_t(grid.x) * grid.y * grid.z <= int64_t(per_sm) * hopper_sm_count();
@@ -783,7 +784,8 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
     case WeightCode::Bf16:
-        if (few_ctas(g, Bf16Deep::kTokens, kBf16DeepLaunchCtasPerSm)) return g.scaled ? launch_typed<Bf16Deep, true>(g) : launch_typed<Bf16Deep, false>(g);
+        if (few_ctas(g, Bf16Deep::kTokens, kBf16DeepLaunchCtasPerSm))
+            return g.scaled ? launch_typed<Bf16Deep, true>(g) : launch_typed<Bf16Deep, false>(g);
         if (fewer_ctas()) return g.scaled ? launch_typed<Bf16DecodeFewer, true>(g) : launch_typed<Bf16DecodeFewer, false>(g);
         return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
     case WeightCode::Fp8:
