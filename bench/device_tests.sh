@@ -1,8 +1,9 @@
-# Sourced by a device call's script (after `start=$SECONDS`, with build-gpu built): run_test BINARY [KNOB] [FILTER]
-# runs build-gpu/tests/BINARY (its tests matching FILTER, if given) under the environment KNOB sets (NAME=VALUE,
-# several separated by spaces; none if empty), appending what it prints to $OUT/t/gpu-tests.log under a line naming
-# the run, and prints its exit status with the count of passed tests logged so far. memcheck BINARY [FILTER] runs it
-# under compute-sanitizer's memcheck into $OUT/t/memcheck-BINARY.log and prints the error summary.
+# Sourced by a device call's script (after `start=$SECONDS`, with build-gpu built):
+# - run_test BINARY [KNOB] [FILTER] runs build-gpu/tests/BINARY (its tests matching FILTER, if given) under the
+#   environment KNOB sets (NAME=VALUE, several separated by spaces; none if empty), appending what it prints to
+#   $OUT/t/gpu-tests.log under a line naming the run, and prints its exit status and the passed tests so far;
+# - memcheck BINARY [FILTER] runs it under compute-sanitizer's memcheck into $OUT/t/memcheck-BINARY.log and
+#   prints the error summary.
 run_test() {
   echo "=== $1 ${2:-} ${3:-}" >> "$OUT/t/gpu-tests.log"
   env ${2:-STEADYMOE_UNSET=1} timeout 150 "build-gpu/tests/$1" ${3:+--gtest_filter=$3} >> "$OUT/t/gpu-tests.log" 2>&1
