@@ -1,17 +1,20 @@
 # Sourced by a device call's script (after `start=$SECONDS`, with build-gpu built):
-# - run_test BINARY [KNOB] [FILTER] runs build-gpu/tests/BINARY (its tests matching FILTER, if given) under the
-#   environment KNOB sets (NAME=VALUE, several separated by spaces; none if empty), appending what it prints to
-#   $OUT/t/gpu-tests.log under a line naming the run, and prints its exit status and the passed tests so far;
+# - run_test BINARY [KNOB] [FILTER] runs build-gpu/tests/BINARY (its tests matching FILTER, if given) under
+#   the environment KNOB sets (NAME=VALUE, several separated by spaces; none if empty), appending what it
+#   prints to $OUT/t/gpu-tests.log under a line naming the run, and prints its exit status and the passed
+#   tests so far;
 # - memcheck BINARY [FILTER] runs it under compute-sanitizer's memcheck into $OUT/t/memcheck-BINARY.log and
 #   prints the error summary.
 run_test() {
   echo "=== $1 ${2:-} ${3:-}" >> "$OUT/t/gpu-tests.log"
-  env ${2:-STEADYMOE_UNSET=1} timeout 150 "build-gpu/tests/$1" ${3:+--gtest_filter=$3} >> "$OUT/t/gpu-tests.log" 2>&1
+  env ${2:-STEADYMOE_UNSET=1} timeout 150 "build-gpu/tests/$1" ${3:+--gtest_filter=$3} \
+    >> "$OUT/t/gpu-tests.log" 2>&1
   echo "$1 ${2:-} ${3:-}: rc=$? $(grep -c '^\[       OK' "$OUT/t/gpu-tests.log") OK so far"
 }
 memcheck() {
   local san
   san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-  timeout 100 $san --tool memcheck "build-gpu/tests/$1" ${2:+--gtest_filter=$2} > "$OUT/t/memcheck-$1.log" 2>&1
+  timeout 100 $san --tool memcheck "build-gpu/tests/$1" ${2:+--gtest_filter=$2} \
+    > "$OUT/t/memcheck-$1.log" 2>&1
   echo "memcheck on $1 ${2:-}: rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/t/memcheck-$1.log" | tail -1)"
 }
