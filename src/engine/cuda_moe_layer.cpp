@@ -92,7 +92,7 @@ std::string CudaMoeLayer::few_row_kernels() {
         return s.ctas_per_sm > 0 ? fmt::format(" ({} in launches of at most {} an SM)", s.ctas_per_sm, s.launch_ctas_per_sm) : "";
     };
     return fmt::format("BF16 weights: {}{}; FP8 weights: {}; FP4 weights: {}{} (the decode kernel: the weights as the MMAs' first operand)",
-                       kernel(bf16), bf16 > 0 ? few(WeightCode::Bf16, false) : "", fp8_tensor_cores() ? kernel(fp8) : "128-row CTAs",
+                       kernel(bf16), few(WeightCode::Bf16, false), fp8_tensor_cores() ? kernel(fp8) : "128-row CTAs",
                        kernel(fp4),
                        thin > 0 ? fmt::format(", meeting e4m3 activations {} CTAs per SM of 8 tokens{}, {} of 16 ({} of 64 in other batches)",
                                               thin, few(WeightCode::Fp4, true), narrow, wide)

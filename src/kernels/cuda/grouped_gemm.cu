@@ -277,9 +277,10 @@ int grouped_gemm_decode_ctas_per_sm(WeightCode code) {
 }
 
 FewCtaShape grouped_gemm_few_cta_shape(WeightCode code, bool a_fp8) {
-    if (code == WeightCode::Fp4 && a_fp8)
-        return grouped_gemm_takes_fp8_activations(WeightCode::Fp4) && hopper_few_row_kernels() ? hopper_few_cta_shape(code, a_fp8) : FewCtaShape{};
-    return hopper_gemm_available() && !a_fp8 && hopper_decode_takes(code) ? hopper_few_cta_shape(code, a_fp8) : FewCtaShape{};
+    // (hopper_few_cta_shape names none for the pairs that have none of their own)
+    const bool decode = a_fp8 ? grouped_gemm_takes_fp8_activations(code) && hopper_few_row_kernels()
+                              : hopper_gemm_available() && hopper_decode_takes(code);
+    return decode ? hopper_few_cta_shape(code, a_fp8) : FewCtaShape{};
 }
 
 uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
