@@ -1,8 +1,9 @@
 // The routing kernel's two forms (route_wide.cu's block per token, routing.cu's warp per token) give the same
 // top-k ids and weights, bit for bit: logits in 1 to 20 k splits, 8 to 512 experts, each score function, with
 // and without a selection bias and group limits (the group's best, or its best two), hash routing, NaN and
-// infinite logits and masked tokens. Skips, saying so, without a GPU. How close both come to the CPU router
-// is test_cuda_tensor_core's CudaRouting.
+// infinite logits and masked tokens; the block kernel's two selections (warps' candidates, block-wide steps)
+// alike. Skips, saying so, without a GPU. How close both come to the CPU router is test_cuda_tensor_core's
+// CudaRouting.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,7 +43,7 @@ struct Inputs {
     cuda::DeviceBuffer logits, bias, active, tid2eid, token_ids;
 };
 
-Routing route(const Case& c, const Inputs& in, cuda::RouteLaunch::Form form) {
+Routing route(const Case& c, const Inputs& in, cuda::RouteLaunch::Form form, bool block_steps = false) {
     const size_t pairs = size_t(c.tokens * c.top_k);
     cuda::DeviceBuffer ids(pairs * 4, "ids"), weights(pairs * 4, "weights");
     EXPECT_EQ(cudaMemset(ids.get(), 0x7F, ids.bytes()), cudaSuccess);
@@ -67,6 +68,7 @@ Routing route(const Case& c, const Inputs& in, cuda::RouteLaunch::Form form) {
     p.topk_ids = ids.as<int32_t>();
     p.topk_weights = weights.as<float>();
     p.form = form;
+    p.block_steps = block_steps;
     EXPECT_EQ(cuda::launch_route(p), cudaSuccess);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     Routing r{std::vector<int32_t>(pairs), std::vector<float>(pairs)};
@@ -108,6 +110,10 @@ void check(const Case& c, uint32_t seed) {
     const Routing unrolled = route(c, in, cuda::RouteLaunch::Form::Unrolled);
     EXPECT_EQ(wide.ids, unrolled.ids);
     EXPECT_EQ(test::first_bit_difference(wide.weights.data(), unrolled.weights.data(), wide.weights.size() * 4), -1);
+    // and the block kernel's selection in K block-wide steps, one thread a group (RouteLaunch::block_steps)
+    const Routing steps = route(c, in, cuda::RouteLaunch::Form::Wide, true);
+    EXPECT_EQ(steps.ids, unrolled.ids);
+    EXPECT_EQ(test::first_bit_difference(steps.weights.data(), unrolled.weights.data(), steps.weights.size() * 4), -1);
     // The ids are real experts, or -1 for the masked tokens.
     for (int64_t t = 0; t < c.tokens; ++t)
         for (int32_t s = 0; s < c.top_k; ++s) {

@@ -10,6 +10,7 @@
 //   equals, group scores from each group's two largest keys (a maximum under a total order, so in any order);
 // - the weights: their sum in slot order by one thread.
 #include "dependent_launch.cuh"
+#include "env_switch.hpp"
 #include "route_keys.cuh"
 #include "route_wide.hpp"
 
@@ -47,11 +48,40 @@ __device__ float softmax(float score, bool mine, int E, float* scores_of, float*
     return v / *shared_value;  // every lane's xor-shuffled sum is the same (a + b == b + a)
 }
 
+// This thread's key where its expert's group ranks among the top_groups best by group_key (equal keys by lower
+// group), else kNegInfKey.
+__device__ __forceinline__ uint32_t limit_by_group_keys(uint32_t key, bool mine, const RouteLaunch& p, const uint32_t* group_key) {
+    if (!mine) return key;
+    const int g = int(threadIdx.x) / (p.experts / p.groups);
+    int before = 0;  // groups that rank before g
+    for (int h = 0; h < p.groups; ++h) before += group_key[h] > group_key[g] || (group_key[h] == group_key[g] && h < g);
+    return before < p.top_groups ? key : kNegInfKey;
+}
+
+// A group's key from its largest key a and second largest b (kAbsent where it has one expert): a's value, or
+// (group_score 1) that plus b's.
+__device__ __forceinline__ uint32_t group_rank_key(uint32_t a, uint32_t b, int group_score) {
+    const float first_value = rank_value(a);
+    return rank_key_bits(group_score == 0 ? first_value : first_value + rank_value(b));
+}
+
 // Experts outside the top_groups best groups drop to -inf (key kNegInfKey): a group's score is its largest
-// key's value, or (group_score 1) that plus its second largest's, NaN counting as -inf.
+// key's value, or (group_score 1) that plus its second largest's, NaN counting as -inf. Groups of 32 experts
+// (deepseek-v3's 8 of 256) are a warp's: its largest key by one max-reduction, the second largest by another
+// over the other lanes (one lane holding the largest left out), where one thread a group would read its 32
+// keys one after another; other sizes take that loop.
 __device__ uint32_t limit_to_groups(uint32_t key, bool mine, const RouteLaunch& p, uint32_t* keys_of,
                                     uint32_t* group_key) {
-    const int e = threadIdx.x, per = p.experts / p.groups;
+    const int e = threadIdx.x, per = p.experts / p.groups, lane = e & 31;
+    if (per == 32 && !p.block_steps) {
+        const uint32_t v = !mine ? kAbsent : key == kNanKey ? kNegInfKey : key;
+        const uint32_t a = __reduce_max_sync(0xffffffffu, v);
+        const uint32_t at = __reduce_min_sync(0xffffffffu, v == a ? uint32_t(lane) : 32u);
+        const uint32_t b = __reduce_max_sync(0xffffffffu, uint32_t(lane) == at ? kAbsent : v);
+        if (lane == 0 && e / 32 < p.groups) group_key[e / 32] = group_rank_key(a, b, p.group_score);
+        __syncthreads();
+        return limit_by_group_keys(key, mine, p, group_key);
+    }
     if (mine) keys_of[e] = key;
     __syncthreads();
     if (e < p.groups) {
@@ -61,15 +91,65 @@ __device__ uint32_t limit_to_groups(uint32_t key, bool mine, const RouteLaunch& 
             if (v > a) b = a, a = v;
             else if (v > b) b = v;
         }
-        const float first_value = rank_value(a);
-        group_key[e] = rank_key_bits(p.group_score == 0 ? first_value : first_value + rank_value(b));
+        group_key[e] = group_rank_key(a, b, p.group_score);
     }
     __syncthreads();
-    if (!mine) return key;
-    const int g = e / per;
-    int before = 0;  // groups that rank before g
-    for (int h = 0; h < p.groups; ++h) before += group_key[h] > group_key[g] || (group_key[h] == group_key[g] && h < g);
-    return before < p.top_groups ? key : kNegInfKey;
+    return limit_by_group_keys(key, mine, p, group_key);
+}
+
+// The top K by key (the larger first, the lower id among equals) into ids_of[0..K): each warp's top K of its
+// lanes' keys by K max- and min-reductions, then warp 0's top K of those candidates the same way, a lane
+// holding candidates lane, lane + 32, .... The whole block's top K lies among its warps' top Ks (an expert
+// with K of its warp before it has them before it in the block too), so these are the ids of K block-wide steps
+// (select_by_block_steps, STEADYMOE_ROUTE_SELECT=steps to compare), with one block barrier where those take K.
+__device__ void select_by_warp_candidates(uint32_t key, int K, int32_t* ids_of, uint32_t* cand_key, uint32_t* cand_id) {
+    const int e = threadIdx.x, lane = e & 31, warp = e >> 5, warps = int(blockDim.x) >> 5;
+    bool taken = false;
+    for (int s = 0; s < K; ++s) {
+        const uint32_t candidate = taken ? kAbsent : key;
+        const uint32_t top = __reduce_max_sync(0xffffffffu, candidate);
+        const uint32_t id = __reduce_min_sync(0xffffffffu, candidate == top ? uint32_t(e) : 0xffffffffu);
+        if (uint32_t(e) == id) taken = true;
+        if (lane == 0) cand_key[warp * K + s] = top, cand_id[warp * K + s] = id;
+    }
+    __syncthreads();
+    if (warp != 0) return;
+    const int n = warps * K;
+    uint32_t taken_mask = 0;  // bit j: candidate lane + 32 j chosen (n <= kMaxRoutedExperts / 32 * 32: 16 bits)
+    for (int s = 0; s < K; ++s) {
+        uint32_t best_key = kAbsent, best_id = 0xffffffffu;
+        int best_j = -1;
+        for (int j = 0; lane + 32 * j < n; ++j) {
+            const uint32_t k = cand_key[lane + 32 * j], i = cand_id[lane + 32 * j];
+            if (!(taken_mask >> j & 1u) && (k > best_key || (k == best_key && i < best_id))) best_key = k, best_id = i, best_j = j;
+        }
+        const uint32_t top = __reduce_max_sync(0xffffffffu, best_key);
+        const uint32_t id = __reduce_min_sync(0xffffffffu, best_key == top ? best_id : 0xffffffffu);
+        if (best_j >= 0 && best_id == id && best_key == top) taken_mask |= 1u << best_j;
+        if (lane == 0) ids_of[s] = int32_t(id);
+    }
+}
+
+// The same ids by K block-wide steps: each step every warp's best untaken key and its lowest id, then the
+// block's best of those.
+__device__ void select_by_block_steps(uint32_t key, int K, int32_t* ids_of, uint32_t (*best_key)[kMaxWarps],
+                                      uint32_t (*best_id)[kMaxWarps]) {
+    const int e = threadIdx.x, lane = e & 31, warp = e >> 5, warps = int(blockDim.x) >> 5;
+    bool taken = false;
+    for (int s = 0; s < K; ++s) {
+        const uint32_t candidate = taken ? kAbsent : key;
+        const uint32_t top = __reduce_max_sync(0xffffffffu, candidate);
+        const uint32_t id = __reduce_min_sync(0xffffffffu, candidate == top ? uint32_t(e) : 0xffffffffu);
+        if (lane == 0) best_key[s & 1][warp] = top, best_id[s & 1][warp] = id;
+        __syncthreads();
+        uint32_t chosen_key = kAbsent, chosen = 0xffffffffu;
+        for (int w = 0; w < warps; ++w) {
+            const uint32_t k = best_key[s & 1][w], i = best_id[s & 1][w];
+            if (k > chosen_key || (k == chosen_key && i < chosen)) chosen_key = k, chosen = i;
+        }
+        if (uint32_t(e) == chosen) taken = true;
+        if (e == 0) ids_of[s] = int32_t(chosen);
+    }
 }
 
 __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const RouteLaunch p) {
@@ -77,10 +157,11 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
     __shared__ float scores_of[kMaxRoutedExperts];
     __shared__ uint32_t keys_of[kMaxRoutedExperts];
     __shared__ uint32_t group_key[kMaxGroups];
-    __shared__ uint32_t best_key[2][kMaxWarps], best_id[2][kMaxWarps];  // by step parity
+    __shared__ uint32_t best_key[2][kMaxWarps], best_id[2][kMaxWarps];  // by step parity (select_by_block_steps)
+    __shared__ uint32_t cand_key[kMaxRoutedExperts], cand_id[kMaxRoutedExperts];  // warps' top Ks (K <= 32)
     __shared__ int32_t ids_of[32];
     __shared__ float shared_value;
-    const int e = threadIdx.x, lane = e & 31, warp = e >> 5, warps = int(blockDim.x) >> 5;
+    const int e = threadIdx.x;
     const int64_t t = blockIdx.x;
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
@@ -114,21 +195,8 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
     } else {
         uint32_t key = mine ? rank_key_bits(p.bias ? score + p.bias[e] : score) : kAbsent;
         if (p.groups > 1) key = limit_to_groups(key, mine, p, keys_of, group_key);
-        bool taken = false;
-        for (int s = 0; s < K; ++s) {
-            const uint32_t candidate = taken ? kAbsent : key;
-            const uint32_t top = __reduce_max_sync(0xffffffffu, candidate);
-            const uint32_t id = __reduce_min_sync(0xffffffffu, candidate == top ? uint32_t(e) : 0xffffffffu);
-            if (lane == 0) best_key[s & 1][warp] = top, best_id[s & 1][warp] = id;
-            __syncthreads();
-            uint32_t chosen_key = kAbsent, chosen = 0xffffffffu;
-            for (int w = 0; w < warps; ++w) {
-                const uint32_t k = best_key[s & 1][w], i = best_id[s & 1][w];
-                if (k > chosen_key || (k == chosen_key && i < chosen)) chosen_key = k, chosen = i;
-            }
-            if (uint32_t(e) == chosen) taken = true;
-            if (e == 0) ids_of[s] = int32_t(chosen);
-        }
+        if (p.block_steps) select_by_block_steps(key, K, ids_of, best_key, best_id);
+        else select_by_warp_candidates(key, K, ids_of, cand_key, cand_id);
     }
     __syncthreads();
     // The weights, in slot order as the CPU router forms them.
@@ -143,7 +211,10 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
 
 }  // namespace
 
-cudaError_t launch_route_wide(const RouteLaunch& p) {
+cudaError_t launch_route_wide(const RouteLaunch& launch) {
+    static const bool steps = env_equals("STEADYMOE_ROUTE_SELECT", "steps");
+    RouteLaunch p = launch;
+    p.block_steps = p.block_steps || steps;
     const unsigned threads = unsigned(std::max(32, (p.experts + 31) / 32 * 32));
     return launch_dependent(route_wide_kernel, unsigned(p.tokens), threads, 0, p.stream, p);
 }
