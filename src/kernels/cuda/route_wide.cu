@@ -102,6 +102,8 @@ __device__ uint32_t limit_to_groups(uint32_t key, bool mine, const RouteLaunch& 
 // holding candidates lane, lane + 32, .... The whole block's top K lies among its warps' top Ks (an expert
 // with K of its warp before it has them before it in the block too), so these are the ids of K block-wide steps
 // (select_by_block_steps, STEADYMOE_ROUTE_SELECT=steps to compare), with one block barrier where those take K.
+// deepseek-v4-flash's one-token routing kernel ended 0.4-0.7 µs sooner, deepseek-v3's 1.1
+// (bench/results/2026-12-04-cuda-route-select.md).
 __device__ void select_by_warp_candidates(uint32_t key, int K, int32_t* ids_of, uint32_t* cand_key, uint32_t* cand_id) {
     const int e = threadIdx.x, lane = e & 31, warp = e >> 5, warps = int(blockDim.x) >> 5;
     bool taken = false;
