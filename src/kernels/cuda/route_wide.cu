@@ -97,6 +97,12 @@ __device__ uint32_t limit_to_groups(uint32_t key, bool mine, const RouteLaunch& 
     return limit_by_group_keys(key, mine, p, group_key);
 }
 
+// The warp's largest key and, among the lanes holding it, the lowest id.
+__device__ __forceinline__ uint2 warp_best(uint32_t key, uint32_t id) {
+    const uint32_t top = __reduce_max_sync(0xffffffffu, key);
+    return make_uint2(top, __reduce_min_sync(0xffffffffu, key == top ? id : 0xffffffffu));
+}
+
 // The top K by key (the larger first, the lower id among equals) into ids_of[0..K): each warp's top K of its
 // lanes' keys by K max- and min-reductions, then warp 0's top K of those candidates the same way, a lane
 // holding candidates lane, lane + 32, .... The whole block's top K lies among its warps' top Ks (an expert
@@ -108,9 +114,8 @@ __device__ void select_by_warp_candidates(uint32_t key, int K, int32_t* ids_of, 
     const int e = threadIdx.x, lane = e & 31, warp = e >> 5, warps = int(blockDim.x) >> 5;
     bool taken = false;
     for (int s = 0; s < K; ++s) {
-        const uint32_t candidate = taken ? kAbsent : key;
-        const uint32_t top = __reduce_max_sync(0xffffffffu, candidate);
-        const uint32_t id = __reduce_min_sync(0xffffffffu, candidate == top ? uint32_t(e) : 0xffffffffu);
+        const uint2 best = warp_best(taken ? kAbsent : key, uint32_t(e));
+        const uint32_t top = best.x, id = best.y;
         if (uint32_t(e) == id) taken = true;
         if (lane == 0) cand_key[warp * K + s] = top, cand_id[warp * K + s] = id;
     }
@@ -125,8 +130,8 @@ __device__ void select_by_warp_candidates(uint32_t key, int K, int32_t* ids_of, 
             const uint32_t k = cand_key[lane + 32 * j], i = cand_id[lane + 32 * j];
             if (!(taken_mask >> j & 1u) && (k > best_key || (k == best_key && i < best_id))) best_key = k, best_id = i, best_j = j;
         }
-        const uint32_t top = __reduce_max_sync(0xffffffffu, best_key);
-        const uint32_t id = __reduce_min_sync(0xffffffffu, best_key == top ? best_id : 0xffffffffu);
+        const uint2 best = warp_best(best_key, best_id);
+        const uint32_t top = best.x, id = best.y;
         if (best_j >= 0 && best_id == id && best_key == top) taken_mask |= 1u << best_j;
         if (lane == 0) ids_of[s] = int32_t(id);
     }
@@ -139,9 +144,8 @@ __device__ void select_by_block_steps(uint32_t key, int K, int32_t* ids_of, uint
     const int e = threadIdx.x, lane = e & 31, warp = e >> 5, warps = int(blockDim.x) >> 5;
     bool taken = false;
     for (int s = 0; s < K; ++s) {
-        const uint32_t candidate = taken ? kAbsent : key;
-        const uint32_t top = __reduce_max_sync(0xffffffffu, candidate);
-        const uint32_t id = __reduce_min_sync(0xffffffffu, candidate == top ? uint32_t(e) : 0xffffffffu);
+        const uint2 best = warp_best(taken ? kAbsent : key, uint32_t(e));
+        const uint32_t top = best.x, id = best.y;
         if (lane == 0) best_key[s & 1][warp] = top, best_id[s & 1][warp] = id;
         __syncthreads();
         uint32_t chosen_key = kAbsent, chosen = 0xffffffffu;
