@@ -97,6 +97,11 @@ __device__ uint32_t limit_to_groups(uint32_t key, bool mine, const RouteLaunch& 
     return limit_by_group_keys(key, mine, p, group_key);
 }
 
+// Whether (k, i) ranks before (key, id): the larger key, the lower id among equals.
+__device__ __forceinline__ bool ranks_before(uint32_t k, uint32_t i, uint32_t key, uint32_t id) {
+    return k > key || (k == key && i < id);
+}
+
 // The warp's largest key and, among the lanes holding it, the lowest id.
 __device__ __forceinline__ uint2 warp_best(uint32_t key, uint32_t id) {
     const uint32_t top = __reduce_max_sync(0xffffffffu, key);
@@ -122,13 +127,13 @@ __device__ void select_by_warp_candidates(uint32_t key, int K, int32_t* ids_of, 
     __syncthreads();
     if (warp != 0) return;
     const int n = warps * K;
-    uint32_t taken_mask = 0;  // bit j: candidate lane + 32 j chosen (n <= kMaxRoutedExperts / 32 * 32: 16 bits)
+    uint32_t taken_mask = 0;  // bit j: candidate lane + 32 j chosen (n <= kMaxWarps * 32, so j < 16)
     for (int s = 0; s < K; ++s) {
         uint32_t best_key = kAbsent, best_id = 0xffffffffu;
         int best_j = -1;
         for (int j = 0; lane + 32 * j < n; ++j) {
             const uint32_t k = cand_key[lane + 32 * j], i = cand_id[lane + 32 * j];
-            if (!(taken_mask >> j & 1u) && (k > best_key || (k == best_key && i < best_id))) best_key = k, best_id = i, best_j = j;
+            if (!(taken_mask >> j & 1u) && ranks_before(k, i, best_key, best_id)) best_key = k, best_id = i, best_j = j;
         }
         const uint2 best = warp_best(best_key, best_id);
         const uint32_t top = best.x, id = best.y;
@@ -151,7 +156,7 @@ __device__ void select_by_block_steps(uint32_t key, int K, int32_t* ids_of, uint
         uint32_t chosen_key = kAbsent, chosen = 0xffffffffu;
         for (int w = 0; w < warps; ++w) {
             const uint32_t k = best_key[s & 1][w], i = best_id[s & 1][w];
-            if (k > chosen_key || (k == chosen_key && i < chosen)) chosen_key = k, chosen = i;
+            if (ranks_before(k, i, chosen_key, chosen)) chosen_key = k, chosen = i;
         }
         if (uint32_t(e) == chosen) taken = true;
         if (e == 0) ids_of[s] = int32_t(chosen);

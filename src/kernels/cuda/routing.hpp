@@ -45,9 +45,9 @@ struct RouteLaunch {
     // Which kernel (the same bits): a block per token (route_wide.hpp) or a warp per token. Default: the first
     // where wide_route_pays, unless STEADYMOE_ROUTE_KERNEL=unrolled (to compare).
     enum class Form { Default, Wide, Unrolled } form = Form::Default;
-    // The block kernel's selection (the same ids): K block-wide steps, and one thread a group for group limits,
-    // where it takes each warp's top K first and a warp a group of 32 (route_wide.cu); also where
-    // STEADYMOE_ROUTE_SELECT=steps. To compare.
+    // The block kernel's earlier selection, to compare (the same ids): K block-wide steps, and one thread a group
+    // for group limits, where by default each warp takes its top K first and a warp takes a group of 32
+    // (route_wide.cu). STEADYMOE_ROUTE_SELECT=steps sets it for every launch.
     bool block_steps = false;
 };
 
