@@ -420,16 +420,16 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
     }
 }
 
-// FP4 weights meeting e4m3 activations (DeepSeek-V4's arithmetic: a tensor-core sum per 32-wide group,
-// scaled per group, folded per 128-wide block) run one kernel at every batch size: 64 tokens and one block a
-// stage to a CTA in other batches; in decode batches two blocks a stage and 16 tokens (over 128-row tiles in
-// chunks, or over 16-row tiles) or 8 (8-row tiles: six CTAs to an SM, or four, a stage's two blocks multiplied
-// at once, in launches of at most three CTAs an SM — here all but those with k split in eight; with
-// STEADYMOE_DEEP_STAGES=0 six, with STEADYMOE_FP4_THIN_CTAS_PER_SM=4 four in every launch). The same bits
-// every way — with activation scales that are not powers of two, with a partial last n-tile (200 features),
-// with k split in two and in eight (a split of one block: a stage half filled), with thirteen blocks (every
-// stage ring wraps), with token scales held per CTA and copied per stage — and within the FP8 tensor cores'
-// rounding of float64.
+// FP4 weights meeting e4m3 activations (DeepSeek-V4's arithmetic: a tensor-core sum per 32-wide group, scaled
+// per group, folded per 128-wide block) run one kernel at every batch size: 64 tokens and one block a stage
+// to a CTA in other batches (their rows by tensor copies); in decode batches two blocks a stage and 16 tokens
+// (over 128-row tiles in chunks, or over 16-row tiles) or 8 (8-row tiles: six CTAs to an SM, or four, a
+// stage's two blocks multiplied at once, in launches of at most three CTAs an SM — here all but those with k
+// split in eight; with STEADYMOE_DEEP_STAGES=0 six, with STEADYMOE_FP4_THIN_CTAS_PER_SM=4 four in every
+// launch). The same bits every way — with activation scales that are not powers of two, with a partial last
+// n-tile (200 features), with k split in two and in eight (a split of one block: a stage half filled), with
+// thirteen blocks (every stage ring wraps), with token scales held per CTA and copied per stage — and within
+// the FP8 tensor cores' rounding of float64.
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
@@ -492,8 +492,8 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
 // Rows read in place through a_index (the layer's gate/up GEMMs where the kernel does so: no gather kernel to
 // copy them first) give the bits of the same rows in order, with the rows shuffled in their buffer: FP8
 // weights meeting e4m3 rows and bf16 weights (with and without activation scales) in a decode batch, FP4
-// weights meeting e4m3 rows in a decode batch and in another. A launch whose kernel would not read rows so
-// (bf16 weights over 128-row tiles) is refused.
+// weights meeting e4m3 rows in a decode batch and in another (where rows in order come by tensor copies). A
+// launch whose kernel would not read rows so (bf16 weights over 128-row tiles) is refused.
 TEST(CudaGroupedGemm, IndexedRowsGiveTheBitsOfRowsInOrder) {
     SMOE_SKIP_WITHOUT_GPU();
     std::vector<int32_t> index(static_cast<size_t>(kRows));

@@ -185,7 +185,8 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
         SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, r.source_rows, nullptr, H, up_form.mode == 2,
                                                 b.source_codes.as<uint8_t>(), b.source_scales.as<float>(), s));
         g1 = indexed_launch(r, r.group->gate_up, b.source_codes.get(), b.source_scales.as<const float>(), up_form, s);
-        if (!cuda::grouped_gemm_reads_indexed_rows(g1)) {
+        // (rows in order where the GEMM cannot read them in place, or is faster on them: FP4 x e4m3 prefill)
+        if (!cuda::grouped_gemm_reads_indexed_rows(g1) || cuda::grouped_gemm_prefers_rows_in_order(g1)) {
             SMOE_CUDA_CHECK(cuda::launch_gather_e4m3_rows(b.source_codes.as<const uint8_t>(), b.source_scales.as<const float>(),
                                                           r.perm->rows, r.max_rows, r.live_rows, H, b.a1.as<uint8_t>(),
                                                           b.a1_scale.as<float>(), s));

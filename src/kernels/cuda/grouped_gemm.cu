@@ -328,6 +328,10 @@ bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& g) {
     return enabled && hopper_gemm_available() && hopper_decode(g);
 }
 
+bool grouped_gemm_prefers_rows_in_order(const GroupedGemmLaunch& g) {
+    return hopper_gemm_available() && hopper_decode(g) && hopper_decode_prefers_rows_in_order(g);
+}
+
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                                const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out,
                                float* scales, cudaStream_t stream) {

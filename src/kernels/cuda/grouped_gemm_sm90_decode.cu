@@ -26,6 +26,7 @@
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_sm90_fp4_e4m3.cuh"
 #include "grouped_gemm_stage.cuh"
+#include "tensor_map.hpp"
 #include "wgmma.cuh"
 
 namespace steadymoe::cuda {
@@ -208,12 +209,14 @@ __device__ __forceinline__ int32_t source_row(const GroupedGemmLaunch& g, const 
 }
 
 // The producer warp: per stage, the weights by bulk copies (FP4 meeting e4m3 tokens: one for the stage's
-// blocks; else one per stored tile's half and one for FP4's exponents), the tokens' rows and scales (and
-// FP8's weight scales) by cp.async, all announced on the stage's "full" barrier; the tokens' scales not
-// where the consumers hold them (`held`).
+// blocks; else one per stored tile's half and one for FP4's exponents), the tokens' rows by cp.async or (given
+// rows_map) by a tensor copy per 64 k, the tokens' scales (and FP8's weight scales) by cp.async, all announced
+// on the stage's "full" barrier; the tokens' scales not where the consumers hold them (`held`). A tensor copy
+// brings the CTA's whole box of rows: past the chunk's own come other tiles' rows (or zeros past the matrix),
+// whose products stay in columns the epilogue skips.
 template <class S, bool kScaled>
 __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
-                                        uint64_t* empty, int stages, bool held) {
+                                        uint64_t* empty, int stages, bool held, const CUtensorMap* rows_map) {
     constexpr WeightCode kCode = S::kFormat;
     const int lane = threadIdx.x & 31, half = int(blockIdx.x) & 1, n_tile = t.n0 / kTileN;
     const char* weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
@@ -242,7 +245,12 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
         if (ks >= S::kStages) barrier::wait(&empty[s], uint32_t((ks / S::kStages - 1) & 1));
         char* stage = smem + s * S::kStageBytes;
         if (lane == 0) {
-            barrier::arrive_expect_bytes(&full[s], count * S::kBlockWeightBytes);
+            barrier::arrive_expect_bytes(&full[s], count * (S::kBlockWeightBytes + (rows_map ? kSubs * S::kTokenTileBytes : 0)));
+            if (rows_map)
+                for (int b = 0; b < count; ++b)
+                    for (int h = 0; h < kSubs; ++h)
+                        barrier::tensor_copy_2d(stage + (b * kSubs + h) * S::kTokenTileBytes, rows_map, ((first + b) * kSubs + h) * kBK, t.row0,
+                                                &full[s]);
             if constexpr (S::kFp4E4m3) {
                 barrier::bulk_copy(stage + S::kCodesOffset, blocks + int64_t(first) * S::kBlockWeightBytes, count * S::kBlockWeightBytes, &full[s]);
             } else {
@@ -253,7 +261,7 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
                     barrier::bulk_copy(stage + S::kCodesOffset + kSubs * S::kHalfTileBytes, exps + int64_t(first) * (kTileN * 4), S::kExpBytes, &full[s]);
             }
         }
-        for (int b = 0; b < count; ++b)
+        for (int b = 0; b < (rows_map ? 0 : count); ++b)
             for (int h = 0; h < kSubs; ++h) {
                 char* tile = stage + (b * kSubs + h) * S::kTokenTileBytes;
                 const int kt = (first + b) * kSubs + h;
@@ -379,8 +387,9 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
 }
 #endif
 
+// A CTA of the kernel, its token rows by the producer's cp.async or (given rows_map) by tensor copies.
 template <class S, bool kScaled>
-__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, bool hold_scales) {
+__device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold_scales, const CUtensorMap* rows_map) {
     wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr WeightCode kCode = S::kFormat;
@@ -404,15 +413,16 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
     }
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
-        produce<S, kScaled>(g, t, smem, full, empty, stages, held != nullptr);
+        produce<S, kScaled>(g, t, smem, full, empty, stages, held != nullptr, rows_map);
         return;
     }
 
     // Token rows past the chunk's are never loaded: zero them (and their scales) once in every stage.
     // A row's products never reach another row, but the MMAs should not read uninitialised memory.
+    // (Tensor copies fill every row of their box.)
     for (int s = 0; s < S::kStages; ++s) {
         char* stage = smem + s * S::kStageBytes;
-        for (int h = 0; h < S::kBlocks * kSubs; ++h)
+        for (int h = 0; h < (rows_map ? 0 : S::kBlocks * kSubs); ++h)
             for (int c = threadIdx.x; c < (S::kTokens - t.rows) * (S::kTokenRowBytes / 16); c += kConsumers)
                 *reinterpret_cast<uint4*>(stage + h * S::kTokenTileBytes + t.rows * S::kTokenRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
         for (int b = 0; b < S::kBlocks && !held; ++b)
@@ -484,6 +494,16 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const G
 #endif
 }
 
+template <class S, bool kScaled>
+__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, bool hold_scales) {
+    decode_cta<S, kScaled>(g, hold_scales, nullptr);
+}
+template <class S, bool kScaled>
+__global__ void __launch_bounds__(kThreads, S::kCtasPerSm)
+    decode_kernel_rows_by_map(const GroupedGemmLaunch g, bool hold_scales, const __grid_constant__ CUtensorMap rows_map) {
+    decode_cta<S, kScaled>(g, hold_scales, &rows_map);
+}
+
 // Whether launches copy the tokens' scales per stage even where their CTAs could hold them
 // (STEADYMOE_HELD_TOKEN_SCALES=0, to compare: the same bits).
 bool scales_per_stage() {
@@ -491,14 +511,33 @@ bool scales_per_stage() {
     return per_stage;
 }
 
+// Whether the 64-token CTAs of FP4 weights meeting e4m3 tokens take their rows by tensor copies where the rows lie
+// in order (not read through a_index), and the layer gathers them so (hopper_decode_prefers_rows_in_order). The
+// producer's cp.async of 64 rows a stage was what limited those CTAs: deepseek-v4-flash's routed experts took 17% and
+// 14% less time at 16384 and 4096 tokens with copies (bench/results/2026-12-04-cuda-fp4-row-copies.md).
+// STEADYMOE_FP4_ROW_COPIES=0 keeps cp.async of rows read in place, to compare (the same bits).
+bool fp4_row_copies() {
+    static const bool on = !env_equals("STEADYMOE_FP4_ROW_COPIES", "0");
+    return on;
+}
+
 template <class S, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr auto kernel = decode_kernel<S, kScaled>;
-    const cudaError_t err = allow_shared_memory<kernel>(S::kSmemBytes);
-    if (err != cudaSuccess) return err;
     const dim3 grid = decode_grid(g, S::kTokens);
     // A CTA's k range: k / k_splits, a multiple of 128.
     const bool hold_scales = g.a_scale && g.k / 128 / g.k_splits <= S::kHeldBlocks && !scales_per_stage();
+    if constexpr (S::kFp4E4m3 && S::kTokens == 64) {  // a box of the CTA's 64 rows per 64 k
+        CUtensorMap rows_map{};
+        if (fp4_row_copies() && g.a_rows > 0 && !g.a_index && encode_row_map(rows_map, g.a_fp8, g.a_rows, g.k, RowElement::E4m3, S::kTokens)) {
+            constexpr auto kernel = decode_kernel_rows_by_map<S, kScaled>;
+            const cudaError_t err = allow_shared_memory<kernel>(S::kSmemBytes);
+            if (err != cudaSuccess) return err;
+            return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g, hold_scales, rows_map);
+        }
+    }
+    constexpr auto kernel = decode_kernel<S, kScaled>;
+    const cudaError_t err = allow_shared_memory<kernel>(S::kSmemBytes);
+    if (err != cudaSuccess) return err;
     return launch_dependent(kernel, grid, kThreads, S::kSmemBytes, g.stream, g, hold_scales);
 }
 
@@ -594,6 +633,10 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
     if (!decode_form(code, a_fp8)) return 0;
     // (FP8 weights take this kernel with e4m3 tokens only: decode_form)
     return code == WeightCode::Fp8 && fp8_thin() && rows <= Fp8Thin::kTokens ? Fp8Thin::kTokens : decode_tokens(code);
+}
+
+bool hopper_decode_prefers_rows_in_order(const GroupedGemmLaunch& g) {
+    return g.code == WeightCode::Fp4 && g.a_fp8 && fp4_e4m3_tokens(g) == Fp4E4m3Wide::kTokens && fp4_row_copies();
 }
 
 bool hopper_decode(const GroupedGemmLaunch& g) {
