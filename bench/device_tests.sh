@@ -1,10 +1,22 @@
-# Sourced by a device call's script (after `start=$SECONDS`, with build-gpu built):
+# Sourced by a device call's script (after `start=$SECONDS`):
+# - build_gpu TARGET... configures build-gpu (Release, Ninja) and builds the targets, logging to
+#   $OUT/t/configure.log and $OUT/t/build.log; on a failure it prints the errors and returns 1 (the script then
+#   stops: `build_gpu ... || exit 1`), else prints when the build was done;
+# with build-gpu built:
 # - run_test BINARY [KNOB] [FILTER] runs build-gpu/tests/BINARY (its tests matching FILTER, if given) under
 #   the environment KNOB sets (NAME=VALUE, several separated by spaces; none if empty), appending what it
 #   prints to $OUT/t/gpu-tests.log under a line naming the run, and prints its exit status and the passed
 #   tests so far;
 # - memcheck BINARY [FILTER] runs it under compute-sanitizer's memcheck into $OUT/t/memcheck-BINARY.log and
 #   prints the error summary.
+build_gpu() {
+  mkdir -p "$OUT/t"
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/t/configure.log" 2>&1 \
+    || { tail -20 "$OUT/t/configure.log"; return 1; }
+  cmake --build build-gpu -j "$(nproc)" --target "$@" > "$OUT/t/build.log" 2>&1 \
+    || { grep -E error -A5 "$OUT/t/build.log" | head -40; return 1; }
+  echo "built at $((SECONDS - start)) s"
+}
 run_test() {
   echo "=== $1 ${2:-} ${3:-}" >> "$OUT/t/gpu-tests.log"
   env ${2:-STEADYMOE_UNSET=1} timeout 150 "build-gpu/tests/$1" ${3:+--gtest_filter=$3} \
