@@ -143,9 +143,9 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 // weights meeting e4m3 activations in every batch, BF16 and FP8 weights in few-row ones), and not with
 // STEADYMOE_INDEXED_ROWS=0, which keeps the layer's gathers to compare (the same bits).
 bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& launch);
-// Whether `launch` runs faster on its rows gathered in order than read in place (it still takes them in place):
-// FP4 weights meeting e4m3 activations other than in decode batches, which take rows in order by tensor copies
-// (STEADYMOE_FP4_ROW_COPIES=0: by cp.async, and read in place, to compare; the same bits).
+// Whether `launch` runs faster on its rows gathered in order than read in place (it still takes them in
+// place): FP4 weights meeting e4m3 activations other than in decode batches, which take rows in order by
+// tensor copies (STEADYMOE_FP4_ROW_COPIES=0: by cp.async, and read in place, to compare; the same bits).
 bool grouped_gemm_prefers_rows_in_order(const GroupedGemmLaunch& launch);
 
 // How many of the tiled kernel's 64-row CTAs (few_rows launches the decode kernel does not take) the

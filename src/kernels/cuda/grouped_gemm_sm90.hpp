@@ -35,8 +35,9 @@ bool hopper_decode_takes(WeightCode code);
 // how many of its CTAs the current GPU keeps on one SM for weights `code` in decode batches (FP4: with bf16
 // activations; 0 where the query fails).
 bool hopper_decode(const GroupedGemmLaunch& launch);
-// Whether `launch` (taking the decode kernel) runs faster on rows that lie in order than on rows read in place
-// through a_index: FP4 weights meeting e4m3 tokens other than in decode batches take such rows by tensor copies.
+// Whether `launch` (taking the decode kernel) runs faster on rows that lie in order than on rows read in
+// place through a_index: FP4 weights meeting e4m3 tokens other than in decode batches take such rows by
+// tensor copies.
 bool hopper_decode_prefers_rows_in_order(const GroupedGemmLaunch& launch);
 // Rows per tile for a few-row launch over weights `code` meeting e4m3 (a_fp8) or bf16 tokens, `rows` rows
 // (a bound) over `experts` experts: the tokens per CTA of the decode kernel's shape for it, or 0 where

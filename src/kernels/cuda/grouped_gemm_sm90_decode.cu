@@ -209,11 +209,11 @@ __device__ __forceinline__ int32_t source_row(const GroupedGemmLaunch& g, const 
 }
 
 // The producer warp: per stage, the weights by bulk copies (FP4 meeting e4m3 tokens: one for the stage's
-// blocks; else one per stored tile's half and one for FP4's exponents), the tokens' rows by cp.async or (given
-// rows_map) by a tensor copy per 64 k, the tokens' scales (and FP8's weight scales) by cp.async, all announced
-// on the stage's "full" barrier; the tokens' scales not where the consumers hold them (`held`). A tensor copy
-// brings the CTA's whole box of rows: past the chunk's own come other tiles' rows (or zeros past the matrix),
-// whose products stay in columns the epilogue skips.
+// blocks; else one per stored tile's half and one for FP4's exponents), the tokens' rows by cp.async or
+// (given rows_map) by a tensor copy per 64 k, the tokens' scales (and FP8's weight scales) by cp.async, all
+// announced on the stage's "full" barrier; the tokens' scales not where the consumers hold them (`held`). A
+// tensor copy brings the CTA's whole box of rows: past the chunk's own come other tiles' rows (or zeros past
+// the matrix), whose products stay in columns the epilogue skips.
 template <class S, bool kScaled>
 __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
                                         uint64_t* empty, int stages, bool held, const CUtensorMap* rows_map) {
@@ -511,11 +511,12 @@ bool scales_per_stage() {
     return per_stage;
 }
 
-// Whether the 64-token CTAs of FP4 weights meeting e4m3 tokens take their rows by tensor copies where the rows lie
-// in order (not read through a_index), and the layer gathers them so (hopper_decode_prefers_rows_in_order). The
-// producer's cp.async of 64 rows a stage was what limited those CTAs: deepseek-v4-flash's routed experts took 17% and
-// 14% less time at 16384 and 4096 tokens with copies (bench/results/2026-12-04-cuda-fp4-row-copies.md).
-// STEADYMOE_FP4_ROW_COPIES=0 keeps cp.async of rows read in place, to compare (the same bits).
+// Whether the 64-token CTAs of FP4 weights meeting e4m3 tokens take their rows by tensor copies where the
+// rows lie in order (not read through a_index), and the layer gathers them so
+// (hopper_decode_prefers_rows_in_order). The producer's cp.async of 64 rows a stage held those CTAs back:
+// deepseek-v4-flash's routed experts took 17% and 14% less time at 16384 and 4096 tokens with copies
+// (bench/results/2026-12-04-cuda-fp4-row-copies.md). STEADYMOE_FP4_ROW_COPIES=0 keeps cp.async of rows read
+// in place, to compare (the same bits).
 bool fp4_row_copies() {
     static const bool on = !env_equals("STEADYMOE_FP4_ROW_COPIES", "0");
     return on;

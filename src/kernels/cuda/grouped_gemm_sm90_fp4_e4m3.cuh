@@ -1,6 +1,6 @@
-// FP4 weights meeting e4m3 tokens on Hopper (grouped_gemm_sm90_decode.cu's kernel): DeepSeek-V4's arithmetic per
-// 128-wide block, with the weights as the MMAs' A operand widened from e2m1 codes straight into registers and the
-// tokens as their B operand in shared memory. Device code for sm_90a, but for the constants.
+// FP4 weights meeting e4m3 tokens on Hopper (grouped_gemm_sm90_decode.cu's kernel): DeepSeek-V4's arithmetic
+// per 128-wide block, with the weights as the MMAs' A operand widened from e2m1 codes straight into registers
+// and the tokens as their B operand in shared memory. Device code for sm_90a, but for the constants.
 #pragma once
 
 #include "fp4_e4m3_word.hpp"
