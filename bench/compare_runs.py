@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Side by side: the records of `steadymoe bench --backend cuda --json` from runs of one call (builds, or
 switches of one build), point by point. Per workload and token count, each run's routed, untimed-layer and
-(where recorded) experts-alone µs, the routed experts' floor over their time, and the untimed layer over the
-experts; after the first run, each time over the first run's. Runs of the same name with `-again` or
-`-againN` appended (later rounds, alternating) are folded in as medians.
+(where recorded) experts-alone µs, the routed experts' floor over their time, the untimed layer over the
+experts, and the routed gate/up and down GEMMs' µs; after the first run, each time over the first run's; then
+whether every run gave the same output bits per token count (where the records hold the output's digest).
+Runs of the same name with `-again` or `-againN` appended (later rounds, alternating) are folded in as medians.
 usage: compare_runs.py NAME=FILE.json [NAME=FILE.json ...]"""
 import json
 import os
@@ -30,7 +31,7 @@ def load(spec):
 
 def median_point(points):
     """Medians of the timed fields over repeated runs of one point."""
-    keys = ("routed_us", "layer_untimed_us", "experts_untimed_us", "routed_floor_us")
+    keys = ("routed_us", "layer_untimed_us", "experts_untimed_us", "routed_floor_us", "gate_up_us", "down_us")
     return {k: statistics.median(p[k] for p in points) for k in keys if all(k in p for p in points)}
 
 
@@ -49,7 +50,7 @@ def main(specs):
     for label in dict.fromkeys(lbl for _, lbl in order):
         names = [n for n, lbl in order if lbl == label]
         print(f"## {label}")
-        print("| tokens | " + " | ".join(f"{n}: routed µs (floor/routed) / untimed / experts (untimed/experts)" for n in names) + " |")
+        print("| tokens | " + " | ".join(f"{n}: routed µs (floor/routed) / untimed / experts (untimed/experts) / gate/up + down" for n in names) + " |")
         print("|---" * (len(names) + 1) + "|")
         all_tokens = sorted({t for n in names for t in runs[(n, label)]})
         for tokens in all_tokens:
@@ -64,6 +65,8 @@ def main(specs):
                 text = f"{routed:.1f} ({m['routed_floor_us'] / routed:.2f})" if routed else "—"
                 text += f" / {untimed:.1f}" if untimed else " / —"
                 text += f" / {experts:.1f} ({untimed / experts:.2f})" if experts and untimed else " / —"
+                if m.get("gate_up_us") and m.get("down_us"):
+                    text += f" / {m['gate_up_us']:.1f} + {m['down_us']:.1f}"
                 if first is None:
                     first = m
                 elif routed and first.get("routed_us"):
@@ -72,6 +75,12 @@ def main(specs):
                         text += f", untimed ×{untimed / first['layer_untimed_us']:.3f}"
                 cells.append(text)
             print(f"| {tokens} | " + " | ".join(cells) + " |")
+        # Runs that should give the same bits: the output digests of each point (where recorded) in one set.
+        for tokens in all_tokens:
+            digests = {p["output_fnv1a"] for n in names for p in runs[(n, label)].get(tokens, []) if "output_fnv1a" in p}
+            if digests:
+                print(f"- {tokens} tokens: " + ("every run's output has the same bits" if len(digests) == 1 else
+                                                 f"the runs' outputs differ ({len(digests)} digests)"))
         print()
 
 

@@ -44,16 +44,26 @@ __global__ void widen_kernel(const uint32_t* codes, const uint32_t* scales, uint
 }
 
 // Thread i takes the patterns 4i .. 4i + 3 (rotated through the four positions, so every value meets
-// every byte of the word).
-__global__ void e4m3x4_check_kernel(unsigned long long* bad, uint32_t* first) {
+// every byte of the word, or both halves of a bf16 pair).
+__global__ void packed_check_kernel(PackedConversion which, unsigned long long* bad, uint32_t* first) {
     const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
     for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t(1) << 30); i += stride) {
         uint32_t bits[4];
-        for (int j = 0; j < 4; ++j) bits[j] = uint32_t(4 * i + ((j + i) & 3));
-        const uint32_t codes = cuda::f32x4_to_e4m3x4(f32_from_bits(bits[0]), f32_from_bits(bits[1]),
-                                                     f32_from_bits(bits[2]), f32_from_bits(bits[3]));
+        float f[4];
+        for (int j = 0; j < 4; ++j) bits[j] = uint32_t(4 * i + ((j + i) & 3)), f[j] = f32_from_bits(bits[j]);
+        uint32_t got[4], want[4];
+        if (which == PackedConversion::E4m3x4) {
+            const uint32_t codes = cuda::f32x4_to_e4m3x4(f[0], f[1], f[2], f[3]);
+            for (int j = 0; j < 4; ++j) got[j] = uint8_t(codes >> (8 * j)), want[j] = f32_to_e4m3(f[j]);
+        } else {
+            const uint32_t pairs[2] = {cuda::f32x2_to_bf16x2(f[0], f[1]), cuda::f32x2_to_bf16x2(f[2], f[3])};
+            for (int j = 0; j < 4; ++j) got[j] = uint16_t(pairs[j / 2] >> (16 * (j % 2))), want[j] = f32_to_bf16(f[j]);
+            // one value at a time too, as the epilogues round activations
+            for (int j = 0; j < 4; ++j)
+                if (f32_bits(cuda::round_act(f[j], true)) != f32_bits(round_to_bf16(f[j]))) got[j] = ~want[j];
+        }
         for (int j = 0; j < 4; ++j)
-            if (uint8_t(codes >> (8 * j)) != f32_to_e4m3(f32_from_bits(bits[j]))) {
+            if (got[j] != want[j]) {
                 atomicAdd(bad, 1ull);
                 atomicMin(first, bits[j]);
             }
@@ -62,12 +72,12 @@ __global__ void e4m3x4_check_kernel(unsigned long long* bad, uint32_t* first) {
 
 }  // namespace
 
-int64_t count_e4m3x4_mismatches(uint32_t* first_bits) {
+int64_t count_packed_mismatches(PackedConversion which, uint32_t* first_bits) {
     unsigned long long* bad = nullptr;
     uint32_t* first = nullptr;
     if (cudaMalloc(&bad, sizeof(*bad)) != cudaSuccess || cudaMalloc(&first, 4) != cudaSuccess) return -1;
     bool ok = cudaMemset(bad, 0, sizeof(*bad)) == cudaSuccess && cudaMemset(first, 0xFF, 4) == cudaSuccess;
-    if (ok) e4m3x4_check_kernel<<<4096, 256>>>(bad, first);
+    if (ok) packed_check_kernel<<<4096, 256>>>(which, bad, first);
     unsigned long long host_bad = 0;
     ok = ok && cudaGetLastError() == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
          cudaMemcpy(&host_bad, bad, sizeof(host_bad), cudaMemcpyDeviceToHost) == cudaSuccess &&

@@ -28,8 +28,11 @@ enum Widening : int {
 // The tensor-core kernels' weight widening `how` on the GPU, per input word.
 int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, Widening how);
 
-// Every float32 bit pattern (2^32) through the kernels' four-value e4m3 conversion, against the codec
-// on the GPU: the number that differ (0 on success), the first in *first_bits; -1 on a CUDA error.
-int64_t count_e4m3x4_mismatches(uint32_t* first_bits);
+// The kernels' packed conversions by the hardware: four floats to e4m3 codes (f32x4_to_e4m3x4), two to bf16
+// (f32x2_to_bf16x2, and round_act one at a time).
+enum class PackedConversion { E4m3x4, Bf16x2 };
+// Every float32 bit pattern (2^32) through one of them, against the codec on the GPU: the number that differ
+// (0 on success), the first in *first_bits; -1 on a CUDA error.
+int64_t count_packed_mismatches(PackedConversion which, uint32_t* first_bits);
 
 }  // namespace steadymoe::test

@@ -674,7 +674,9 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
 INSTANTIATE_TEST_SUITE_P(NBlocks, EveryTiledSchedule, ::testing::Values(int64_t(151), int64_t(150)));
 
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16
-// of the values they store as f32 — which are rounded to bf16 already — for every row and feature.
+// of the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the
+// consumers' registers (persistent CTAs: the scatter's own path), from shared memory (one CTA per tile) and
+// parked (epilogue warps).
 TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
     SMOE_SKIP_WITHOUT_GPU();
     const Problem p = make_problem({-3.0f, -1.0f, -0.375f, 0.5f, 1.25f, 2.0f}, {-1.5f, -0.25f, 0.75f, 1.0f}, {0.5f, 1.0f, 2.0f}, 11);
@@ -688,13 +690,15 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
     w_buf.upload(weights.data(), weights.size() * 4);
     dest_buf.upload(dest.data(), dest.size() * 8);
     for (const auto epilogue : {cuda::GemmEpilogue::SwiGlu, cuda::GemmEpilogue::Scatter})
+        for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Parked})
         for (bool fp8_a : {false, true}) {
             if (fp8_a && !fp8_path_here(false)) continue;
             const bool swiglu = epilogue == cuda::GemmEpilogue::SwiGlu;
-            SCOPED_TRACE(std::string(swiglu ? "SwiGLU" : "scatter") + (fp8_a ? ", e4m3 activations" : ", bf16 activations"));
+            SCOPED_TRACE(std::string(swiglu ? "SwiGLU" : "scatter") + (fp8_a ? ", e4m3 activations" : ", bf16 activations") +
+                         ", schedule " + std::to_string(int(schedule)));
             const int64_t width = swiglu ? kN / 2 : kN;
             auto stage = [&](cuda::GroupedGemmLaunch& g) {
-                g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width;
+                g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width, g.schedule = schedule;
                 g.row_weight = w_buf.as<float>(), g.row_dest = swiglu ? nullptr : dest_buf.as<int64_t>();
             };
             const std::vector<float> f32 = run(p, fp8_a, false, true, stage);

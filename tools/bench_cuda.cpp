@@ -5,6 +5,7 @@
 #include "bench_workload.hpp"
 #include "kernel_trace.hpp"
 
+#include "steadymoe/core/digest.hpp"
 #include "steadymoe/core/error.hpp"
 #include "steadymoe/engine/synthetic.hpp"
 
@@ -40,6 +41,7 @@ struct GpuPoint {
     std::vector<int64_t> load;
     std::vector<KernelSpan> trace;  // --trace: the kernels of one forward as served
     Tensor output;
+    uint64_t output_digest = 0;  // FNV-1a of the output's bytes
     int64_t compared_with = 0;
     bool bitwise = false;
     bool graph = false;  // ran as a CUDA graph replay
@@ -123,6 +125,9 @@ int bench_cuda(const BenchOptions& given) {
         const int64_t rows = std::min(T, ref_rows);
         p.rel_error = relative_error(out.output.rows(0, rows), ref.output.rows(0, rows).to_f32());
         p.output = out.output;
+        // The output's bytes as one number: runs of two builds (or switches) that should give the same bits are
+        // compared by it (bench/compare_runs.py).
+        p.output_digest = fnv1a(kFnvOffset, p.output.raw(), p.output.nbytes());
         points.push_back(std::move(p));
     }
     compare_with_neighbours(points, H);
@@ -179,7 +184,8 @@ int bench_cuda(const BenchOptions& given) {
                   {"routed_us", p.routed_us},     {"shared_us", p.shared_us},     {"combine_us", p.combine_us}, {"gate_up_us", p.gate_up_us}, {"down_us", p.down_us},
                   {"routed_bytes", p.routed_bytes}, {"layer_bytes", p.layer_bytes}, {"routed_floor_us", routed_floor},
                   {"layer_floor_us", layer_floor}, {"routed_flops", routed_flops}, {"expert_load", p.load},
-                  {"relative_error_vs_cpu_first_rows", p.rel_error}, {"cuda_graph", p.graph}};
+                  {"relative_error_vs_cpu_first_rows", p.rel_error}, {"cuda_graph", p.graph},
+                  {"output_fnv1a", fmt::format("{:016x}", p.output_digest)}};
         if (p.compared_with) j["bitwise_equal_to_batch_of"] = {{"tokens", p.compared_with}, {"equal", p.bitwise}};
         if (!p.trace.empty()) {
             const uint64_t first = p.trace.front().start_ns;

@@ -193,6 +193,23 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
             for (int h = 0; h < 2; ++h)
                 epilogue_pair(g, t, rows[h], 16 * f + q2, make_float2(v[8 * f + 2 * h], v[8 * f + 2 * h + 1]),
                               make_float2(v[8 * f + 4 + 2 * h], v[8 * f + 4 + 2 * h + 1]));
+    } else if (g.epilogue == GemmEpilogue::Scatter && g.out_bf16) {
+        // The down GEMM's: per row its destination and weight once, then per pair two multiplies, a conversion
+        // and a store, as epilogue_pair's arithmetic (its other branches' tests per pair took as many
+        // instructions as the item's MMA loop in deepseek-v3's down GEMM).
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (rows[h].row < 0) continue;
+            uint16_t* out = g.out_bf16 + rows[h].dest * g.ldo + t.n0 + q2;
+            const int room = int(g.n - t.n0) - q2;  // pair j is stored where 8j < room (N is a multiple of 8)
+            const float w = rows[h].weight;
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                float a = v[4 * j + 2 * h], b = v[4 * j + 2 * h + 1];
+                if (!g.weight_before_down) a = w * a, b = w * b;
+                if (8 * j < room) *reinterpret_cast<uint32_t*>(out + 8 * j) = f32x2_to_bf16x2(a, b);
+            }
+        }
     } else {
 #pragma unroll
         for (int j = 0; j < 16; ++j)

@@ -300,7 +300,7 @@ __device__ __forceinline__ const float* stage_scales(const char* stage) {
 // write of their bf16 bits (out_bf16).
 __device__ __forceinline__ void store_pair(const GroupedGemmLaunch& g, int64_t offset, float2 v) {
     if (g.out_bf16)
-        *reinterpret_cast<uint32_t*>(g.out_bf16 + offset) = uint32_t(f32_to_bf16(v.x)) | uint32_t(f32_to_bf16(v.y)) << 16;
+        *reinterpret_cast<uint32_t*>(g.out_bf16 + offset) = f32x2_to_bf16x2(v.x, v.y);
     else
         *reinterpret_cast<float2*>(g.out + offset) = v;
 }
@@ -338,7 +338,8 @@ __device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const 
     } else if (g.epilogue == GemmEpilogue::Scatter) {
         const float w = r.weight;
         float2 out = g.weight_before_down ? v : make_float2(w * v.x, w * v.y);
-        out = make_float2(round_act(out.x, g.round_bf16), round_act(out.y, g.round_bf16));
+        // bf16 outputs: the store rounds, and rounding to bf16 twice gives the bits of rounding once
+        if (!g.out_bf16) out = make_float2(round_act(out.x, g.round_bf16), round_act(out.y, g.round_bf16));
         // n is even and N a multiple of 8 (checked on the host): the pair is whole
         if (col < g.n) store_pair(g, r.dest * g.ldo + col, out);
     } else {  // gate feature col sits in fragment 2f, its up partner in 2f + 1: intermediate feature f*8 + col%8

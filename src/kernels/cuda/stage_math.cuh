@@ -4,11 +4,41 @@
 
 #include "steadymoe/core/numeric.hpp"
 
+#include <cuda_bf16.h>
 #include <cuda_fp8.h>
+
+#include <cstdint>
 
 namespace steadymoe::cuda {
 
-__device__ __forceinline__ float round_act(float x, bool bf16) { return bf16 ? round_to_bf16(x) : x; }
+// Two floats as bf16 bits (a in the low half), f32_to_bf16's bits for every float: from sm_80 on by the
+// hardware's conversion (round to nearest even, subnormals kept), where a NaN gets the codec's bits (the
+// float's top half with the quiet bit set; the hardware gives one canonical NaN) by a select, not a branch:
+// one conversion and a few selects per pair where the codec takes seven integer operations a value, and no
+// slow path beside every output in the unrolled epilogues (the GPU test
+// CudaCodecs.HardwareBf16ConversionMatchesTheCodecOnEveryFloat runs all 2^32 inputs).
+__device__ __forceinline__ uint32_t f32x2_to_bf16x2(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(a, b);
+    const uint32_t converted = *reinterpret_cast<const uint32_t*>(&pair);
+    const uint32_t codec_nan = __byte_perm(f32_bits(a), f32_bits(b), 0x7632) | 0x00400040u;
+    const uint32_t nan_halves = (a != a ? 0x0000FFFFu : 0u) | (b != b ? 0xFFFF0000u : 0u);
+    return (converted & ~nan_halves) | (codec_nan & nan_halves);
+#else
+    return uint32_t(f32_to_bf16(a)) | uint32_t(f32_to_bf16(b)) << 16;
+#endif
+}
+
+// x rounded to the activation dtype: round_to_bf16's bits, by the hardware's conversion as above.
+__device__ __forceinline__ float round_act(float x, bool bf16) {
+    if (!bf16) return x;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const float converted = __bfloat162float(__float2bfloat16_rn(x));
+    return x != x ? f32_from_bits((f32_bits(x) & 0xFFFF0000u) | 0x00400000u) : converted;
+#else
+    return round_to_bf16(x);
+#endif
+}
 
 // SwiGLU of one (gate, up) pair as a stage output: inputs rounded to the activation dtype, the
 // optional clamp (up to [-limit, limit], gate to at most limit; NaN passes through), silu(g) * u,
