@@ -298,9 +298,10 @@ __device__ __forceinline__ const float* stage_scales(const char* stage) {
 
 // Two adjacent outputs at element `offset` of the launch's output: one 8-byte f32 write, or one 4-byte
 // write of their bf16 bits (out_bf16).
+template <Bf16Rounding kHow = Bf16Rounding::Hardware>
 __device__ __forceinline__ void store_pair(const GroupedGemmLaunch& g, int64_t offset, float2 v) {
     if (g.out_bf16)
-        *reinterpret_cast<uint32_t*>(g.out_bf16 + offset) = f32x2_to_bf16x2(v.x, v.y);
+        *reinterpret_cast<uint32_t*>(g.out_bf16 + offset) = f32x2_to_bf16x2<kHow>(v.x, v.y);
     else
         *reinterpret_cast<float2*>(g.out + offset) = v;
 }
@@ -329,6 +330,7 @@ __device__ __forceinline__ EpilogueRow epilogue_row(const GroupedGemmLaunch& g, 
 // Two adjacent output elements (row r, features n and n + 1 of the tile; n even) through the launch's
 // epilogue. For SwiGlu, v are gate features and up the matching up features; their outputs are the
 // adjacent intermediate features j, j + 1.
+template <Bf16Rounding kHow = Bf16Rounding::Hardware>
 __device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const Tile& t, const EpilogueRow& r, int n, float2 v,
                                               float2 up) {
     if (r.row < 0) return;
@@ -339,19 +341,21 @@ __device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const 
         const float w = r.weight;
         float2 out = g.weight_before_down ? v : make_float2(w * v.x, w * v.y);
         // bf16 outputs: the store rounds, and rounding to bf16 twice gives the bits of rounding once
-        if (!g.out_bf16) out = make_float2(round_act(out.x, g.round_bf16), round_act(out.y, g.round_bf16));
+        if (kHow == Bf16Rounding::Codec || !g.out_bf16)
+            out = make_float2(round_act<kHow>(out.x, g.round_bf16), round_act<kHow>(out.y, g.round_bf16));
         // n is even and N a multiple of 8 (checked on the host): the pair is whole
-        if (col < g.n) store_pair(g, r.dest * g.ldo + col, out);
+        if (col < g.n) store_pair<kHow>(g, r.dest * g.ldo + col, out);
     } else {  // gate feature col sits in fragment 2f, its up partner in 2f + 1: intermediate feature f*8 + col%8
-        const float2 out = make_float2(swiglu_stage(v.x, up.x, g.swiglu_limit, g.weight_before_down, r.weight, g.round_bf16),
-                                       swiglu_stage(v.y, up.y, g.swiglu_limit, g.weight_before_down, r.weight, g.round_bf16));
+        const float2 out = make_float2(swiglu_stage<kHow>(v.x, up.x, g.swiglu_limit, g.weight_before_down, r.weight, g.round_bf16),
+                                       swiglu_stage<kHow>(v.y, up.y, g.swiglu_limit, g.weight_before_down, r.weight, g.round_bf16));
         const int64_t j = (col / 16) * 8 + col % 8;
-        if (j < g.n / 2) store_pair(g, r.row * g.ldo + j, out);
+        if (j < g.n / 2) store_pair<kHow>(g, r.row * g.ldo + j, out);
     }
 }
 // The same for tile row `row`, where a caller meets each row once or twice.
+template <Bf16Rounding kHow = Bf16Rounding::Hardware>
 __device__ __forceinline__ void epilogue_pair(const GroupedGemmLaunch& g, const Tile& t, int row, int n, float2 v, float2 up) {
-    epilogue_pair(g, t, epilogue_row(g, t, row), n, v, up);
+    epilogue_pair<kHow>(g, t, epilogue_row(g, t, row), n, v, up);
 }
 
 }  // namespace steadymoe::cuda::stage
