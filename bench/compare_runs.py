@@ -2,9 +2,10 @@
 """Side by side: the records of `steadymoe bench --backend cuda --json` from runs of one call (builds, or
 switches of one build), point by point. Per workload and token count, each run's routed, untimed-layer and
 (where recorded) experts-alone µs, the routed experts' floor over their time, the untimed layer over the
-experts, and the routed gate/up and down GEMMs' µs; after the first run, each time over the first run's; then
-whether every run gave the same output bits per token count (where the records hold the output's digest).
-Runs of the same name with `-again` or `-againN` appended (later rounds, alternating) are folded in as medians.
+experts, and the routed gate/up and down GEMMs' µs; after the first run, each time over the first run's;
+then whether every run gave the same output bits per token count (where the records hold the output's
+digest). Runs of the same name with `-again` or `-againN` appended (later rounds, alternating) are folded in
+as medians.
 usage: compare_runs.py NAME=FILE.json [NAME=FILE.json ...]"""
 import json
 import os

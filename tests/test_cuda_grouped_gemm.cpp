@@ -691,28 +691,28 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
     dest_buf.upload(dest.data(), dest.size() * 8);
     for (const auto epilogue : {cuda::GemmEpilogue::SwiGlu, cuda::GemmEpilogue::Scatter})
         for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Parked})
-        for (bool fp8_a : {false, true}) {
-            if (fp8_a && !fp8_path_here(false)) continue;
-            const bool swiglu = epilogue == cuda::GemmEpilogue::SwiGlu;
-            SCOPED_TRACE(std::string(swiglu ? "SwiGLU" : "scatter") + (fp8_a ? ", e4m3 activations" : ", bf16 activations") +
-                         ", schedule " + std::to_string(int(schedule)));
-            const int64_t width = swiglu ? kN / 2 : kN;
-            auto stage = [&](cuda::GroupedGemmLaunch& g) {
-                g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width, g.schedule = schedule;
-                g.row_weight = w_buf.as<float>(), g.row_dest = swiglu ? nullptr : dest_buf.as<int64_t>();
-            };
-            const std::vector<float> f32 = run(p, fp8_a, false, true, stage);
-            (void)run(p, fp8_a, false, true, [&](cuda::GroupedGemmLaunch& g) {
-                stage(g);
-                g.out = nullptr, g.out_bf16 = bf16_buf.as<uint16_t>();
-            });
-            std::vector<uint16_t> bf16(size_t(kRows * width));
-            bf16_buf.download(bf16.data(), bf16.size() * 2);
-            int64_t wrong = 0;
-            for (size_t i = 0; i < bf16.size(); ++i)
-                if (bf16[i] != f32_to_bf16(f32[i]) || round_to_bf16(f32[i]) != f32[i]) ++wrong;
-            EXPECT_EQ(wrong, 0);
-        }
+            for (bool fp8_a : {false, true}) {
+                if (fp8_a && !fp8_path_here(false)) continue;
+                const bool swiglu = epilogue == cuda::GemmEpilogue::SwiGlu;
+                SCOPED_TRACE(std::string(swiglu ? "SwiGLU" : "scatter") + (fp8_a ? ", e4m3 activations" : ", bf16 activations") +
+                             ", schedule " + std::to_string(int(schedule)));
+                const int64_t width = swiglu ? kN / 2 : kN;
+                auto stage = [&](cuda::GroupedGemmLaunch& g) {
+                    g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width, g.schedule = schedule;
+                    g.row_weight = w_buf.as<float>(), g.row_dest = swiglu ? nullptr : dest_buf.as<int64_t>();
+                };
+                const std::vector<float> f32 = run(p, fp8_a, false, true, stage);
+                (void)run(p, fp8_a, false, true, [&](cuda::GroupedGemmLaunch& g) {
+                    stage(g);
+                    g.out = nullptr, g.out_bf16 = bf16_buf.as<uint16_t>();
+                });
+                std::vector<uint16_t> bf16(size_t(kRows * width));
+                bf16_buf.download(bf16.data(), bf16.size() * 2);
+                int64_t wrong = 0;
+                for (size_t i = 0; i < bf16.size(); ++i)
+                    if (bf16[i] != f32_to_bf16(f32[i]) || round_to_bf16(f32[i]) != f32[i]) ++wrong;
+                EXPECT_EQ(wrong, 0);
+            }
 }
 
 // Quantising each source row once and copying its codes and scales to the rows that read it gives the

@@ -125,8 +125,8 @@ int bench_cuda(const BenchOptions& given) {
         const int64_t rows = std::min(T, ref_rows);
         p.rel_error = relative_error(out.output.rows(0, rows), ref.output.rows(0, rows).to_f32());
         p.output = out.output;
-        // The output's bytes as one number: runs of two builds (or switches) that should give the same bits are
-        // compared by it (bench/compare_runs.py).
+        // The output's bytes as one number: runs of two builds (or switches) that should give the same bits
+        // are compared by it (bench/compare_runs.py).
         p.output_digest = fnv1a(kFnvOffset, p.output.raw(), p.output.nbytes());
         points.push_back(std::move(p));
     }

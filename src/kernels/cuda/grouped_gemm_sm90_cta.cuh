@@ -194,9 +194,9 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
                 epilogue_pair(g, t, rows[h], 16 * f + q2, make_float2(v[8 * f + 2 * h], v[8 * f + 2 * h + 1]),
                               make_float2(v[8 * f + 4 + 2 * h], v[8 * f + 4 + 2 * h + 1]));
     } else if (g.epilogue == GemmEpilogue::Scatter && g.out_bf16) {
-        // The down GEMM's: per row its destination and weight once, then per pair two multiplies, a conversion
-        // and a store, as epilogue_pair's arithmetic (its other branches' tests per pair took as many
-        // instructions as the item's MMA loop in deepseek-v3's down GEMM).
+        // The down GEMM's: per row its destination and weight once, then per pair two multiplies, a
+        // conversion and a store, as epilogue_pair's arithmetic (its other branches' tests per pair took as
+        // many instructions as the item's MMA loop in deepseek-v3's down GEMM).
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             if (rows[h].row < 0) continue;

@@ -11,15 +11,15 @@
 
 namespace steadymoe::cuda {
 
-// How the epilogues round to bf16, the same bits either way: by the codec's integer operations (f32_to_bf16),
-// or from sm_80 on by the hardware's conversion (round to nearest even, subnormals kept), where a NaN gets the
-// codec's bits (the float's top half with the quiet bit set; the hardware gives one canonical NaN) by a select,
-// not a branch. The hardware's takes one conversion and a few selects per pair where the codec takes seven
-// integer operations a value, and leaves no slow path beside every output of the unrolled epilogues (the GPU
-// test CudaCodecs.HardwareBf16ConversionMatchesTheCodecOnEveryFloat runs all 2^32 inputs through both).
-// Decode CTAs of at most 32 tokens keep the codec's: their epilogues are a sliver of their time, and the
-// hardware's conversion reshuffled their registers (one run had a one-token batch 5% slower, not replicated;
-// bench/results/2026-12-04-cuda-epilogues.md).
+// How the epilogues round to bf16, the same bits either way: by the codec's integer operations
+// (f32_to_bf16), or from sm_80 on by the hardware's conversion (round to nearest even, subnormals kept),
+// where a NaN gets the codec's bits (the float's top half with the quiet bit set; the hardware gives one
+// canonical NaN) by a select, not a branch. The hardware's takes one conversion and a few selects per pair
+// where the codec takes seven integer operations a value, and leaves no slow path beside every output of the
+// unrolled epilogues (the GPU test CudaCodecs.HardwareBf16ConversionMatchesTheCodecOnEveryFloat runs all
+// 2^32 inputs through it). Decode CTAs of at most 32 tokens keep the codec's: their epilogues are a sliver
+// of their time, and the hardware's conversion reshuffled their registers (one run had a one-token batch 5%
+// slower, not replicated; bench/results/2026-12-04-cuda-epilogues.md).
 enum class Bf16Rounding { Codec, Hardware };
 
 // Two floats as bf16 bits, a in the low half.
