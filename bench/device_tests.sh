@@ -2,6 +2,9 @@
 # - build_gpu TARGET... configures build-gpu (Release, Ninja) and builds the targets, logging to
 #   $OUT/t/configure.log and $OUT/t/build.log; on a failure it prints the errors and returns 1 (the script then
 #   stops: `build_gpu ... || exit 1`), else prints when the build was done;
+# - build_base PATCH TARGET... builds the targets in build-base from the tree with PATCH (a `git diff OLD NEW`
+#   of the call's tree, saved beside the script) taken back, then puts the tree back: the older build to run
+#   beside this one on the same machine (bench_runs.sh's BENCH_CLI); logs $OUT/t/build-base.log;
 # with build-gpu built:
 # - run_test BINARY [KNOB] [FILTER] runs build-gpu/tests/BINARY (its tests matching FILTER, if given) under
 #   the environment KNOB sets (NAME=VALUE, several separated by spaces; none if empty), appending what it
@@ -16,6 +19,16 @@ build_gpu() {
   cmake --build build-gpu -j "$(nproc)" --target "$@" > "$OUT/t/build.log" 2>&1 \
     || { grep -E error -A5 "$OUT/t/build.log" | head -40; return 1; }
   echo "built at $((SECONDS - start)) s"
+}
+build_base() {
+  local patch=$1; shift
+  patch -s -R -p1 < "$patch" || { echo "build_base: $patch does not come off the tree"; return 1; }
+  cmake -S . -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/t/configure-base.log" 2>&1 \
+    && cmake --build build-base -j "$(nproc)" --target "$@" > "$OUT/t/build-base.log" 2>&1
+  local rc=$?
+  patch -s -p1 < "$patch" || { echo "build_base: $patch does not go back on"; return 1; }
+  (( rc == 0 )) || { grep -E error -A5 "$OUT/t/build-base.log" | head -40; return 1; }
+  echo "base built at $((SECONDS - start)) s"
 }
 run_test() {
   echo "=== $1 ${2:-} ${3:-}" >> "$OUT/t/gpu-tests.log"
