@@ -1,6 +1,6 @@
 # Sourced by a device call's script (after `start=$SECONDS`):
 # - build_gpu TARGET... configures build-gpu (Release, Ninja) and builds the targets, logging to
-#   $OUT/t/configure.log and $OUT/t/build.log; on a failure it prints the errors and returns 1 (the script then
+#   $OUT/t/configure-build.log and $OUT/t/build.log; on a failure it prints the errors and returns 1 (the script then
 #   stops: `build_gpu ... || exit 1`), else prints when the build was done;
 # - build_base PATCH TARGET... builds the targets in build-base from the tree with PATCH (a `git diff OLD NEW`
 #   of the call's tree, saved beside the script) taken back, then puts the tree back: the older build to run
@@ -12,22 +12,27 @@
 #   tests so far;
 # - memcheck BINARY [FILTER] runs it under compute-sanitizer's memcheck into $OUT/t/memcheck-BINARY.log and
 #   prints the error summary.
-build_gpu() {
+# (configure_and_build DIR LOG TARGET...: the step both builds take, logging to $OUT/t/configure-LOG.log and
+# $OUT/t/LOG.log, the errors printed on a failure)
+configure_and_build() {
+  local dir=$1 log=$2; shift 2
   mkdir -p "$OUT/t"
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/t/configure.log" 2>&1 \
-    || { tail -20 "$OUT/t/configure.log"; return 1; }
-  cmake --build build-gpu -j "$(nproc)" --target "$@" > "$OUT/t/build.log" 2>&1 \
-    || { grep -E error -A5 "$OUT/t/build.log" | head -40; return 1; }
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/t/configure-$log.log" 2>&1 \
+    || { tail -20 "$OUT/t/configure-$log.log"; return 1; }
+  cmake --build "$dir" -j "$(nproc)" --target "$@" > "$OUT/t/$log.log" 2>&1 \
+    || { grep -E error -A5 "$OUT/t/$log.log" | head -40; return 1; }
+}
+build_gpu() {
+  configure_and_build build-gpu build "$@" || return 1
   echo "built at $((SECONDS - start)) s"
 }
 build_base() {
   local patch=$1; shift
   patch -s -R -p1 < "$patch" || { echo "build_base: $patch does not come off the tree"; return 1; }
-  cmake -S . -B build-base -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/t/configure-base.log" 2>&1 \
-    && cmake --build build-base -j "$(nproc)" --target "$@" > "$OUT/t/build-base.log" 2>&1
+  configure_and_build build-base build-base "$@"
   local rc=$?
   patch -s -p1 < "$patch" || { echo "build_base: $patch does not go back on"; return 1; }
-  (( rc == 0 )) || { grep -E error -A5 "$OUT/t/build-base.log" | head -40; return 1; }
+  (( rc == 0 )) || return 1
   echo "base built at $((SECONDS - start)) s"
 }
 run_test() {
