@@ -1,7 +1,8 @@
 // The combine on the GPU against the same sums on the host, bit for bit: each token's K contributions in
 // slot order, then its shared expert's, in fp32, rounded once to the output dtype; masked tokens give
 // zeros. Contributions in f32 and in bf16 bits, outputs in both dtypes, widths that take the vector
-// kernel (multiples of 8) and one that does not, and slots read through an index (expert parallelism).
+// kernel (multiples of 8) and one that does not, slots read through an index (expert parallelism), and more
+// slots than the kernel loads at once (8).
 // Skips, saying so, without a GPU.
 #include <gtest/gtest.h>
 
@@ -114,6 +115,9 @@ TEST(CudaCombine, SumsEachTokensSlotsThenItsSharedExpertLikeTheHost) {
     for (const Case& c : {Case{37, 8, 64, true, true, true, false}, Case{37, 8, 64, false, false, true, false},
                           Case{37, 8, 64, false, true, false, false}, Case{5, 3, 12, true, true, true, false},
                           Case{5, 3, 12, false, false, false, false}, Case{19, 4, 2048, true, false, true, false},
-                          Case{23, 6, 128, false, true, true, true}, Case{7, 2, 12, false, false, true, true}})
+                          Case{23, 6, 128, false, true, true, true}, Case{7, 2, 12, false, false, true, true},
+                          // more slots than a chunk of eight: a second, partial chunk
+                          Case{11, 10, 64, true, true, true, false}, Case{9, 13, 24, false, false, true, true},
+                          Case{6, 9, 12, true, false, false, false}})
         check(c, seed++);
 }
