@@ -446,14 +446,16 @@ TiledSchedule schedule_from_environment() {
 // launches keep one CTA to an SM: their fold's second set of 64 accumulators does not fit two CTAs'
 // registers without spilling (TwoPerSm falls back to PerTile).
 // Automatic takes what measured fastest on an H200 (bench/results/2026-12-02-cuda-prefill-schedules.md):
-// persistent CTAs for scaled launches and for gate/up (SwiGLU) ones, their epilogues parked where items are
-// long (parked_epilogues); two CTAs to an SM for the others (the down GEMM: short k, and a scatter that the
-// persistent epilogue runs from registers).
+// persistent CTAs for scaled launches and for the experts' (SwiGLU and scatter epilogues), their epilogues
+// parked where items are long (parked_epilogues); two CTAs to an SM for the others (stores: the router's
+// GEMM, 29.3 against 36.2 µs persistent for qwen3 at 4096 tokens). The bf16 down GEMM ran two to an SM while
+// the scatter was slow in the persistent epilogue; with the scatter from registers, persistent CTAs took
+// qwen3's at 16384 tokens 913.4 against 1152.3 µs (bench/results/2026-12-04-cuda-combine-and-schedule.md).
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
-        schedule = kScaled || g.epilogue == GemmEpilogue::SwiGlu ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
+        schedule = kScaled || g.epilogue != GemmEpilogue::Store ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
     if (schedule == TiledSchedule::Parked || (schedule == TiledSchedule::Persistent && parked_epilogues(g)))
         return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
