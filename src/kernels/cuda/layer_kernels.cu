@@ -63,8 +63,9 @@ __global__ void scatter_kernel(const float* down, int64_t m, int64_t h, const in
 // bf16 or 4 f32 where kVec is 8. They stay as loaded (half the registers for bf16) until added.
 template <typename C, int kVec>
 struct RowPiece {
-    static constexpr int kWords = kVec == 8 ? int(sizeof(C)) * 2 : 1;  // 16-byte words, or one element
+    static constexpr int kWords = kVec == 8 ? kVec * int(sizeof(C)) / 16 : 1;  // 16-byte words, or one element
     using Word = std::conditional_t<kVec == 8, uint4, C>;
+    static_assert(kVec == 8 ? kWords * 16 == kVec * int(sizeof(C)) : kVec == 1, "whole 16-byte words, or one element");
     Word w[kVec == 8 ? kWords : kVec];
 
     __device__ __forceinline__ void load(const C* p) {
