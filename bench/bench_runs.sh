@@ -4,6 +4,8 @@
 # Once the call has run BENCH_BUDGET_S seconds (480 unless set) the rest are skipped, so that the call ends
 # inside its limit with what it has. BENCH_CLI=PATH runs another build's CLI (one built in the same call from
 # an older commit, to compare): the table's header line names it.
+# compare_named NAME... then writes $OUT/compare.md (bench/compare_runs.py) and $OUT/stages.md
+# (bench/stage_table.py) over those runs that left a record, in that order, and prints both.
 bench_run() {
   local name=$1 knob=$2 cli=${BENCH_CLI:-./build-gpu/steadymoe}; shift 2
   if (( SECONDS - start >= ${BENCH_BUDGET_S:-480} )); then
@@ -14,4 +16,12 @@ bench_run() {
   [[ $knob == - ]] && knob=STEADYMOE_UNSET=1
   env $knob timeout 120 "$cli" bench --backend cuda "$@" --json "$OUT/t/$name.json" 2>&1 | grep -v "^\[bench" >> "$OUT/bench.txt"
   echo "($name done at $((SECONDS - start)) s)" >> "$OUT/bench.txt"
+}
+compare_named() {
+  local runs=() n
+  for n in "$@"; do [[ -f $OUT/t/$n.json ]] && runs+=("$n=$OUT/t/$n.json"); done
+  (( ${#runs[@]} > 0 )) || { echo "compare_named: none of $* left a record"; return 1; }
+  python3 bench/compare_runs.py "${runs[@]}" > "$OUT/compare.md" 2>&1
+  python3 bench/stage_table.py "${runs[@]}" > "$OUT/stages.md" 2>&1
+  cat "$OUT/compare.md" "$OUT/stages.md"
 }
