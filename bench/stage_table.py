@@ -2,7 +2,7 @@
 """Each stage's time per run and point, from the records of `steadymoe bench --backend cuda --json`: the router,
 the routed experts (their gate/up and down GEMMs), the shared expert beside them, the combine, the untimed layer
 and its experts alone, in µs, with the output's digest; a Markdown table, one row per run and token count, runs
-in the order given.
+in the order given; a field a record lacks (an older build's) shows as -.
 usage: stage_table.py NAME=FILE.json [NAME=FILE.json ...]"""
 import sys
 
@@ -16,9 +16,11 @@ def main(specs):
     print("|---|---|---|---|---|---|---|---|---|")
     for name, _, points in map(load, specs):
         for tokens, p in sorted(points.items()):
-            print(f"| {name} | {tokens} | {p['router_us']:.1f} | {p['routed_us']:.1f} ({p['gate_up_us']:.1f} + "
-                  f"{p['down_us']:.1f}) | {p['shared_us']:.1f} | {p['combine_us']:.1f} | {p['layer_untimed_us']:.1f} | "
-                  f"{p['experts_untimed_us']:.1f} | {p.get('output_fnv1a', '')} |")
+            # (records of older builds, run beside the new one, may lack a field)
+            us = lambda key: f"{p[key]:.1f}" if key in p else "-"
+            print(f"| {name} | {tokens} | {us('router_us')} | {us('routed_us')} ({us('gate_up_us')} + {us('down_us')}) | "
+                  f"{us('shared_us')} | {us('combine_us')} | {us('layer_untimed_us')} | {us('experts_untimed_us')} | "
+                  f"{p.get('output_fnv1a', '')} |")
 
 
 if __name__ == "__main__":

@@ -116,8 +116,11 @@ TEST(CudaCombine, SumsEachTokensSlotsThenItsSharedExpertLikeTheHost) {
                           Case{37, 8, 64, false, true, false, false}, Case{5, 3, 12, true, true, true, false},
                           Case{5, 3, 12, false, false, false, false}, Case{19, 4, 2048, true, false, true, false},
                           Case{23, 6, 128, false, true, true, true}, Case{7, 2, 12, false, false, true, true},
-                          // more slots than a chunk of eight: a second, partial chunk
+                          // more slots than a chunk of eight: a second, partial chunk, or two whole ones
                           Case{11, 10, 64, true, true, true, false}, Case{9, 13, 24, false, false, true, true},
-                          Case{6, 9, 12, true, false, false, false}})
+                          Case{6, 9, 12, true, false, false, false}, Case{7, 11, 12, false, true, true, true},
+                          Case{5, 16, 64, true, true, true, true}, Case{4, 16, 12, false, false, false, false},
+                          // one slot: seven of the chunk's loads read it again
+                          Case{13, 1, 64, true, true, true, false}, Case{13, 1, 12, false, false, false, true}})
         check(c, seed++);
 }
