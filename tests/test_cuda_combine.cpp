@@ -23,7 +23,8 @@ namespace {
 
 struct Case {
     int64_t t, k, h;
-    bool bf16_contributions, bf16_out, shared, indexed;
+    bool bf16_contributions, bf16_out, shared;
+    bool indexed;  // slots through an index: f32 contributions only (launch_combine_indexed's)
 };
 
 std::string name(const Case& c) {
@@ -34,6 +35,7 @@ std::string name(const Case& c) {
 
 void check(const Case& c, uint32_t seed) {
     SCOPED_TRACE(name(c));
+    ASSERT_FALSE(c.indexed && c.bf16_contributions) << "the indexed combine takes f32 contributions";
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal(0.0f, 3.0f);
     const int64_t rows = c.t * c.k + c.t;  // the slots, then the shared expert's rows
@@ -119,7 +121,7 @@ TEST(CudaCombine, SumsEachTokensSlotsThenItsSharedExpertLikeTheHost) {
                           // more slots than a chunk of eight: a second, partial chunk, or two whole ones
                           Case{11, 10, 64, true, true, true, false}, Case{9, 13, 24, false, false, true, true},
                           Case{6, 9, 12, true, false, false, false}, Case{7, 11, 12, false, true, true, true},
-                          Case{5, 16, 64, true, true, true, true}, Case{4, 16, 12, false, false, false, false},
+                          Case{5, 16, 64, false, true, true, true}, Case{4, 16, 12, false, false, false, false},
                           // one slot: seven of the chunk's loads read it again
                           Case{13, 1, 64, true, true, true, false}, Case{13, 1, 12, false, false, false, true}})
         check(c, seed++);
