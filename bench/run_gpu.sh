@@ -65,7 +65,7 @@ if [[ $what == sanitize || $what == all ]]; then
   # The layer's element-wise stages: the chunked permutation, the combine, the gathers and bf16 epilogues.
   for tool in memcheck racecheck initcheck; do
     for run in "test_cuda_permutation:*" "test_cuda_combine:*" \
-               "test_cuda_grouped_gemm:CudaGroupedGemm.Quantising*:CudaGroupedGemm.Bf16Epilogues*"; do
+               "test_cuda_gathers:*" "test_cuda_grouped_gemm:CudaGroupedGemm.Bf16Epilogues*"; do
       t=${run%%:*}; filter=${run#*:}
       timeout 120 $san --tool $tool --error-exitcode 3 build-gpu/tests/$t --gtest_filter="$filter" >"$out/sanitize-$tool-$t.log" 2>&1
       echo "compute-sanitizer $tool ($t): rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/sanitize-$tool-$t.log" | tr '\n' ' ')"

@@ -202,6 +202,8 @@ cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, co
 cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
                                    const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream);
 
+// A's rows as bf16 bits (the first paragraph above launch_gather_fp8). quant_mode 0 from bf16 rows whose src,
+// out and stride are 16-byte aligned runs a copy kernel: the same bits, a row at a time.
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                                const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out, float* scales,
                                cudaStream_t stream);
