@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "../kernels/cuda/check.hpp"
+#include "../kernels/cuda/env_switch.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "../kernels/cuda/quant_mode.hpp"
 #include "steadymoe/kernels/cpu/experts.hpp"
@@ -181,6 +182,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     const bool direct = direct_form(down_form, bf16);
     const InputForm up_form = input_form(r, r.group->gate_up, aq);
     cuda::GroupedGemmLaunch g1;
+    bool gathered = true;  // whether a kernel runs between the permutation and the gate/up GEMM
     if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
         SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, r.source_rows, nullptr, H, up_form.mode == 2,
                                                 b.source_codes.as<uint8_t>(), b.source_scales.as<float>(), s));
@@ -196,7 +198,8 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
         // bf16 hidden states that the GEMM takes as they are: the gather would only copy them
         const bool as_they_are = bf16 && up_form.mode == 0 && !up_form.fp8 && r.perm->rows;
         if (as_they_are) g1 = indexed_launch(r, r.group->gate_up, hidden, nullptr, up_form, s);
-        if (!as_they_are || !cuda::grouped_gemm_reads_indexed_rows(g1))
+        gathered = !as_they_are || !cuda::grouped_gemm_reads_indexed_rows(g1);
+        if (gathered)
             g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, up_form, b.a1, b.a1_scale, s);
     }
     g1.epilogue = cuda::GemmEpilogue::SwiGlu;
@@ -207,6 +210,13 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     g1.swiglu_limit = r.swiglu_limit;
     g1.weight_before_down = r.weight_before_down;
     g1.round_bf16 = bf16;
+    // Decode CTAs whose tile list is two kernels old start their weights' copies before waiting for the
+    // kernel before them (GroupedGemmLaunch::tiles_before_wait): the down GEMM always (the gate/up GEMM, or it
+    // and a gather, between), the gate/up GEMM after a gather; the gate/up GEMM lets the down GEMM start at once.
+    // STEADYMOE_EARLY_WEIGHTS=0 waits first, to compare (the same bits).
+    static const bool early_weights = !cuda::env_equals("STEADYMOE_EARLY_WEIGHTS", "0");
+    g1.tiles_before_wait = early_weights && gathered;
+    g1.early_dependents = early_weights && direct;
     if (r.gate_up_time) r.gate_up_time->begin(s, capturing);
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g1));
     if (r.gate_up_time) r.gate_up_time->end(s, capturing);
@@ -222,6 +232,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     g2.row_dest = r.perm->dest;
     g2.weight_before_down = r.weight_before_down;
     g2.round_bf16 = bf16;
+    g2.tiles_before_wait = early_weights;
     if (r.down_time) r.down_time->begin(s, capturing);
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g2));
     if (r.down_time) r.down_time->end(s, capturing);

@@ -87,6 +87,13 @@ struct GroupedGemmLaunch {
     // folds are the same either way, so the hint may follow the batch size.
     bool few_rows = false;
     TiledSchedule schedule = TiledSchedule::Automatic;
+    // Dependent launches (dependent_launch.hpp) in the decode kernel. tiles_before_wait: the tile list was
+    // written two or more kernels before this launch on its stream, so it is complete when this launch's
+    // kernel starts (a kernel lets the next start only past its own wait): the CTAs read it and start their
+    // weights' copies before waiting for the kernel before them. early_dependents: the launch after this one
+    // does so, so let it start once this launch's CTAs have begun, not at their epilogues.
+    bool tiles_before_wait = false;
+    bool early_dependents = false;
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits
     // Rows `a` (or `a_fp8`) holds (its allocation), or 0: with it, Hopper may load row tiles by tensor

@@ -181,10 +181,10 @@ inline dim3 decode_grid(const GroupedGemmLaunch& g, int tokens) {
 // in L2. (Chunk by chunk — every tile's first chunk dispatched before the CTAs that find no rows — qwen3's
 // bf16 experts at 8 to 256 tokens were 10-23% slower than the previous session's tile-by-tile figures, on
 // another machine: not an A/B, so undone rather than kept; bench/results/2026-12-02-cuda-fp4-e4m3.md.)
-template <int kTokens>
+template <int kTokens, bool kPastL1 = false>
 __device__ __forceinline__ Tile decode_tile(const GroupedGemmLaunch& g) {
     const int chunks = decode_chunks(g, kTokens);
-    Tile t = tile_of_block(g, int(blockIdx.y) / chunks);
+    Tile t = tile_of_block<kPastL1>(g, int(blockIdx.y) / chunks);
     const int skip = int(blockIdx.y) % chunks * kTokens;
     t.rows = t.rows > skip ? min(kTokens, t.rows - skip) : 0;
     t.row0 += skip;
@@ -214,6 +214,11 @@ __device__ __forceinline__ int32_t source_row(const GroupedGemmLaunch& g, const 
 // announced on the stage's "full" barrier; the tokens' scales not where the consumers hold them (`held`). A
 // tensor copy brings the CTA's whole box of rows: past the chunk's own come other tiles' rows (or zeros past
 // the matrix), whose products stay in columns the epilogue skips.
+// With g.tiles_before_wait the weights of the first stages (as many as there are) are on their way before the
+// producer waits for the kernel before it: the weights are no kernel's output, and at a few tokens a GEMM is
+// mostly the latency of its first copies, which then overlaps the kernel before it (the gate/up GEMM, for
+// the down GEMM). Each such stage's barrier expects all of its bytes at once: its phase ends only when its
+// rows have come too.
 template <class S, bool kScaled>
 __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
                                         uint64_t* empty, int stages, bool held, const CUtensorMap* rows_map) {
@@ -240,26 +245,35 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
     for (int j = 0; j < kLaneRows; ++j) source[j] = source_row(g, t, lane / kLanesPerRow + j * kRowStep);
 #pragma unroll
     for (int j = 0; j < kScaleRows; ++j) scale_source[j] = source_row(g, t, lane + 32 * j);
+    // Stage ks's barrier told of all its bytes, and its weights' copies (lane 0).
+    const auto expect_and_copy_weights = [&](int ks) {
+        const int s = ks % S::kStages, first = t.kt0 / kSubs + ks * S::kBlocks, count = stage_blocks<S>(t, ks);
+        char* stage = smem + s * S::kStageBytes;
+        barrier::arrive_expect_bytes(&full[s], count * (S::kBlockWeightBytes + (rows_map ? kSubs * S::kTokenTileBytes : 0)));
+        if constexpr (S::kFp4E4m3) {
+            barrier::bulk_copy(stage + S::kCodesOffset, blocks + int64_t(first) * S::kBlockWeightBytes, count * S::kBlockWeightBytes, &full[s]);
+        } else {
+            for (int h = 0; h < kSubs; ++h)
+                barrier::bulk_copy(stage + S::kCodesOffset + h * S::kHalfTileBytes, codes + int64_t(first * kSubs + h) * kStoredTileBytes,
+                                   S::kHalfTileBytes, &full[s]);
+            if constexpr (S::kExpBytes > 0)
+                barrier::bulk_copy(stage + S::kCodesOffset + kSubs * S::kHalfTileBytes, exps + int64_t(first) * (kTileN * 4), S::kExpBytes, &full[s]);
+        }
+    };
+    const int early = g.tiles_before_wait ? min(stages, S::kStages) : 0;
+    for (int ks = 0; ks < early && lane == 0; ++ks) expect_and_copy_weights(ks);
+    wait_for_prior_kernels();  // (decode_cta waited already where the tiles are another kernel's work)
     for (int ks = 0; ks < stages; ++ks) {
         const int s = ks % S::kStages, first = t.kt0 / kSubs + ks * S::kBlocks, count = stage_blocks<S>(t, ks);
         if (ks >= S::kStages) barrier::wait(&empty[s], uint32_t((ks / S::kStages - 1) & 1));
         char* stage = smem + s * S::kStageBytes;
         if (lane == 0) {
-            barrier::arrive_expect_bytes(&full[s], count * (S::kBlockWeightBytes + (rows_map ? kSubs * S::kTokenTileBytes : 0)));
+            if (ks >= early) expect_and_copy_weights(ks);
             if (rows_map)
                 for (int b = 0; b < count; ++b)
                     for (int h = 0; h < kSubs; ++h)
                         barrier::tensor_copy_2d(stage + (b * kSubs + h) * S::kTokenTileBytes, rows_map, ((first + b) * kSubs + h) * kBK, t.row0,
                                                 &full[s]);
-            if constexpr (S::kFp4E4m3) {
-                barrier::bulk_copy(stage + S::kCodesOffset, blocks + int64_t(first) * S::kBlockWeightBytes, count * S::kBlockWeightBytes, &full[s]);
-            } else {
-                for (int h = 0; h < kSubs; ++h)
-                    barrier::bulk_copy(stage + S::kCodesOffset + h * S::kHalfTileBytes, codes + int64_t(first * kSubs + h) * kStoredTileBytes,
-                                       S::kHalfTileBytes, &full[s]);
-                if constexpr (S::kExpBytes > 0)
-                    barrier::bulk_copy(stage + S::kCodesOffset + kSubs * S::kHalfTileBytes, exps + int64_t(first) * (kTileN * 4), S::kExpBytes, &full[s]);
-            }
         }
         for (int b = 0; b < (rows_map ? 0 : count); ++b)
             for (int h = 0; h < kSubs; ++h) {
@@ -390,11 +404,15 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
 // A CTA of the kernel, its token rows by the producer's cp.async or (given rows_map) by tensor copies.
 template <class S, bool kScaled>
 __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold_scales, const CUtensorMap* rows_map) {
-    wait_for_prior_kernels();  // the tiles come from the permutation's output; the next kernel starts at the epilogue
+    // The tiles come from the permutation's output: the kernel before this one's, unless tiles_before_wait
+    // (then the producer waits after its first weights' copies, the consumers below). The next kernel starts
+    // at the epilogue, or here with early_dependents.
+    if (!g.tiles_before_wait) wait_for_prior_kernels();
+    if (g.early_dependents) allow_next_kernel();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr WeightCode kCode = S::kFormat;
     static_assert(!S::kE4m3Tokens || kScaled, "e4m3 tokens come with their scales");
-    const Tile t = decode_tile<S::kTokens>(g);
+    const Tile t = g.tiles_before_wait ? decode_tile<S::kTokens, true>(g) : decode_tile<S::kTokens>(g);
     if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -429,6 +447,7 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
             for (int row = t.rows + threadIdx.x; row < S::kTokens; row += kConsumers)
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
+    wait_for_prior_kernels();  // (where it waited above, it returns at once)
     if (held) hold_token_scales<S>(g, t, held);
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
@@ -472,7 +491,7 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
     // Every MMA has read its stage and no copy is in flight: park the results in the stages as
     // [token][feature], then run the tiled kernel's epilogue on adjacent feature pairs. Accumulator
     // layout: element 4j + r is weight row (row + 8 * (r / 2)), token 8j + 2q + r % 2.
-    allow_next_kernel();
+    if (!g.early_dependents) allow_next_kernel();
     barrier::sync_threads(1, kConsumers);
     constexpr int kLd = kFeatures + 4;  // floats per parked token, padded against bank conflicts
     float* park = reinterpret_cast<float*>(smem);

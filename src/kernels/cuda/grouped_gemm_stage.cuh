@@ -152,7 +152,11 @@ inline dim3 tile_grid(const GroupedGemmLaunch& g) {
 
 // Row tile i of the launch with the output features of n-block n_block and k split `split`; rows = 0 past
 // the batch's tile count.
+// kPastL1: the list read from L2 (ld.global.cg): a kernel reading it before its dependent-launch wait
+// (GroupedGemmLaunch::tiles_before_wait) must not meet lines an earlier kernel left in the SM's L1.
+template <bool kPastL1 = false>
 __device__ __forceinline__ Tile tile_at(const GroupedGemmLaunch& g, int i, int n_block, int split) {
+    const auto load = [](const int32_t* p) { return kPastL1 ? __ldcg(p) : *p; };
     const int ktiles = int(g.k / kBK) / g.k_splits;
     if (g.identity_rows > 0) {
         const int64_t row0 = int64_t(i) * g.identity_tile_rows;
@@ -160,16 +164,18 @@ __device__ __forceinline__ Tile tile_at(const GroupedGemmLaunch& g, int i, int n
         const int rows = int(g.identity_rows - row0 < g.identity_tile_rows ? g.identity_rows - row0 : g.identity_tile_rows);
         return {0, int(row0), rows, n_block * kTileN, split, split * ktiles, ktiles};
     }
-    if (i >= *g.tile_count) return {0, 0, 0, 0, 0, 0, 0};
-    return {g.tile_expert[i], g.tile_row0[i], g.tile_rows[i], n_block * kTileN, split, split * ktiles, ktiles};
+    if (i >= load(g.tile_count)) return {0, 0, 0, 0, 0, 0, 0};
+    return {load(g.tile_expert + i), load(g.tile_row0 + i), load(g.tile_rows + i), n_block * kTileN, split, split * ktiles,
+            ktiles};
 }
 // Row tiles in this batch.
 __device__ __forceinline__ int tile_count(const GroupedGemmLaunch& g) {
     return g.identity_rows > 0 ? int((g.identity_rows + g.identity_tile_rows - 1) / g.identity_tile_rows) : *g.tile_count;
 }
 // Tile i of the launch with this block's features and split (blockIdx.x, blockIdx.z).
+template <bool kPastL1 = false>
 __device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g, int i) {
-    return tile_at(g, i, int(blockIdx.x), int(blockIdx.z));
+    return tile_at<kPastL1>(g, i, int(blockIdx.x), int(blockIdx.z));
 }
 __device__ __forceinline__ Tile tile_of_block(const GroupedGemmLaunch& g) { return tile_of_block(g, int(blockIdx.y)); }
 
