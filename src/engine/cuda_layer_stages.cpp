@@ -163,6 +163,19 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
     return input_launch(r, w, width, f, a, a_scale, s);
 }
 
+// Whether decode CTAs of these weights whose tile list is two kernels old start their first stages' weight
+// copies before waiting for the kernel before them (GroupedGemmLaunch::tiles_before_wait). At one and eight
+// tokens qwen3's bf16 layer took 1.3-3% less time so, deepseek-v4-flash's fp4 layer 1.4% less at eight tokens
+// (level at one), but deepseek-v3's fp8 layer 5% more at one token: its down GEMM's CTAs, seven to an SM,
+// started beside its gate/up GEMM's and slowed them (bench/results/2026-12-04-cuda-row-copies-early-weights.md).
+// So FP8 weights wait first. STEADYMOE_EARLY_WEIGHTS=0 waits first everywhere and =1 copies early everywhere,
+// to compare (the same bits either way).
+bool early_weights(cuda::WeightCode code) {
+    static const bool off = cuda::env_equals("STEADYMOE_EARLY_WEIGHTS", "0");
+    static const bool all = cuda::env_equals("STEADYMOE_EARLY_WEIGHTS", "1");
+    return !off && (all || code != cuda::WeightCode::Fp8);
+}
+
 }  // namespace
 
 bool swiglu_outputs_direct(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16) {
@@ -211,12 +224,10 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     g1.weight_before_down = r.weight_before_down;
     g1.round_bf16 = bf16;
     // Decode CTAs whose tile list is two kernels old start their weights' copies before waiting for the
-    // kernel before them (GroupedGemmLaunch::tiles_before_wait): the down GEMM always (the gate/up GEMM, or it
-    // and a gather, between), the gate/up GEMM after a gather; the gate/up GEMM lets the down GEMM start at once.
-    // STEADYMOE_EARLY_WEIGHTS=0 waits first, to compare (the same bits).
-    static const bool early_weights = !cuda::env_equals("STEADYMOE_EARLY_WEIGHTS", "0");
-    g1.tiles_before_wait = early_weights && gathered;
-    g1.early_dependents = early_weights && direct;
+    // kernel before them (early_weights): the down GEMM always, the gate/up GEMM after a gather; the gate/up
+    // GEMM lets the down GEMM start at once.
+    g1.tiles_before_wait = gathered && early_weights(g1.code);
+    g1.early_dependents = direct && early_weights(r.group->down.code);
     if (r.gate_up_time) r.gate_up_time->begin(s, capturing);
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g1));
     if (r.gate_up_time) r.gate_up_time->end(s, capturing);
@@ -232,7 +243,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     g2.row_dest = r.perm->dest;
     g2.weight_before_down = r.weight_before_down;
     g2.round_bf16 = bf16;
-    g2.tiles_before_wait = early_weights;
+    g2.tiles_before_wait = early_weights(g2.code);
     if (r.down_time) r.down_time->begin(s, capturing);
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g2));
     if (r.down_time) r.down_time->end(s, capturing);
