@@ -2,18 +2,17 @@
 // copied as they are, by the copy kernel where the rows are 16-byte aligned and by the per-group gather
 // elsewhere, against the codec on the host; and FP8 rows quantised once and copied against quantised while
 // gathered. Rows past the live bound are left as they were. Skips, saying so, without a GPU.
-#include "steadymoe/core/numeric.hpp"
-#include "steadymoe/kernels/cuda/runtime.hpp"
-
-#include "../src/kernels/cuda/grouped_gemm.hpp"
-#include "test_util.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "../src/kernels/cuda/grouped_gemm.hpp"
+#include "steadymoe/core/numeric.hpp"
+#include "steadymoe/kernels/cuda/runtime.hpp"
+#include "test_util.hpp"
 
 using namespace steadymoe;
 
@@ -25,7 +24,7 @@ struct Bf16GatherCase {
     int64_t width, stride, sources, bound;
     int32_t live;         // rows gathered (<= bound); -1: no live bound, every row
     bool indexed;         // rows through an index, else row r from source r
-    int64_t source_skew;  // values the sources start past a 16-byte boundary (4: 8-byte aligned only, the group gather)
+    int64_t source_skew;  // values the sources start past a 16-byte boundary
 };
 
 // Gathers `c`'s rows of bf16 sources that hold every bf16 bit pattern (signalling and quiet NaNs, both
@@ -36,10 +35,11 @@ void check_bf16_gather(const Bf16GatherCase& c) {
     std::vector<uint16_t> src(size_t(c.source_skew + c.sources * c.stride));
     for (size_t i = 0; i < src.size(); ++i) src[i] = i < 65536 ? uint16_t(i * 40503u) : uint16_t(rng());
     std::vector<int32_t> rows(size_t(c.bound));
-    for (int64_t r = 0; r < c.bound; ++r) rows[size_t(r)] = c.indexed ? int32_t(rng() % c.sources) : int32_t(r);
+    for (int64_t r = 0; r < c.bound; ++r)
+        rows[size_t(r)] = c.indexed ? int32_t(rng() % c.sources) : int32_t(r);
     std::vector<uint16_t> out(size_t(c.bound * c.width), kSentinel);
-    cuda::DeviceBuffer src_buf(src.size() * 2, "sources"), rows_buf(rows.size() * 4, "rows"), live_buf(4, "live"),
-        out_buf(out.size() * 2, "gathered");
+    cuda::DeviceBuffer src_buf(src.size() * 2, "sources"), rows_buf(rows.size() * 4, "rows"),
+        live_buf(4, "live"), out_buf(out.size() * 2, "gathered");
     src_buf.upload(src.data(), src.size() * 2);
     rows_buf.upload(rows.data(), rows.size() * 4);
     live_buf.upload(&c.live, 4);
@@ -62,7 +62,8 @@ void check_bf16_gather(const Bf16GatherCase& c) {
             }
             const uint16_t v = src[size_t(c.source_skew + rows[size_t(r)] * c.stride + j)];
             if (got != f32_to_bf16(bf16_to_f32(v)) && wrong++ < 5)
-                ADD_FAILURE() << "row " << r << " value " << j << ": source 0x" << std::hex << v << " gave 0x" << got;
+                ADD_FAILURE() << "row " << r << " value " << j << ": source 0x" << std::hex << v << " gave 0x"
+                              << got;
         }
     EXPECT_EQ(wrong, 0);
     EXPECT_EQ(overwritten, 0) << "rows past the live bound were written";
@@ -70,7 +71,7 @@ void check_bf16_gather(const Bf16GatherCase& c) {
 
 TEST(CudaGathers, Bf16RowsCopiedAsTheyAreWithNaNsMadeQuiet) {
     SMOE_SKIP_WITHOUT_GPU();
-    // 23 groups of 128: one whole batch of 16-byte words a lane and a partial one; a source stride past the width
+    // 23 groups of 128: a whole batch of 16-byte words a lane and a partial one; a stride past the width
     check_bf16_gather({2944, 3008, 40, 300, 250, true, 0});
 }
 
@@ -85,9 +86,16 @@ TEST(CudaGathers, Bf16RowsOutnumberingTheWarps) {
     check_bf16_gather({256, 256, 2000, 40000, 39000, true, 0});
 }
 
-TEST(CudaGathers, UnalignedBf16RowsTakeTheGroupGather) {
+// Rows whose start or stride is not a multiple of 16 bytes (each on its own) take the group gather: had the
+// copy kernel taken them, its 16-byte loads would fault.
+TEST(CudaGathers, Bf16RowsOfAnUnalignedSourceTakeTheGroupGather) {
     SMOE_SKIP_WITHOUT_GPU();
-    check_bf16_gather({384, 388, 60, 200, 170, true, 4});
+    check_bf16_gather({384, 384, 60, 200, 170, true, 4});
+}
+
+TEST(CudaGathers, Bf16RowsOfAnUnalignedStrideTakeTheGroupGather) {
+    SMOE_SKIP_WITHOUT_GPU();
+    check_bf16_gather({384, 388, 60, 200, 170, true, 0});
 }
 
 // Quantising each source row once and copying its codes and scales to the rows that read it gives the
@@ -103,22 +111,30 @@ TEST(CudaGathers, QuantisingOnceThenCopyingCodesGivesTheGatheredBytes) {
     for (auto& v : src) v = f32_to_bf16(normal(rng) * float(1 << (rng() % 12)) / 64.0f);
     std::vector<int32_t> rows(static_cast<size_t>(kBound));
     for (auto& r : rows) r = int32_t(rng() % kSources);
-    cuda::DeviceBuffer src_buf(src.size() * 2, "sources"), rows_buf(rows.size() * 4, "rows"), live_buf(4, "live"),
-        once(size_t(kSources * kWidth), "codes once"), once_scales(size_t(kSources * kWidth / 128) * 4, "scales once"),
-        direct(size_t(kBound * kWidth), "codes gathered"), direct_scales(size_t(kBound * kWidth / 128) * 4, "scales gathered"),
-        copied(size_t(kBound * kWidth), "codes copied"), copied_scales(size_t(kBound * kWidth / 128) * 4, "scales copied");
+    cuda::DeviceBuffer src_buf(src.size() * 2, "sources"), rows_buf(rows.size() * 4, "rows"),
+        live_buf(4, "live"), once(size_t(kSources * kWidth), "codes once"),
+        once_scales(size_t(kSources * kWidth / 128) * 4, "scales once"),
+        direct(size_t(kBound * kWidth), "codes gathered"),
+        direct_scales(size_t(kBound * kWidth / 128) * 4, "scales gathered"),
+        copied(size_t(kBound * kWidth), "codes copied"),
+        copied_scales(size_t(kBound * kWidth / 128) * 4, "scales copied");
     src_buf.upload(src.data(), src.size() * 2);
     rows_buf.upload(rows.data(), rows.size() * 4);
     live_buf.upload(&kLive, 4);
     for (bool pow2 : {false, true}) {
         SCOPED_TRACE(pow2 ? "power-of-two scales" : "scales kept");
-        ASSERT_EQ(cuda::launch_gather_fp8(src_buf.get(), true, kWidth, rows_buf.as<int32_t>(), kBound, live_buf.as<int32_t>(),
-                                          kWidth, pow2, direct.as<uint8_t>(), direct_scales.as<float>(), nullptr), cudaSuccess);
-        ASSERT_EQ(cuda::launch_gather_fp8(src_buf.get(), true, kWidth, nullptr, kSources, nullptr, kWidth, pow2,
-                                          once.as<uint8_t>(), once_scales.as<float>(), nullptr), cudaSuccess);
-        ASSERT_EQ(cuda::launch_gather_e4m3_rows(once.as<uint8_t>(), once_scales.as<float>(), rows_buf.as<int32_t>(), kBound,
-                                                live_buf.as<int32_t>(), kWidth, copied.as<uint8_t>(), copied_scales.as<float>(), nullptr),
+        ASSERT_EQ(cuda::launch_gather_fp8(src_buf.get(), true, kWidth, rows_buf.as<int32_t>(), kBound,
+                                          live_buf.as<int32_t>(), kWidth, pow2, direct.as<uint8_t>(),
+                                          direct_scales.as<float>(), nullptr),
                   cudaSuccess);
+        ASSERT_EQ(cuda::launch_gather_fp8(src_buf.get(), true, kWidth, nullptr, kSources, nullptr, kWidth,
+                                          pow2, once.as<uint8_t>(), once_scales.as<float>(), nullptr),
+                  cudaSuccess);
+        ASSERT_EQ(
+            cuda::launch_gather_e4m3_rows(once.as<uint8_t>(), once_scales.as<float>(), rows_buf.as<int32_t>(),
+                                          kBound, live_buf.as<int32_t>(), kWidth, copied.as<uint8_t>(),
+                                          copied_scales.as<float>(), nullptr),
+            cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<uint8_t> a(size_t(kLive * kWidth)), b(a.size());
         std::vector<float> sa(size_t(kLive * kWidth / 128)), sb(sa.size());

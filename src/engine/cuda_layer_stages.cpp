@@ -163,11 +163,11 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
     return input_launch(r, w, width, f, a, a_scale, s);
 }
 
-// Whether decode CTAs of these weights whose tile list is two kernels old start their first stages' weight
-// copies before waiting for the kernel before them (GroupedGemmLaunch::tiles_before_wait). At one and eight
-// tokens qwen3's bf16 layer took 1.3-3% less time so, deepseek-v4-flash's fp4 layer 1.4% less at eight tokens
-// (level at one), but deepseek-v3's fp8 layer 5% more at one token: its down GEMM's CTAs, seven to an SM,
-// started beside its gate/up GEMM's and slowed them (bench/results/2026-12-04-cuda-row-copies-early-weights.md).
+// Whether decode CTAs of these weights whose tile list is older than the kernel before them start their first
+// stages' weight copies before waiting for it (GroupedGemmLaunch::tiles_before_wait). At one and eight tokens
+// qwen3's bf16 layer took 1.3-3% less time so, deepseek-v4-flash's fp4 layer 1.4% less at eight tokens (level
+// at one), but deepseek-v3's fp8 layer 5% more at one token: its down GEMM's CTAs, seven to an SM, started
+// beside its gate/up GEMM's and slowed them (bench/results/2026-12-04-cuda-row-copies-early-weights.md).
 // So FP8 weights wait first. STEADYMOE_EARLY_WEIGHTS=0 waits first everywhere and =1 copies early everywhere,
 // to compare (the same bits either way).
 bool early_weights(cuda::WeightCode code) {
@@ -195,7 +195,9 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     const bool direct = direct_form(down_form, bf16);
     const InputForm up_form = input_form(r, r.group->gate_up, aq);
     cuda::GroupedGemmLaunch g1;
-    bool gathered = true;  // whether a kernel runs between the permutation and the gate/up GEMM
+    // Whether a gather kernel runs between the permutation and the gate/up GEMM (one launches wherever the
+    // GEMM may have rows: with none the tile bound is 0, and no GEMM runs either).
+    bool gathered = true;
     if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
         SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, r.source_rows, nullptr, H, up_form.mode == 2,
                                                 b.source_codes.as<uint8_t>(), b.source_scales.as<float>(), s));
@@ -223,9 +225,10 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     g1.swiglu_limit = r.swiglu_limit;
     g1.weight_before_down = r.weight_before_down;
     g1.round_bf16 = bf16;
-    // Decode CTAs whose tile list is two kernels old start their weights' copies before waiting for the
-    // kernel before them (early_weights): the down GEMM always, the gate/up GEMM after a gather; the gate/up
-    // GEMM lets the down GEMM start at once.
+    // Decode CTAs whose tile list is older than the kernel before them start their weights' copies before
+    // waiting for it (early_weights): the down GEMM always, the gate/up GEMM after a gather; the gate/up GEMM
+    // lets a down GEMM that reads its outputs directly start at once. (A gather between them, which waits
+    // first, keeps the chain: GroupedGemmLaunch::tiles_before_wait.)
     g1.tiles_before_wait = gathered && early_weights(g1.code);
     g1.early_dependents = direct && early_weights(r.group->down.code);
     if (r.gate_up_time) r.gate_up_time->begin(s, capturing);

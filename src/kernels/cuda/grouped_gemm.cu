@@ -233,10 +233,11 @@ __global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, co
         gather_group<kFp8Out>(src, src_bf16, stride, rows, item, k, mode, out, scales);
 }
 
-// 16 bytes of codes per thread, and a row's scales by the threads of its first k/128 chunks. (A warp per row
-// with eight loads a lane in flight, as copy_bf16_rows_kernel below, took half the time at 16384 tokens of
-// deepseek-v3, 495 µs against 1019, yet the layer 1.6% more over seven runs: its routed gate/up GEMM then
-// started beside the shared expert's GEMMs on the side stream; bench/results/2026-12-04-cuda-row-copies-early-weights.md.)
+// 16 bytes of codes per thread, and a row's scales by the threads of its first k/128 chunks. (A warp per
+// row with eight loads a lane in flight, as copy_bf16_rows_kernel below, took half the time at 16384 tokens
+// of deepseek-v3, 495 µs against 1019, yet the layer 1.6% more over seven runs: its routed gate/up GEMM
+// then started beside the shared expert's GEMMs on the side stream;
+// bench/results/2026-12-04-cuda-row-copies-early-weights.md.)
 __global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
                                         const int32_t* live_rows, int64_t k, uint8_t* out, float* scales) {
     begin_dependent_kernel();
@@ -258,12 +259,13 @@ __device__ __forceinline__ uint4 quiet_bf16_nans(uint4 v) {
     return make_uint4(quiet(v.x), quiet(v.y), quiet(v.z), quiet(v.w));
 }
 
-// bf16 rows kept as bf16 (quant_mode 0), out[r] = src[rows ? rows[r] : r] with NaNs made quiet: gather_group's
-// bits. A warp per row, each lane with up to kBatch 16-byte loads in flight: gather_group's one 8-byte load a
-// lane left too few bytes in flight to fill the memory pipes (qwen3's 16384 tokens: 316 µs, now 238, the layer
-// 1.9-2.3% less; bench/results/2026-12-04-cuda-row-copies-early-weights.md). Every load of a batch is issued, a word past
-// the row's end reading its last word again and not stored: guarded loads compile to a branch around each,
-// one in flight at a time. The rows (src, out, the stride) are 16-byte aligned.
+// bf16 rows kept as bf16 (quant_mode 0), out[r] = src[rows ? rows[r] : r] with NaNs made quiet:
+// gather_group's bits. A warp per row, each lane with up to kBatch 16-byte loads in flight: gather_group's
+// one 8-byte load a lane left too few bytes in flight to fill the memory pipes (qwen3's 16384 tokens: 316
+// µs, now 238, the layer 1.9-2.3% less; bench/results/2026-12-04-cuda-row-copies-early-weights.md). Every
+// load of a batch is issued, a word past the row's end reading its last word again and not stored: guarded
+// loads compile to a branch around each, one in flight at a time. The rows (src, out, the stride, k) are
+// 16-byte aligned.
 __global__ void copy_bf16_rows_kernel(const uint16_t* src, int64_t stride, const int32_t* rows, int64_t m,
                                       const int32_t* live_rows, int64_t k, uint16_t* out) {
     constexpr int kBatch = 8;
@@ -375,8 +377,9 @@ bool grouped_gemm_prefers_rows_in_order(const GroupedGemmLaunch& g) {
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                                const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out,
                                float* scales, cudaStream_t stream) {
-    const bool aligned = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
-    if (quant_mode == 0 && src_bf16 && aligned && stride % 8 == 0) {
+    const bool aligned = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(out)) % 16 == 0 &&
+                         stride % 8 == 0 && k % 8 == 0;  // (elements: 16 bytes)
+    if (quant_mode == 0 && src_bf16 && aligned) {
         if (m == 0) return cudaGetLastError();
         return launch_dependent(copy_bf16_rows_kernel, gather_blocks(m * 32), 256, 0, stream,
                                 static_cast<const uint16_t*>(src), stride, rows, m, live_rows, k, out);

@@ -88,10 +88,11 @@ struct GroupedGemmLaunch {
     bool few_rows = false;
     TiledSchedule schedule = TiledSchedule::Automatic;
     // Dependent launches (dependent_launch.hpp) in the decode kernel. tiles_before_wait: the tile list was
-    // written two or more kernels before this launch on its stream, so it is complete when this launch's
-    // kernel starts (a kernel lets the next start only past its own wait): the CTAs read it and start their
-    // weights' copies before waiting for the kernel before them. early_dependents: the launch after this one
-    // does so, so let it start once this launch's CTAs have begun, not at their epilogues.
+    // written before a kernel between it and this launch on its stream that waits for the kernel before it
+    // before letting the next start (every gather kernel does; early_dependents does not), so the list is
+    // complete when this launch's kernel starts: the CTAs read it (past L1) and start their weights' copies
+    // before waiting for the kernel before them. early_dependents: the launch after this one does so, so let
+    // it start once this launch's CTAs have begun, not at their epilogues.
     bool tiles_before_wait = false;
     bool early_dependents = false;
 
@@ -210,7 +211,7 @@ cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales,
                                    const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream);
 
 // A's rows as bf16 bits (the first paragraph above launch_gather_fp8). quant_mode 0 from bf16 rows whose src,
-// out and stride are 16-byte aligned runs a copy kernel: the same bits, a row at a time.
+// out, stride and k are 16-byte aligned runs a copy kernel: the same bits, a row at a time.
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                                const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out, float* scales,
                                cudaStream_t stream);

@@ -236,7 +236,31 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
         scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
         if constexpr (S::kExpBytes > 0) exps = scales + int64_t(n_tile) * (g.k / 128) * (kTileN * 4) + half * S::kExpBytes;
     }
-    // The rows this lane copies (and those whose scales it copies): where they lie in a / a_fp8 / a_scale.
+    // Stage ks's barrier told of all its bytes, and its weights' copies (lane 0).
+    const auto expect_and_copy_weights = [&](int ks) {
+        const int s = ks % S::kStages, first = t.kt0 / kSubs + ks * S::kBlocks;
+        const int count = stage_blocks<S>(t, ks);
+        char* stage = smem + s * S::kStageBytes;
+        const int row_bytes = rows_map ? kSubs * S::kTokenTileBytes : 0;  // (copied after the wait)
+        barrier::arrive_expect_bytes(&full[s], count * (S::kBlockWeightBytes + row_bytes));
+        if constexpr (S::kFp4E4m3) {
+            barrier::bulk_copy(stage + S::kCodesOffset, blocks + int64_t(first) * S::kBlockWeightBytes,
+                               count * S::kBlockWeightBytes, &full[s]);
+        } else {
+            for (int h = 0; h < kSubs; ++h)
+                barrier::bulk_copy(stage + S::kCodesOffset + h * S::kHalfTileBytes,
+                                   codes + int64_t(first * kSubs + h) * kStoredTileBytes, S::kHalfTileBytes,
+                                   &full[s]);
+            if constexpr (S::kExpBytes > 0)
+                barrier::bulk_copy(stage + S::kCodesOffset + kSubs * S::kHalfTileBytes,
+                                   exps + int64_t(first) * (kTileN * 4), S::kExpBytes, &full[s]);
+        }
+    };
+    const int early = g.tiles_before_wait ? min(stages, S::kStages) : 0;
+    for (int ks = 0; ks < early && lane == 0; ++ks) expect_and_copy_weights(ks);
+    wait_for_prior_kernels();  // (decode_cta waited already where the tiles are the kernel before's work)
+    // The rows this lane copies (and those whose scales it copies): where they lie in a / a_fp8 / a_scale,
+    // read after the wait (a_index is the permutation's, as the tiles are, but not read past L1).
     constexpr int kRowStep = S::kE4m3Tokens ? 8 : 4, kLanesPerRow = 32 / kRowStep, kLaneRows = S::kTokens / kRowStep;
     constexpr int kScaleRows = (S::kTokens + 31) / 32;
     const int chunk = lane % kLanesPerRow;
@@ -245,24 +269,6 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
     for (int j = 0; j < kLaneRows; ++j) source[j] = source_row(g, t, lane / kLanesPerRow + j * kRowStep);
 #pragma unroll
     for (int j = 0; j < kScaleRows; ++j) scale_source[j] = source_row(g, t, lane + 32 * j);
-    // Stage ks's barrier told of all its bytes, and its weights' copies (lane 0).
-    const auto expect_and_copy_weights = [&](int ks) {
-        const int s = ks % S::kStages, first = t.kt0 / kSubs + ks * S::kBlocks, count = stage_blocks<S>(t, ks);
-        char* stage = smem + s * S::kStageBytes;
-        barrier::arrive_expect_bytes(&full[s], count * (S::kBlockWeightBytes + (rows_map ? kSubs * S::kTokenTileBytes : 0)));
-        if constexpr (S::kFp4E4m3) {
-            barrier::bulk_copy(stage + S::kCodesOffset, blocks + int64_t(first) * S::kBlockWeightBytes, count * S::kBlockWeightBytes, &full[s]);
-        } else {
-            for (int h = 0; h < kSubs; ++h)
-                barrier::bulk_copy(stage + S::kCodesOffset + h * S::kHalfTileBytes, codes + int64_t(first * kSubs + h) * kStoredTileBytes,
-                                   S::kHalfTileBytes, &full[s]);
-            if constexpr (S::kExpBytes > 0)
-                barrier::bulk_copy(stage + S::kCodesOffset + kSubs * S::kHalfTileBytes, exps + int64_t(first) * (kTileN * 4), S::kExpBytes, &full[s]);
-        }
-    };
-    const int early = g.tiles_before_wait ? min(stages, S::kStages) : 0;
-    for (int ks = 0; ks < early && lane == 0; ++ks) expect_and_copy_weights(ks);
-    wait_for_prior_kernels();  // (decode_cta waited already where the tiles are another kernel's work)
     for (int ks = 0; ks < stages; ++ks) {
         const int s = ks % S::kStages, first = t.kt0 / kSubs + ks * S::kBlocks, count = stage_blocks<S>(t, ks);
         if (ks >= S::kStages) barrier::wait(&empty[s], uint32_t((ks / S::kStages - 1) & 1));
@@ -404,9 +410,9 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
 // A CTA of the kernel, its token rows by the producer's cp.async or (given rows_map) by tensor copies.
 template <class S, bool kScaled>
 __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold_scales, const CUtensorMap* rows_map) {
-    // The tiles come from the permutation's output: the kernel before this one's, unless tiles_before_wait
-    // (then the producer waits after its first weights' copies, the consumers below). The next kernel starts
-    // at the epilogue, or here with early_dependents.
+    // The tiles come from the permutation's output: wait for the kernel before this one first, unless
+    // tiles_before_wait (the tiles are older: the producer waits after its first weights' copies, the
+    // consumers below). The next kernel starts at the epilogue, or here with early_dependents.
     if (!g.tiles_before_wait) wait_for_prior_kernels();
     if (g.early_dependents) allow_next_kernel();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -165,8 +165,8 @@ __device__ __forceinline__ Tile tile_at(const GroupedGemmLaunch& g, int i, int n
         return {0, int(row0), rows, n_block * kTileN, split, split * ktiles, ktiles};
     }
     if (i >= load(g.tile_count)) return {0, 0, 0, 0, 0, 0, 0};
-    return {load(g.tile_expert + i), load(g.tile_row0 + i), load(g.tile_rows + i), n_block * kTileN, split, split * ktiles,
-            ktiles};
+    return {load(g.tile_expert + i), load(g.tile_row0 + i), load(g.tile_rows + i), n_block * kTileN, split,
+            split * ktiles, ktiles};
 }
 // Row tiles in this batch.
 __device__ __forceinline__ int tile_count(const GroupedGemmLaunch& g) {
