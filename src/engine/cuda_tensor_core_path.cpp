@@ -166,41 +166,47 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     // from the main stream between the router's GEMM and its routing kernel: at one token, 4-6% less time for
     // the layer than a fork after the routing, and 3% less than one before the router's GEMM
     // (deepseek-v4-flash; bench/results/2026-12-03-cuda-route-and-fork.md). STEADYMOE_SHARED_FORK=routing|start
-    // forks it there instead, to compare.
-    auto fork_shared = [&] {
-        SMOE_CUDA_CHECK(cudaEventRecord(ws.fork, main));
-        SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
+    // forks it there instead, and =after runs it on the main stream after the routed experts (no overlap), to
+    // compare.
+    auto fork_shared = [&](bool on_side) {
+        const cudaStream_t s = on_side ? ws.side : main;
+        if (on_side) {
+            SMOE_CUDA_CHECK(cudaEventRecord(ws.fork, main));
+            SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
+        }
         if (shared_) {
-            begin(&StageTimers::shared, ws.side);
+            begin(&StageTimers::shared, s);
             const cuda::PermutationOut perm = ws.shared_perm.view(b.shared_tiles.tiles, 1);
             SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.shared_tiles.tile_m,
-                                                        perm, ws.side));
+                                                        perm, s));
             // The shared expert has no clamp and weight 1 (the CPU layer's shared job).
             tc::run_group({&*shared_, &perm, T, b.shared_tiles.tiles, perm.load, &ws.shared, 0.0f, false, nullptr,
                            nullptr, fp8_tensor_cores_, 0, b.shared_tiles.tile_m},
-                          ws.hidden.get(), b.bf16, H, aq, contributions, ws.side, capturing);
-            end(&StageTimers::shared, ws.side);
+                          ws.hidden.get(), b.bf16, H, aq, contributions, s, capturing);
+            end(&StageTimers::shared, s);
         }
-        SMOE_CUDA_CHECK(cudaEventRecord(ws.join, ws.side));
+        SMOE_CUDA_CHECK(cudaEventRecord(ws.join, s));
     };
-    enum class Fork { Start, Logits, Routing };
+    enum class Fork { Start, Logits, Routing, After };
     static const Fork fork_asked = cuda::env_equals("STEADYMOE_SHARED_FORK", "start")     ? Fork::Start
                                    : cuda::env_equals("STEADYMOE_SHARED_FORK", "routing") ? Fork::Routing
+                                   : cuda::env_equals("STEADYMOE_SHARED_FORK", "after")   ? Fork::After
                                                                                           : Fork::Logits;
-    const Fork fork_at = experts_only ? Fork::Start : fork_asked;  // experts alone: no router to fork beside
+    // (experts alone: no router to fork beside)
+    const Fork fork_at = experts_only && fork_asked != Fork::After ? Fork::Start : fork_asked;
 
     // Router logits, then the routing, on the GPU.
     begin(&StageTimers::total, main);
-    if (fork_at == Fork::Start) fork_shared();
+    if (fork_at == Fork::Start) fork_shared(true);
     begin(&StageTimers::router, main);
     if (!experts_only) {
         router_.enqueue_logits(ws.router, ws.hidden.get(), T, b.tiles, b.bf16, main);
-        if (fork_at == Fork::Logits) fork_shared();
+        if (fork_at == Fork::Logits) fork_shared(true);
         const int64_t* token_ids = b.hash ? ws.token_ids.as<const int64_t>() : nullptr;
         router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main);
     }
     end(&StageTimers::router, main);
-    if (fork_at == Fork::Routing) fork_shared();
+    if (fork_at == Fork::Routing) fork_shared(true);
 
     begin(&StageTimers::routed, main);
     const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
@@ -212,6 +218,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
                    b.routed_tiles.tile_m},
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
+    if (fork_at == Fork::After) fork_shared(false);
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
     if (experts_only) return;
 
