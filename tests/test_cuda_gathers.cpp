@@ -1,16 +1,20 @@
-// The gathers that put a grouped GEMM's input rows in order (src/kernels/cuda/grouped_gemm.hpp): bf16 rows
+// The gathers that put a grouped GEMM's input rows in order (src/kernels/cuda/row_gathers.hpp): bf16 rows
 // copied as they are, by the copy kernel where the rows are 16-byte aligned and by the per-group gather
-// elsewhere, against the codec on the host; and FP8 rows quantised once and copied against quantised while
-// gathered. Rows past the live bound are left as they were. Skips, saying so, without a GPU.
+// elsewhere, against the codec on the host; rows quantised to e4m3, by the row kernel where the rows are
+// aligned, against the per-group gather and the CPU's quantiser; and FP8 rows quantised once and copied
+// against quantised while gathered. Rows past the live bound are left as they were. Skips, saying so,
+// without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "../src/kernels/cuda/grouped_gemm.hpp"
+#include "../src/kernels/cuda/row_gathers.hpp"
 #include "steadymoe/core/numeric.hpp"
+#include "steadymoe/kernels/cpu/activation.hpp"
 #include "steadymoe/kernels/cuda/runtime.hpp"
 #include "test_util.hpp"
 
@@ -96,6 +100,155 @@ TEST(CudaGathers, Bf16RowsOfAnUnalignedSourceTakeTheGroupGather) {
 TEST(CudaGathers, Bf16RowsOfAnUnalignedStrideTakeTheGroupGather) {
     SMOE_SKIP_WITHOUT_GPU();
     check_bf16_gather({384, 388, 60, 200, 170, true, 0});
+}
+
+struct QuantiseCase {
+    int64_t width, sources, bound;
+    int32_t live;  // rows gathered (<= bound); -1: no live bound, every row
+    bool indexed;  // rows through an index, else row r from source r
+    bool bf16;     // bf16 sources, else f32
+};
+
+// One source group of 128 values, of kind `kind`: ordinary values over a wide range of magnitudes (0, 1, 5),
+// all zeros (the scale's floor), values below the floor (subnormal codes), magnitudes near the format's
+// largest, random bits (NaNs, infinities, subnormals), a NaN among ordinary values, an infinity among them.
+// Kinds 0-3 are finite.
+float group_value(int kind, int j, std::mt19937& rng, bool bf16) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    switch (kind) {
+        case 1:
+            return 0.0f;
+        case 2:
+            return normal(rng) * 3e-5f;
+        case 3:
+            return normal(rng) * 3e37f;
+        case 4: {
+            const uint32_t bits = uint32_t(rng());
+            return f32_from_bits(bf16 ? bits << 16 : bits);
+        }
+        case 6:
+            return j == 17 ? f32_from_bits(0x7FC00000u | (uint32_t(rng()) & 0x803F0000u)) : normal(rng);
+        case 7:
+            return j == 90 ? (rng() % 2 ? INFINITY : -INFINITY) : normal(rng);
+        default:
+            return normal(rng) * std::ldexp(1.0f, int(rng() % 41) - 20);
+    }
+}
+
+// Quantises `c`'s rows to e4m3 codes twice, from sources 16-byte aligned (the row kernel) and from the same
+// values one element off (the per-group gather), for both scale rules: the two give the same bytes (every
+// kind of group), the CPU's quantize_row_fp8_codes the same bytes for rows of finite groups, and rows past
+// the live bound keep their sentinel.
+void check_quantised_gather(const QuantiseCase& c) {
+    const int64_t stride = c.width + 128, groups = c.width / 128, value_bytes = c.bf16 ? 2 : 4;
+    std::mt19937 rng(uint32_t(c.width * 7 + c.bound));
+    std::vector<float> values(size_t(c.sources * stride), 0.0f);
+    std::vector<bool> finite_row(size_t(c.sources), true);
+    for (int64_t r = 0; r < c.sources; ++r)
+        for (int64_t g = 0; g < groups; ++g) {
+            // rows of ordinary groups only, then rows with every kind of group in turn
+            const int kind = r % 3 == 0 ? 0 : int((r * groups + g) % 8);
+            if (kind >= 4) finite_row[size_t(r)] = false;
+            for (int j = 0; j < 128; ++j) {
+                float v = group_value(kind, j, rng, c.bf16);
+                if (c.bf16) v = bf16_to_f32(f32_to_bf16(v));
+                values[size_t(r * stride + g * 128 + j)] = v;
+            }
+        }
+    // The sources' bytes at a 16-byte boundary, then again one element past the next one.
+    const size_t bytes = values.size() * size_t(value_bytes), skewed = bytes + 16 + size_t(value_bytes);
+    std::vector<uint8_t> src(skewed + bytes);
+    for (size_t i = 0; i < values.size(); ++i)
+        for (size_t copy : {size_t(0), skewed}) {
+            uint8_t* to = src.data() + copy + i * size_t(value_bytes);
+            if (c.bf16) {
+                const uint16_t b = f32_to_bf16(values[i]);
+                std::memcpy(to, &b, 2);
+            } else {
+                std::memcpy(to, &values[i], 4);
+            }
+        }
+    std::vector<int32_t> rows(size_t(c.bound));
+    for (int64_t r = 0; r < c.bound; ++r)
+        rows[size_t(r)] = c.indexed ? int32_t(rng() % c.sources) : int32_t(r);  // (row r from source r)
+    const int64_t live = c.live < 0 ? c.bound : c.live;
+    cuda::DeviceBuffer src_buf(src.size(), "sources"), rows_buf(rows.size() * 4, "rows"), live_buf(4, "live"),
+        codes_buf(size_t(2 * c.bound * c.width), "codes"),
+        scales_buf(size_t(2 * c.bound * groups) * 4, "scales");
+    src_buf.upload(src.data(), src.size());
+    rows_buf.upload(rows.data(), rows.size() * 4);
+    live_buf.upload(&c.live, 4);
+    for (bool pow2 : {false, true}) {
+        SCOPED_TRACE(pow2 ? "power-of-two scales" : "scales kept");
+        std::vector<uint8_t> codes(size_t(2 * c.bound * c.width), 0xA5);
+        std::vector<float> scales(size_t(2 * c.bound * groups), -1.0f);
+        codes_buf.upload(codes.data(), codes.size());
+        scales_buf.upload(scales.data(), scales.size() * 4);
+        for (int run = 0; run < 2; ++run)  // 0: aligned sources, 1: skewed
+            ASSERT_EQ(cuda::launch_gather_fp8(src_buf.as<uint8_t>() + (run ? skewed : 0), c.bf16, stride,
+                                              c.indexed ? rows_buf.as<int32_t>() : nullptr, c.bound,
+                                              c.live < 0 ? nullptr : live_buf.as<int32_t>(), c.width, pow2,
+                                              codes_buf.as<uint8_t>() + run * c.bound * c.width,
+                                              scales_buf.as<float>() + run * c.bound * groups, nullptr),
+                      cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        codes_buf.download(codes.data(), codes.size());
+        scales_buf.download(scales.data(), scales.size() * 4);
+        const uint8_t* aligned = codes.data();
+        const uint8_t* by_group = codes.data() + c.bound * c.width;
+        const float* aligned_scales = scales.data();
+        const float* by_group_scales = scales.data() + c.bound * groups;
+        std::vector<uint8_t> cpu_codes(size_t(c.width));
+        std::vector<float> cpu_scales(static_cast<size_t>(groups));
+        int64_t differ = 0, off_cpu = 0, overwritten = 0, checked_on_cpu = 0;
+        for (int64_t r = 0; r < c.bound; ++r) {
+            const uint8_t* got = aligned + r * c.width;
+            const float* got_scales = aligned_scales + r * groups;
+            if (r >= live) {
+                for (int64_t j = 0; j < c.width; ++j)
+                    overwritten += got[j] != 0xA5 || by_group[r * c.width + j] != 0xA5;
+                for (int64_t g = 0; g < groups; ++g) overwritten += got_scales[g] != -1.0f;
+                continue;
+            }
+            const bool same = std::memcmp(got, by_group + r * c.width, size_t(c.width)) == 0 &&
+                              std::memcmp(got_scales, by_group_scales + r * groups, size_t(groups) * 4) == 0;
+            if (!same && differ++ < 5)
+                ADD_FAILURE() << "row " << r << ": the row kernel and the group gather differ";
+            const int64_t source = c.indexed ? rows[size_t(r)] : r;
+            if (!finite_row[size_t(source)]) continue;
+            ++checked_on_cpu;
+            cpu::quantize_row_fp8_codes(values.data() + source * stride, c.width,
+                                        pow2 ? ActivationQuant::Fp8Pow2 : ActivationQuant::Fp8Block,
+                                        cpu_codes.data(), cpu_scales.data());
+            const bool cpu_same = std::memcmp(got, cpu_codes.data(), size_t(c.width)) == 0 &&
+                                  std::memcmp(got_scales, cpu_scales.data(), size_t(groups) * 4) == 0;
+            if (!cpu_same && off_cpu++ < 5)
+                ADD_FAILURE() << "row " << r << " (source " << source << ") differs from the CPU's";
+        }
+        EXPECT_EQ(differ, 0);
+        EXPECT_EQ(off_cpu, 0);
+        EXPECT_GT(checked_on_cpu, 0);
+        EXPECT_EQ(overwritten, 0) << "rows past the live bound were written";
+    }
+}
+
+TEST(CudaGathers, Bf16RowsQuantisedByTheRowKernelAsByGroupAndOnTheCpu) {
+    SMOE_SKIP_WITHOUT_GPU();
+    // 56 groups (deepseek-v3's hidden size): three whole chunks of a row and a partial one
+    check_quantised_gather({7168, 40, 300, 260, true, true});
+}
+
+TEST(CudaGathers, F32RowsQuantisedByTheRowKernelAsByGroupAndOnTheCpu) {
+    SMOE_SKIP_WITHOUT_GPU();
+    // 16 groups (its SwiGLU outputs): two whole chunks, every row, no live bound
+    check_quantised_gather({2048, 90, 90, -1, false, false});
+}
+
+TEST(CudaGathers, RowsOfOneGroupQuantisedOutnumberingTheWarps) {
+    SMOE_SKIP_WITHOUT_GPU();
+    // one partial chunk a row, more rows than the launch's 4096 blocks of eight warps
+    check_quantised_gather({128, 300, 40000, 39000, true, true});
+    check_quantised_gather({384, 300, 34000, 33000, true, false});
 }
 
 // Quantising each source row once and copying its codes and scales to the rows that read it gives the

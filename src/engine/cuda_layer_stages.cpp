@@ -6,6 +6,7 @@
 #include "../kernels/cuda/env_switch.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "../kernels/cuda/quant_mode.hpp"
+#include "../kernels/cuda/row_gathers.hpp"
 #include "steadymoe/kernels/cpu/experts.hpp"
 #include "steadymoe/kernels/cpu/router.hpp"
 

@@ -11,14 +11,11 @@ namespace {
 
 constexpr int64_t kGroup = 128;
 
-// The scale of values x[g0, g1): amax floored at 1e-4 (so an all-zero group does not divide by zero; the
-// reference does the same) over 448, rounded up to a power of two for Fp8Pow2.
+// The scale of values x[g0, g1) (e4m3_group_scale).
 float group_scale(const float* x, int64_t g0, int64_t g1, ActivationQuant mode) {
     float amax = 0.0f;
     for (int64_t k = g0; k < g1; ++k) amax = std::max(amax, std::fabs(x[k]));
-    amax = std::max(amax, 1e-4f);
-    const float s = amax / kE4M3Max;
-    return mode == ActivationQuant::Fp8Pow2 ? e8m0_to_f32(e8m0_from_f32_ceil(s)) : s;
+    return e4m3_group_scale(amax, mode == ActivationQuant::Fp8Pow2);
 }
 
 // The operand value of code c under scale s: q, or q * s where the scale folds (a power of two).

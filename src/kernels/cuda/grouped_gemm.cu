@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_stage.cuh"
@@ -159,154 +158,6 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     return cudaGetLastError();
 }
 
-// One warp per (row, 128-value group): the CPU's quantize_row_fp8, with the group maximum taken by
-// a warp reduction (max is exact in any order; NaN never becomes the maximum, as on the CPU); 4 values
-// per lane. kFp8Out writes the e4m3 codes and keeps the scale (power of two in mode 2); otherwise the
-// values go out as bf16 (mode 2 with its scale folded in).
-template <bool kFp8Out>
-__device__ void gather_group(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
-                             int64_t item, int64_t k, int mode, void* out, float* scales) {
-    const int64_t groups = k / 128;
-    const int lane = threadIdx.x & 31;
-    const int64_t r = item / groups, group = item % groups, c0 = group * 128 + lane * 4;
-    const int64_t row = (rows ? int64_t(rows[r]) : r) * stride + c0;
-    // One vector load and store per lane (k and the stride are multiples of 128, c0 of 4).
-    float v[4];
-    if (src_bf16) {
-        const uint2 b = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(src) + row);
-        v[0] = bf16_to_f32(uint16_t(b.x)), v[1] = bf16_to_f32(uint16_t(b.x >> 16));
-        v[2] = bf16_to_f32(uint16_t(b.y)), v[3] = bf16_to_f32(uint16_t(b.y >> 16));
-    } else {
-        const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(src) + row);
-        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-    }
-    uint2* dst = reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + r * k + c0);
-    auto store_bf16 = [&](const uint16_t (&b)[4]) {
-        *dst = make_uint2(uint32_t(b[0]) | uint32_t(b[1]) << 16, uint32_t(b[2]) | uint32_t(b[3]) << 16);
-    };
-    if (!kFp8Out && mode == 0) {
-        const uint16_t b[4] = {f32_to_bf16(v[0]), f32_to_bf16(v[1]), f32_to_bf16(v[2]), f32_to_bf16(v[3])};
-        store_bf16(b);
-        return;
-    }
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const float a = abs_f32(v[j]);
-        amax = amax < a ? a : amax;
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        const float o = __shfl_xor_sync(0xffffffffu, amax, offset);
-        amax = amax < o ? o : amax;
-    }
-    amax = amax < 1e-4f ? 1e-4f : amax;
-    float s = amax / kE4M3Max;
-    if (mode == 2) s = e8m0_to_f32(e8m0_from_f32_ceil(s));
-    if constexpr (kFp8Out) {
-        const uint32_t codes = f32x4_to_e4m3x4(v[0] / s, v[1] / s, v[2] / s, v[3] / s);
-        *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(out) + r * k + c0) = codes;
-        if (lane == 0) scales[r * groups + group] = s;
-    } else {
-        const bool keep = mode == 1;
-        const uint32_t codes = f32x4_to_e4m3x4(v[0] / s, v[1] / s, v[2] / s, v[3] / s);
-        uint16_t b[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float q = e4m3_to_f32(uint8_t(codes >> (8 * j)));
-            b[j] = f32_to_bf16(keep ? q : q * s);
-        }
-        store_bf16(b);
-        if (scales && lane == 0) scales[r * groups + group] = keep ? s : 1.0f;
-    }
-}
-
-// Warps stride over the live rows' groups: the grid is sized by the bound `m`, capped, so a launch for a
-// large bound with few live rows (an expert-parallel rank's receive capacity) costs little.
-template <bool kFp8Out>
-__global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                              const int32_t* live_rows, int64_t k, int mode, void* out, float* scales) {
-    begin_dependent_kernel();
-    const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
-    const int64_t items = live * (k / 128), warps = int64_t(gridDim.x) * blockDim.x / 32;
-    for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < items; item += warps)
-        gather_group<kFp8Out>(src, src_bf16, stride, rows, item, k, mode, out, scales);
-}
-
-// 16 bytes of codes per thread, and a row's scales by the threads of its first k/128 chunks. (A warp per
-// row with eight loads a lane in flight, copy_rows_kernel below, took half the time at 16384 tokens
-// of deepseek-v3, 495 µs against 1019, yet the layer 1.6% more over seven runs: its routed gate/up GEMM
-// then started beside the shared expert's GEMMs on the side stream;
-// bench/results/2026-12-04-cuda-row-copies-early-weights.md.)
-__global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
-                                        const int32_t* live_rows, int64_t k, uint8_t* out, float* scales) {
-    begin_dependent_kernel();
-    const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
-    const int64_t chunks = k / 16, items = live * chunks, stride = int64_t(gridDim.x) * blockDim.x;
-    for (int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; item < items; item += stride) {
-        const int64_t r = item / chunks, c = item % chunks, from = rows[r];
-        reinterpret_cast<uint4*>(out + r * k)[c] = reinterpret_cast<const uint4*>(src + from * k)[c];
-        if (c < k / 128) scales[r * (k / 128) + c] = src_scales[from * (k / 128) + c];
-    }
-}
-
-// Both bf16 halves of each word with a NaN made quiet, as the codec's f32_to_bf16 leaves a NaN that
-// bf16_to_f32 widened: the gather's conversions for a bf16 source kept as bf16 (quant_mode 0).
-__device__ __forceinline__ uint4 quiet_bf16_nans(uint4 v) {
-    const auto quiet = [](uint32_t w) {
-        return w | (__vcmpgtu2(w & 0x7FFF7FFFu, 0x7F807F80u) & 0x00400040u);  // a half above infinity's bits
-    };
-    return make_uint4(quiet(v.x), quiet(v.y), quiet(v.z), quiet(v.w));
-}
-
-// Rows copied as they are, out[r] = src[rows ? rows[r] : r] (row_bytes a row; the source's rows src_stride
-// bytes apart; all 16-byte aligned), with each row's row_scales scales where there are any; bf16 rows with
-// their NaNs made quiet (kQuietBf16: gather_group's bits for bf16 rows kept as bf16, quant_mode 0). A warp
-// per row, each lane with up to kBatch 16-byte loads in flight: gather_group's one 8-byte load a lane left
-// too few bytes in flight to fill the memory pipes (qwen3's 16384 tokens: 316 µs, now 238, the layer
-// 1.9-2.3% less; bench/results/2026-12-04-cuda-row-copies-early-weights.md). Every load of a batch is
-// issued, a word past the row's end reading its last word again and not stored: guarded loads compile to a
-// branch around each, one in flight at a time.
-template <bool kQuietBf16>
-__global__ void copy_rows_kernel(const uint8_t* src, int64_t src_stride, const int32_t* rows, int64_t m,
-                                 const int32_t* live_rows, int64_t row_bytes, uint8_t* out,
-                                 const float* src_scales, int64_t row_scales, float* scales) {
-    constexpr int kBatch = 8;
-    begin_dependent_kernel();
-    const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
-    const int64_t words = row_bytes / 16, warps = int64_t(gridDim.x) * blockDim.x / 32;
-    const int lane = threadIdx.x & 31;
-    for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < live; r += warps) {
-        const int64_t from = rows ? int64_t(rows[r]) : r;
-        const uint4* row = reinterpret_cast<const uint4*>(src + from * src_stride);
-        uint4* to = reinterpret_cast<uint4*>(out + r * row_bytes);
-        for (int64_t w0 = lane; w0 < words; w0 += 32 * kBatch) {
-            uint4 v[kBatch];
-#pragma unroll
-            for (int j = 0; j < kBatch; ++j) v[j] = row[min(w0 + 32 * j, words - 1)];
-#pragma unroll
-            for (int j = 0; j < kBatch; ++j)
-                if (w0 + 32 * j < words) to[w0 + 32 * j] = kQuietBf16 ? quiet_bf16_nans(v[j]) : v[j];
-        }
-        for (int64_t j = lane; j < row_scales; j += 32)
-            scales[r * row_scales + j] = src_scales[from * row_scales + j];
-    }
-}
-
-// Blocks of 256 threads for a grid-stride gather of `threads` items, at most 4096 (8 warps each: enough to
-// keep every SM's memory pipes busy).
-unsigned gather_blocks(int64_t threads) { return unsigned(std::min<int64_t>((threads + 255) / 256, 4096)); }
-
-template <bool kFp8Out>
-cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                          const int32_t* live_rows, int64_t k, int quant_mode, void* out, float* scales,
-                          cudaStream_t stream) {
-    const int64_t threads = m * (k / 128) * 32;
-    if (threads == 0) return cudaGetLastError();
-    return launch_dependent(gather_kernel<kFp8Out>, gather_blocks(threads), 256, 0, stream, src, src_bf16, stride, rows, m,
-                            live_rows, k, quant_mode, out, scales);
-}
-
 }  // namespace
 
 int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows : kRows; }
@@ -378,42 +229,6 @@ bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& g) {
 
 bool grouped_gemm_prefers_rows_in_order(const GroupedGemmLaunch& g) {
     return hopper_gemm_available() && hopper_decode(g) && hopper_decode_prefers_rows_in_order(g);
-}
-
-cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                               const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out,
-                               float* scales, cudaStream_t stream) {
-    const bool aligned = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(out)) % 16 == 0 &&
-                         stride % 8 == 0 && k % 8 == 0;  // (elements: 16 bytes)
-    if (quant_mode == 0 && src_bf16 && aligned) {
-        if (m == 0) return cudaGetLastError();
-        return launch_dependent(copy_rows_kernel<true>, gather_blocks(m * 32), 256, 0, stream,
-                                static_cast<const uint8_t*>(src), stride * 2, rows, m, live_rows, k * 2,
-                                reinterpret_cast<uint8_t*>(out), nullptr, int64_t(0), nullptr);
-    }
-    return launch_gather<false>(src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales, stream);
-}
-
-cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
-                                   const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream) {
-    // STEADYMOE_E4M3_ROW_COPY=warp: copy_rows_kernel (a warp per row), to compare (the same bytes).
-    static const bool warp_per_row = env_equals("STEADYMOE_E4M3_ROW_COPY", "warp");
-    if (warp_per_row && k % 16 == 0) {
-        if (m == 0) return cudaGetLastError();
-        return launch_dependent(copy_rows_kernel<false>, gather_blocks(m * 32), 256, 0, stream, src, k, rows,
-                                m, live_rows, k, out, src_scales, k / 128, scales);
-    }
-    const int64_t threads = m * (k / 16);
-    if (threads == 0) return cudaGetLastError();
-    return launch_dependent(gather_e4m3_rows_kernel, gather_blocks(threads), 256, 0, stream, src, src_scales, rows, m,
-                            live_rows, k, out, scales);
-}
-
-cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                              const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
-                              cudaStream_t stream) {
-    return launch_gather<true>(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales ? 2 : 1, out, scales,
-                               stream);
 }
 
 }  // namespace steadymoe::cuda

@@ -32,9 +32,7 @@ __global__ void gather_quant_kernel(const float* src, int64_t stride, const int6
         const float v = abs_f32(row[c]);
         amax = amax < v ? v : amax;  // as std::max: a NaN never becomes the maximum
     }
-    amax = amax < 1e-4f ? 1e-4f : amax;
-    float s = amax / kE4M3Max;
-    if (mode == 2) s = e8m0_to_f32(e8m0_from_f32_ceil(s));
+    const float s = e4m3_group_scale(amax, mode == 2);
     const bool keep = mode == 1;
     for (int64_t c = g0; c < g1; ++c) {
         const float q = e4m3_to_f32(f32_to_e4m3(row[c] / s));
