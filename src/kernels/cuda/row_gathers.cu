@@ -147,18 +147,19 @@ __global__ void copy_rows_kernel(const uint8_t* src, int64_t src_stride, const i
 // Rows quantised to e4m3 codes per 128 values (quant_mode 1, or 2's power-of-two scales, kept in `scales`):
 // gather_group's bytes, from sources whose rows are 16-byte aligned. A warp takes a chunk of a row, kBatch
 // 16-byte words a lane with every load in flight, where gather_group has one 8-byte load a lane in flight and
-// a 64-bit division an item (deepseek-v3 at 16384 tokens: 230-240 µs for the bf16 hidden states, 972 µs for
-// the SwiGLU outputs in f32, 0.8-1.5 TB/s). A group's 128 values are 16 lanes' words (bf16) or 32 lanes'
-// (f32); they take its maximum by shuffles (exact in any order). Every word is loaded, one past the row's end
-// reading its last word again: words past the end fill whole groups (a row is whole groups, and a warp's 32
-// words are two or one), which are not stored.
-template <typename Source>
+// a 64-bit division an item (deepseek-v3 at 16384 tokens: 223-228 µs for the bf16 hidden states, 511 µs for
+// the SwiGLU outputs in f32). A group's 128 values are 16 lanes' words (bf16) or 32 lanes' (f32); they take
+// its maximum by shuffles (exact in any order; fmaxf, as the CPU's std::max from 0, never takes a NaN). Every
+// word is loaded, one past the row's end reading its last word again: words past the end fill whole groups
+// (a row is whole groups, and a warp's 32 words are two or one), which are not stored. Few rows take kBatch
+// 1: more warps to a row, and a loop body small enough to stay in the instruction cache (unrolled eight
+// times, the first rows at one token took 14-19 µs, the per-group gather 4).
+template <typename Source, int kBatch>
 __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const int32_t* rows, int64_t m,
                                      const int32_t* live_rows, int64_t k, bool pow2, uint8_t* out,
                                      float* scales) {
     constexpr int kPerWord = 16 / int(sizeof(Source));  // values a 16-byte word: 8 bf16 or 4 f32
     constexpr int kGroupLanes = 128 / kPerWord;
-    constexpr int kBatch = 8;
     constexpr int64_t kChunkWords = 32 * kBatch;
     begin_dependent_kernel();
     const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
@@ -180,26 +181,22 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
                 x[i] = sizeof(Source) == 2 ? bf16_to_f32(uint16_t(u[i / 2] >> (16 * (i % 2)))) : f32_from_bits(u[i]);
             float amax = 0.0f;
 #pragma unroll
-            for (int i = 0; i < kPerWord; ++i) {
-                const float a = abs_f32(x[i]);
-                amax = amax < a ? a : amax;
-            }
+            for (int i = 0; i < kPerWord; ++i) amax = fmaxf(amax, abs_f32(x[i]));
 #pragma unroll
-            for (int offset = kGroupLanes / 2; offset > 0; offset >>= 1) {
-                const float o = __shfl_xor_sync(0xffffffffu, amax, offset);
-                amax = amax < o ? o : amax;
-            }
+            for (int offset = kGroupLanes / 2; offset > 0; offset >>= 1)
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
             const float s = e4m3_group_scale(amax, pow2);
-            // A power of two's reciprocal is exact, so x * (1 / s) rounds the same real number x / s does.
-            const float inv = 1.0f / s;
             const int64_t w = w0 + 32 * j;
             if (w >= words) continue;
+            // A power of two's reciprocal is exact, so x * (1 / s) rounds the same real number x / s does.
+            const float inv = pow2 ? 1.0f / s : 0.0f;
             uint32_t codes[kPerWord / 4];
 #pragma unroll
-            for (int q = 0; q < kPerWord / 4; ++q)
-                codes[q] = pow2 ? f32x4_to_e4m3x4(x[4 * q] * inv, x[4 * q + 1] * inv, x[4 * q + 2] * inv,
-                                                  x[4 * q + 3] * inv)
-                                : f32x4_to_e4m3x4(x[4 * q] / s, x[4 * q + 1] / s, x[4 * q + 2] / s, x[4 * q + 3] / s);
+            for (int q = 0; q < kPerWord / 4; ++q) {
+                const float* y = x + 4 * q;
+                codes[q] = pow2 ? f32x4_to_e4m3x4(y[0] * inv, y[1] * inv, y[2] * inv, y[3] * inv)
+                                : f32x4_to_e4m3x4(y[0] / s, y[1] / s, y[2] / s, y[3] / s);
+            }
             uint8_t* to = out + r * k + w * kPerWord;
             if constexpr (kPerWord == 8) *reinterpret_cast<uint2*>(to) = make_uint2(codes[0], codes[1]);
             else *reinterpret_cast<uint32_t*>(to) = codes[0];
@@ -262,15 +259,21 @@ cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, co
     const bool aligned = reinterpret_cast<uintptr_t>(src) % 16 == 0 && stride * value_bytes % 16 == 0 &&
                          k % 128 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
     if (!by_group && aligned) {
-        const int64_t chunks = (k * value_bytes / 16 + 255) / 256;  // (quantise_rows_kernel's kChunkWords)
         if (m == 0 || k == 0) return cudaGetLastError();
+        // Words of 16 bytes a row, in chunks of 32 * kBatch (quantise_rows_kernel); batches of fewer rows
+        // than kFewRows take kBatch 1.
+        constexpr int64_t kFewRows = 512;
+        const int64_t words = k * value_bytes / 16, batch = m < kFewRows ? 1 : 4;
+        const unsigned blocks = gather_blocks(m * ((words + 32 * batch - 1) / (32 * batch)) * 32);
+        const auto launch = [&](auto kernel, const auto* source) {
+            return launch_dependent(kernel, blocks, 256, 0, stream, source, stride, rows, m, live_rows, k,
+                                    pow2_scales, out, scales);
+        };
+        const auto* bf16 = static_cast<const uint16_t*>(src);
+        const auto* f32 = static_cast<const float*>(src);
         if (src_bf16)
-            return launch_dependent(quantise_rows_kernel<uint16_t>, gather_blocks(m * chunks * 32), 256, 0, stream,
-                                    static_cast<const uint16_t*>(src), stride, rows, m, live_rows, k, pow2_scales,
-                                    out, scales);
-        return launch_dependent(quantise_rows_kernel<float>, gather_blocks(m * chunks * 32), 256, 0, stream,
-                                static_cast<const float*>(src), stride, rows, m, live_rows, k, pow2_scales, out,
-                                scales);
+            return batch == 1 ? launch(quantise_rows_kernel<uint16_t, 1>, bf16) : launch(quantise_rows_kernel<uint16_t, 4>, bf16);
+        return batch == 1 ? launch(quantise_rows_kernel<float, 1>, f32) : launch(quantise_rows_kernel<float, 4>, f32);
     }
     return launch_gather<true>(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales ? 2 : 1, out, scales,
                                stream);
