@@ -6,6 +6,7 @@
 // without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -303,6 +304,86 @@ TEST(CudaGathers, QuantisingOnceThenCopyingCodesGivesTheGatheredBytes) {
         EXPECT_TRUE(a == b) << "codes differ";
         EXPECT_EQ(std::memcmp(sa.data(), sb.data(), sa.size() * 4), 0) << "scales differ";
     }
+}
+
+// A permutation of `tokens` * top_k pairs as launch_permute_routed leaves one: every pair but one in
+// `dropped` (none for 0) has a row (dest[row] = pair, rows[row] = its token), in a shuffled order; rows past
+// the live bound hold stale destinations. Tokens quantised straight into their pairs' rows give the bytes of
+// quantising through the permutation's rows, from a pair-row scratch holding stale rows (some of them live
+// rows of other pairs), and leave rows past the live bound as they were.
+void check_quantised_to_pairs(int64_t tokens, int32_t top_k, int64_t width, bool bf16, int dropped) {
+    const int64_t pairs = tokens * top_k, groups = width / 128, value_bytes = bf16 ? 2 : 4;
+    std::mt19937 rng(uint32_t(tokens * 13 + width));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<uint8_t> src(size_t(tokens * width * value_bytes));
+    for (int64_t i = 0; i < tokens * width; ++i) {
+        const float v = normal(rng) * std::ldexp(1.0f, int(rng() % 21) - 10);
+        if (bf16) {
+            const uint16_t b = f32_to_bf16(v);
+            std::memcpy(src.data() + i * 2, &b, 2);
+        } else {
+            std::memcpy(src.data() + i * 4, &v, 4);
+        }
+    }
+    std::vector<int64_t> present;
+    for (int64_t i = 0; i < pairs; ++i)
+        if (dropped == 0 || i % dropped != 3) present.push_back(i);
+    std::shuffle(present.begin(), present.end(), rng);
+    const int32_t live = int32_t(present.size());
+    std::vector<int32_t> rows(static_cast<size_t>(pairs)), stale(static_cast<size_t>(pairs));
+    std::vector<int64_t> dest(static_cast<size_t>(pairs));
+    for (int64_t row = 0; row < pairs; ++row) {
+        dest[size_t(row)] = row < live ? present[size_t(row)] : int64_t(rng() % pairs);
+        rows[size_t(row)] = int32_t(dest[size_t(row)] / top_k);
+        stale[size_t(row)] = int32_t(rng() % (pairs + 10)) - 5;
+    }
+    cuda::DeviceBuffer src_buf(src.size(), "sources"), rows_buf(size_t(pairs) * 4, "rows"),
+        dest_buf(size_t(pairs) * 8, "destinations"), live_buf(4, "live"),
+        pair_buf(size_t(pairs) * 4, "pair rows"), codes_buf(size_t(2 * pairs * width), "codes"),
+        scales_buf(size_t(2 * pairs * groups) * 4, "scales");
+    src_buf.upload(src.data(), src.size());
+    rows_buf.upload(rows.data(), rows.size() * 4);
+    dest_buf.upload(dest.data(), dest.size() * 8);
+    live_buf.upload(&live, 4);
+    for (bool pow2 : {false, true}) {
+        SCOPED_TRACE(pow2 ? "power-of-two scales" : "scales kept");
+        std::vector<uint8_t> codes(size_t(2 * pairs * width), 0xA5);
+        std::vector<float> scales(size_t(2 * pairs * groups), -1.0f);
+        codes_buf.upload(codes.data(), codes.size());
+        scales_buf.upload(scales.data(), scales.size() * 4);
+        pair_buf.upload(stale.data(), stale.size() * 4);
+        ASSERT_EQ(cuda::launch_gather_fp8(src_buf.get(), bf16, width, rows_buf.as<int32_t>(), pairs,
+                                          live_buf.as<int32_t>(), width, pow2, codes_buf.as<uint8_t>(),
+                                          scales_buf.as<float>(), nullptr),
+                  cudaSuccess);
+        ASSERT_EQ(
+            cuda::launch_quantise_to_pairs(src_buf.get(), bf16, width, tokens, top_k, dest_buf.as<int64_t>(),
+                                           pairs, live_buf.as<int32_t>(), width, pow2, pair_buf.as<int32_t>(),
+                                           codes_buf.as<uint8_t>() + pairs * width,
+                                           scales_buf.as<float>() + pairs * groups, nullptr),
+            cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        codes_buf.download(codes.data(), codes.size());
+        scales_buf.download(scales.data(), scales.size() * 4);
+        EXPECT_EQ(std::memcmp(codes.data(), codes.data() + pairs * width, size_t(live * width)), 0)
+            << "codes differ";
+        EXPECT_EQ(std::memcmp(scales.data(), scales.data() + pairs * groups, size_t(live * groups) * 4), 0)
+            << "scales differ";
+        int64_t overwritten = 0;
+        for (int64_t i = live * width; i < pairs * width; ++i)
+            overwritten += codes[size_t(pairs * width + i)] != 0xA5;
+        for (int64_t i = live * groups; i < pairs * groups; ++i)
+            overwritten += scales[size_t(pairs * groups + i)] != -1.0f;
+        EXPECT_EQ(overwritten, 0) << "rows past the live bound were written";
+    }
+}
+
+TEST(CudaGathers, TokensQuantisedIntoTheirPairsRowsGiveTheGatheredBytes) {
+    SMOE_SKIP_WITHOUT_GPU();
+    check_quantised_to_pairs(600, 8, 7168, true, 7);  // four words a lane (512 tokens or more)
+    check_quantised_to_pairs(600, 6, 2048, false, 5);
+    check_quantised_to_pairs(3, 8, 7168, true, 4);   // a word a lane
+    check_quantised_to_pairs(40, 6, 4096, true, 0);  // no pair dropped
 }
 
 }  // namespace

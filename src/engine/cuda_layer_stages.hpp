@@ -33,6 +33,7 @@ struct PermBuffers {
 struct StageBuffers {
     DeviceBuffer a1, a1_scale, mid, a2, a2_scale;
     DeviceBuffer source_codes, source_scales;  // the group's source rows quantised once (GroupRun::source_rows)
+    DeviceBuffer pair_rows;                    // scratch of cuda::launch_quantise_to_pairs
 
     // source_rows: see GroupRun; f32_mid: false where swiglu_outputs_direct (no f32 SwiGLU outputs).
     void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0, bool f32_mid = true);
@@ -72,8 +73,9 @@ struct GroupRun {
     EventTimer* down_time = nullptr;
     bool fp8_tensor_cores = true;  // FP8 weights meet FP8 activations on the FP8 tensor cores where there are some
                                    // (FP4 sets: where uploaded for it, DeviceMatrixSet::fp4_e4m3_order)
-    // Rows of the input that perm->rows points into (0: not known). Where several GEMM rows read each (a
-    // token's K slots) and they go in as e4m3, each is quantised once and its codes gathered.
+    // Rows of the input that perm->rows points into (0: not known): tokens whose pairs t * K + j (K = max_rows /
+    // source_rows) perm->dest names. Where several GEMM rows read each and they go in as e4m3, each is quantised
+    // once, straight into its pairs' rows (or its codes copied there).
     int64_t source_rows = 0;
     int32_t tile_m = 0;  // rows per tile of perm (GroupTiles); 0: grouped_gemm_tile_rows()
 };

@@ -12,6 +12,16 @@ namespace steadymoe::cuda {
 
 namespace {
 
+// Where quantise_rows_kernel puts a token's codes: the rows of its pairs i = token * top_k + j, row[i] where
+// that is a live row (below *live, or bound) whose dest is i. row == nullptr: row r of the output.
+struct PairRows {
+    const int32_t* row = nullptr;
+    const int64_t* dest = nullptr;
+    int64_t top_k = 0;
+    int64_t bound = 0;
+    const int32_t* live = nullptr;
+};
+
 // One warp per (row, 128-value group): the CPU's quantize_row_fp8, with the group maximum taken by
 // a warp reduction (max is exact in any order; NaN never becomes the maximum, as on the CPU); 4 values
 // per lane. kFp8Out writes the e4m3 codes and keeps the scale (power of two in mode 2); otherwise the
@@ -144,6 +154,18 @@ __global__ void copy_rows_kernel(const uint8_t* src, int64_t src_stride, const i
     }
 }
 
+// Each live row's pair: pair_row[dest[row]] = row. Pairs without a row this batch keep what they held, which
+// quantise_rows_kernel tells from a row of this batch by dest (a row's pair is dest[row] alone).
+__global__ void pair_rows_kernel(const int64_t* dest, int64_t bound, const int32_t* live_rows, int64_t pairs,
+                                 int32_t* pair_row) {
+    begin_dependent_kernel();
+    const int64_t live = live_rows ? min(bound, int64_t(*live_rows)) : bound;
+    for (int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; row < live; row += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t i = dest[row];
+        if (i >= 0 && i < pairs) pair_row[i] = int32_t(row);
+    }
+}
+
 // Rows quantised to e4m3 codes per 128 values (quant_mode 1, or 2's power-of-two scales, kept in `scales`):
 // gather_group's bytes, from sources whose rows are 16-byte aligned. A warp takes a chunk of a row, kBatch
 // 16-byte words a lane with every load in flight, where gather_group has one 8-byte load a lane in flight and
@@ -154,15 +176,19 @@ __global__ void copy_rows_kernel(const uint8_t* src, int64_t src_stride, const i
 // (a row is whole groups, and a warp's 32 words are two or one), which are not stored. Few rows take kBatch
 // 1: more warps to a row, and a loop body small enough to stay in the instruction cache (unrolled eight
 // times, the first rows at one token took 14-19 µs, the per-group gather 4).
+//
+// With `pairs.row` set, row r is a token whose codes go to the rows of its pairs r * top_k + j instead (at
+// PairRows::row, those of this batch: PairRows).
 template <typename Source, int kBatch>
 __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const int32_t* rows, int64_t m,
-                                     const int32_t* live_rows, int64_t k, bool pow2, uint8_t* out,
-                                     float* scales) {
+                                     const int32_t* live_rows, int64_t k, bool pow2, uint8_t* out, float* scales,
+                                     const PairRows pairs) {
     constexpr int kPerWord = 16 / int(sizeof(Source));  // values a 16-byte word: 8 bf16 or 4 f32
     constexpr int kGroupLanes = 128 / kPerWord;
     constexpr int64_t kChunkWords = 32 * kBatch;
     begin_dependent_kernel();
     const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
+    const int64_t live_pairs = pairs.live ? min(pairs.bound, int64_t(*pairs.live)) : pairs.bound;
     const int64_t words = k / kPerWord, chunks = (words + kChunkWords - 1) / kChunkWords;
     const int64_t items = live * chunks, warps = int64_t(gridDim.x) * blockDim.x / 32;
     const int lane = threadIdx.x & 31;
@@ -197,10 +223,20 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
                 codes[q] = pow2 ? f32x4_to_e4m3x4(y[0] * inv, y[1] * inv, y[2] * inv, y[3] * inv)
                                 : f32x4_to_e4m3x4(y[0] / s, y[1] / s, y[2] / s, y[3] / s);
             }
-            uint8_t* to = out + r * k + w * kPerWord;
-            if constexpr (kPerWord == 8) *reinterpret_cast<uint2*>(to) = make_uint2(codes[0], codes[1]);
-            else *reinterpret_cast<uint32_t*>(to) = codes[0];
-            if (lane % kGroupLanes == 0) scales[r * (k / 128) + w / kGroupLanes] = s;
+            const auto store = [&](int64_t to_row) {
+                uint8_t* to = out + to_row * k + w * kPerWord;
+                if constexpr (kPerWord == 8) *reinterpret_cast<uint2*>(to) = make_uint2(codes[0], codes[1]);
+                else *reinterpret_cast<uint32_t*>(to) = codes[0];
+                if (lane % kGroupLanes == 0) scales[to_row * (k / 128) + w / kGroupLanes] = s;
+            };
+            if (!pairs.row) {
+                store(r);
+                continue;
+            }
+            for (int64_t i = r * pairs.top_k; i < (r + 1) * pairs.top_k; ++i) {
+                const int64_t to_row = pairs.row[i];
+                if (to_row >= 0 && to_row < live_pairs && pairs.dest[to_row] == i) store(to_row);
+            }
         }
     }
 }
@@ -218,6 +254,27 @@ cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const 
     return launch_dependent(gather_kernel<kFp8Out>, gather_blocks(threads), 256, 0, stream, src, src_bf16, stride, rows, m,
                             live_rows, k, quant_mode, out, scales);
 }
+
+// quantise_rows_kernel over `m` rows (sources that row_quantiser_takes): batches of fewer than kFewRows rows
+// take a word a lane, others four; the grid covers every row's chunks of 32 * kBatch words.
+cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
+                                 const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
+                                 const PairRows& pairs, cudaStream_t stream) {
+    constexpr int64_t kFewRows = 512;
+    if (m == 0 || k == 0) return cudaGetLastError();
+    const int64_t words = k * (src_bf16 ? 2 : 4) / 16, batch = m < kFewRows ? 1 : 4;
+    const unsigned blocks = gather_blocks(m * ((words + 32 * batch - 1) / (32 * batch)) * 32);
+    const auto launch = [&](auto kernel, const auto* source) {
+        return launch_dependent(kernel, blocks, 256, 0, stream, source, stride, rows, m, live_rows, k, pow2_scales,
+                                out, scales, pairs);
+    };
+    const auto* bf16 = static_cast<const uint16_t*>(src);
+    const auto* f32 = static_cast<const float*>(src);
+    if (src_bf16)
+        return batch == 1 ? launch(quantise_rows_kernel<uint16_t, 1>, bf16) : launch(quantise_rows_kernel<uint16_t, 4>, bf16);
+    return batch == 1 ? launch(quantise_rows_kernel<float, 1>, f32) : launch(quantise_rows_kernel<float, 4>, f32);
+}
+
 
 }  // namespace
 
@@ -250,33 +307,35 @@ cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales,
                             live_rows, k, out, scales);
 }
 
+bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t k, const void* out) {
+    const int64_t value_bytes = src_bf16 ? 2 : 4;
+    return reinterpret_cast<uintptr_t>(src) % 16 == 0 && stride * value_bytes % 16 == 0 && k % 128 == 0 &&
+           reinterpret_cast<uintptr_t>(out) % 8 == 0;
+}
+
 cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                               const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
                               cudaStream_t stream) {
     // STEADYMOE_QUANTISE_ROWS=group: gather_group for every source, to compare (the same bytes).
     static const bool by_group = env_equals("STEADYMOE_QUANTISE_ROWS", "group");
-    const int64_t value_bytes = src_bf16 ? 2 : 4;
-    const bool aligned = reinterpret_cast<uintptr_t>(src) % 16 == 0 && stride * value_bytes % 16 == 0 &&
-                         k % 128 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
-    if (!by_group && aligned) {
-        if (m == 0 || k == 0) return cudaGetLastError();
-        // Words of 16 bytes a row, in chunks of 32 * kBatch (quantise_rows_kernel); batches of fewer rows
-        // than kFewRows take kBatch 1.
-        constexpr int64_t kFewRows = 512;
-        const int64_t words = k * value_bytes / 16, batch = m < kFewRows ? 1 : 4;
-        const unsigned blocks = gather_blocks(m * ((words + 32 * batch - 1) / (32 * batch)) * 32);
-        const auto launch = [&](auto kernel, const auto* source) {
-            return launch_dependent(kernel, blocks, 256, 0, stream, source, stride, rows, m, live_rows, k,
-                                    pow2_scales, out, scales);
-        };
-        const auto* bf16 = static_cast<const uint16_t*>(src);
-        const auto* f32 = static_cast<const float*>(src);
-        if (src_bf16)
-            return batch == 1 ? launch(quantise_rows_kernel<uint16_t, 1>, bf16) : launch(quantise_rows_kernel<uint16_t, 4>, bf16);
-        return batch == 1 ? launch(quantise_rows_kernel<float, 1>, f32) : launch(quantise_rows_kernel<float, 4>, f32);
-    }
+    if (!by_group && row_quantiser_takes(src, src_bf16, stride, k, out))
+        return launch_row_quantiser(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales, out, scales, PairRows{},
+                                    stream);
     return launch_gather<true>(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales ? 2 : 1, out, scales,
                                stream);
+}
+
+cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t stride, int64_t tokens, int32_t top_k,
+                                     const int64_t* dest, int64_t max_rows, const int32_t* live_rows, int64_t k,
+                                     bool pow2_scales, int32_t* pair_row, uint8_t* out, float* scales,
+                                     cudaStream_t stream) {
+    if (!row_quantiser_takes(src, src_bf16, stride, k, out) || top_k <= 0) return cudaErrorInvalidValue;
+    if (tokens == 0 || max_rows == 0) return cudaGetLastError();
+    const cudaError_t err = launch_dependent(pair_rows_kernel, gather_blocks(max_rows), 256, 0, stream, dest, max_rows,
+                                             live_rows, tokens * top_k, pair_row);
+    if (err != cudaSuccess) return err;
+    return launch_row_quantiser(src, src_bf16, stride, nullptr, tokens, nullptr, k, pow2_scales, out, scales,
+                                PairRows{pair_row, dest, top_k, max_rows, live_rows}, stream);
 }
 
 }  // namespace steadymoe::cuda

@@ -19,6 +19,22 @@ cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, co
                               const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
                               cudaStream_t stream);
 
+// Whether launch_gather_fp8 quantises these rows by its row kernel (else by a group at a time, the same bytes):
+// sources and their stride 16-byte aligned, k a multiple of 128, out 8-byte aligned. launch_quantise_to_pairs
+// needs it.
+bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t k, const void* out);
+
+// Tokens quantised once each, straight into the rows of their pairs: the rows that a permutation of the pairs
+// i = t * top_k + j (launch_permute_routed: dest[row] = i for rows below *live_rows, or max_rows) gives them,
+// with their scales, as launch_gather_fp8 from `src` through the permutation's rows would write them, and in
+// one pass over the tokens in place of quantising them and copying codes (launch_gather_e4m3_rows). pair_row
+// ([tokens * top_k] int32) is scratch; rows past the live bound are left as they were. Sources as
+// row_quantiser_takes; cudaErrorInvalidValue otherwise.
+cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t stride, int64_t tokens, int32_t top_k,
+                                     const int64_t* dest, int64_t max_rows, const int32_t* live_rows, int64_t k,
+                                     bool pow2_scales, int32_t* pair_row, uint8_t* out, float* scales,
+                                     cudaStream_t stream);
+
 // Rows of e4m3 codes with their per-128 scales, copied as they are: out[r] = src[rows[r]] ([m][k] bytes,
 // scales [m][k/128]); rows at or past *live_rows (when set) are skipped. For rows quantised once
 // (launch_gather_fp8 without `rows`) that several GEMM rows read: quantising is a function of the row
