@@ -25,12 +25,15 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | t
 # consumers' registers, and always parked; the decode kernel's rows gathered first in place of read in place;
 # the FP4 x e4m3 decode CTAs' token scales copied per stage in place of held; decode CTAs' weights copied only
 # after the wait for the kernel before them, and early for FP8 weights too; the shared expert after the routed
-# experts on the layer's stream; e4m3 rows copied a warp per row.
+# experts on the layer's stream; activations quantised a warp per 128 values
+# in place of by the row kernel, and tokens quantised once and their codes copied in place of quantised
+# straight into their pairs' rows.
 variants=(STEADYMOE_TILED_SCHEDULE={per-tile,two-per-sm,persistent} STEADYMOE_ROW_TENSOR_COPIES=0 STEADYMOE_PAIRED_CTAS=0
           STEADYMOE_DEPENDENT_LAUNCHES=0 STEADYMOE_DECODE_KERNEL=tiled STEADYMOE_DECODE_TILES=full STEADYMOE_FP4_THIN_CTAS=0
           STEADYMOE_FP4_THIN_CTAS_PER_SM=4 STEADYMOE_DECODE_CTAS_PER_SM=fewer STEADYMOE_PARKED_EPILOGUES={0,1}
           STEADYMOE_INDEXED_ROWS=0 STEADYMOE_HELD_TOKEN_SCALES=0 STEADYMOE_EARLY_WEIGHTS={0,1}
-          STEADYMOE_SHARED_FORK=after STEADYMOE_E4M3_ROW_COPY=warp)
+          STEADYMOE_SHARED_FORK=after STEADYMOE_QUANTISE_ROWS=group
+          STEADYMOE_QUANTISE_TO_PAIRS=0)
 if [[ $what == tests || $what == all ]]; then
   for t in build-gpu/tests/test_cuda_* build-gpu/tests/test_cli; do
     [[ -x $t ]] || continue

@@ -95,10 +95,11 @@ __global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, co
 }
 
 // 16 bytes of codes per thread, and a row's scales by the threads of its first k/128 chunks. (A warp per
-// row with eight loads a lane in flight, copy_rows_kernel below, took half the time at 16384 tokens
+// row with eight loads a lane in flight, as copy_bf16_rows_kernel below, took half the time at 16384 tokens
 // of deepseek-v3, 495 µs against 1019, yet the layer 1.6% more over seven runs: its routed gate/up GEMM
 // then started beside the shared expert's GEMMs on the side stream;
-// bench/results/2026-12-04-cuda-row-copies-early-weights.md.)
+// bench/results/2026-12-04-cuda-row-copies-early-weights.md. The layer now quantises tokens straight into
+// their pairs' rows, launch_quantise_to_pairs, and copies codes only where asked to compare.)
 __global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
                                         const int32_t* live_rows, int64_t k, uint8_t* out, float* scales) {
     begin_dependent_kernel();
@@ -120,37 +121,31 @@ __device__ __forceinline__ uint4 quiet_bf16_nans(uint4 v) {
     return make_uint4(quiet(v.x), quiet(v.y), quiet(v.z), quiet(v.w));
 }
 
-// Rows copied as they are, out[r] = src[rows ? rows[r] : r] (row_bytes a row; the source's rows src_stride
-// bytes apart; all 16-byte aligned), with each row's row_scales scales where there are any; bf16 rows with
-// their NaNs made quiet (kQuietBf16: gather_group's bits for bf16 rows kept as bf16, quant_mode 0). A warp
-// per row, each lane with up to kBatch 16-byte loads in flight: gather_group's one 8-byte load a lane left
-// too few bytes in flight to fill the memory pipes (qwen3's 16384 tokens: 316 µs, now 238, the layer
-// 1.9-2.3% less; bench/results/2026-12-04-cuda-row-copies-early-weights.md). Every load of a batch is
-// issued, a word past the row's end reading its last word again and not stored: guarded loads compile to a
-// branch around each, one in flight at a time.
-template <bool kQuietBf16>
-__global__ void copy_rows_kernel(const uint8_t* src, int64_t src_stride, const int32_t* rows, int64_t m,
-                                 const int32_t* live_rows, int64_t row_bytes, uint8_t* out,
-                                 const float* src_scales, int64_t row_scales, float* scales) {
+// bf16 rows kept as bf16 (quant_mode 0), out[r] = src[rows ? rows[r] : r] with NaNs made quiet:
+// gather_group's bits. A warp per row, each lane with up to kBatch 16-byte loads in flight: gather_group's
+// one 8-byte load a lane left too few bytes in flight to fill the memory pipes (qwen3's 16384 tokens: 316
+// µs, now 238, the layer 1.9-2.3% less; bench/results/2026-12-04-cuda-row-copies-early-weights.md). Every
+// load of a batch is issued, a word past the row's end reading its last word again and not stored: guarded
+// loads compile to a branch around each, one in flight at a time. The rows (src, out, the stride, k) are
+// 16-byte aligned.
+__global__ void copy_bf16_rows_kernel(const uint16_t* src, int64_t stride, const int32_t* rows, int64_t m,
+                                      const int32_t* live_rows, int64_t k, uint16_t* out) {
     constexpr int kBatch = 8;
     begin_dependent_kernel();
     const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
-    const int64_t words = row_bytes / 16, warps = int64_t(gridDim.x) * blockDim.x / 32;
+    const int64_t words = k / 8, warps = int64_t(gridDim.x) * blockDim.x / 32;
     const int lane = threadIdx.x & 31;
     for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < live; r += warps) {
-        const int64_t from = rows ? int64_t(rows[r]) : r;
-        const uint4* row = reinterpret_cast<const uint4*>(src + from * src_stride);
-        uint4* to = reinterpret_cast<uint4*>(out + r * row_bytes);
+        const uint4* row = reinterpret_cast<const uint4*>(src + (rows ? int64_t(rows[r]) : r) * stride);
+        uint4* to = reinterpret_cast<uint4*>(out + r * k);
         for (int64_t w0 = lane; w0 < words; w0 += 32 * kBatch) {
             uint4 v[kBatch];
 #pragma unroll
             for (int j = 0; j < kBatch; ++j) v[j] = row[min(w0 + 32 * j, words - 1)];
 #pragma unroll
             for (int j = 0; j < kBatch; ++j)
-                if (w0 + 32 * j < words) to[w0 + 32 * j] = kQuietBf16 ? quiet_bf16_nans(v[j]) : v[j];
+                if (w0 + 32 * j < words) to[w0 + 32 * j] = quiet_bf16_nans(v[j]);
         }
-        for (int64_t j = lane; j < row_scales; j += 32)
-            scales[r * row_scales + j] = src_scales[from * row_scales + j];
     }
 }
 
@@ -285,22 +280,14 @@ cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, c
                          stride % 8 == 0 && k % 8 == 0;  // (elements: 16 bytes)
     if (quant_mode == 0 && src_bf16 && aligned) {
         if (m == 0) return cudaGetLastError();
-        return launch_dependent(copy_rows_kernel<true>, gather_blocks(m * 32), 256, 0, stream,
-                                static_cast<const uint8_t*>(src), stride * 2, rows, m, live_rows, k * 2,
-                                reinterpret_cast<uint8_t*>(out), nullptr, int64_t(0), nullptr);
+        return launch_dependent(copy_bf16_rows_kernel, gather_blocks(m * 32), 256, 0, stream,
+                                static_cast<const uint16_t*>(src), stride, rows, m, live_rows, k, out);
     }
     return launch_gather<false>(src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales, stream);
 }
 
 cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
                                    const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream) {
-    // STEADYMOE_E4M3_ROW_COPY=warp: copy_rows_kernel (a warp per row), to compare (the same bytes).
-    static const bool warp_per_row = env_equals("STEADYMOE_E4M3_ROW_COPY", "warp");
-    if (warp_per_row && k % 16 == 0) {
-        if (m == 0) return cudaGetLastError();
-        return launch_dependent(copy_rows_kernel<false>, gather_blocks(m * 32), 256, 0, stream, src, k, rows,
-                                m, live_rows, k, out, src_scales, k / 128, scales);
-    }
     const int64_t threads = m * (k / 16);
     if (threads == 0) return cudaGetLastError();
     return launch_dependent(gather_e4m3_rows_kernel, gather_blocks(threads), 256, 0, stream, src, src_scales, rows, m,
