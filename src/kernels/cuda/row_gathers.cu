@@ -44,7 +44,7 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
         v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
     }
     uint2* dst = reinterpret_cast<uint2*>(static_cast<uint16_t*>(out) + r * k + c0);
-    auto store_bf16 = [&](const uint16_t (&b)[4]) {
+    auto store_bf16 = [&](const uint16_t(&b)[4]) {
         *dst = make_uint2(uint32_t(b[0]) | uint32_t(b[1]) << 16, uint32_t(b[2]) | uint32_t(b[3]) << 16);
     };
     if (!kFp8Out && mode == 0) {
@@ -100,8 +100,9 @@ __global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, co
 // then started beside the shared expert's GEMMs on the side stream;
 // bench/results/2026-12-04-cuda-row-copies-early-weights.md. The layer now quantises tokens straight into
 // their pairs' rows, launch_quantise_to_pairs, and copies codes only where asked to compare.)
-__global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
-                                        const int32_t* live_rows, int64_t k, uint8_t* out, float* scales) {
+__global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_scales, const int32_t* rows,
+                                        int64_t m, const int32_t* live_rows, int64_t k, uint8_t* out,
+                                        float* scales) {
     begin_dependent_kernel();
     const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
     const int64_t chunks = k / 16, items = live * chunks, stride = int64_t(gridDim.x) * blockDim.x;
@@ -155,7 +156,8 @@ __global__ void pair_rows_kernel(const int64_t* dest, int64_t bound, const int32
                                  int32_t* pair_row) {
     begin_dependent_kernel();
     const int64_t live = live_rows ? min(bound, int64_t(*live_rows)) : bound;
-    for (int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; row < live; row += int64_t(gridDim.x) * blockDim.x) {
+    for (int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; row < live;
+         row += int64_t(gridDim.x) * blockDim.x) {
         const int64_t i = dest[row];
         if (i >= 0 && i < pairs) pair_row[i] = int32_t(row);
     }
@@ -176,8 +178,8 @@ __global__ void pair_rows_kernel(const int64_t* dest, int64_t bound, const int32
 // PairRows::row, those of this batch: PairRows).
 template <typename Source, int kBatch>
 __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const int32_t* rows, int64_t m,
-                                     const int32_t* live_rows, int64_t k, bool pow2, uint8_t* out, float* scales,
-                                     const PairRows pairs) {
+                                     const int32_t* live_rows, int64_t k, bool pow2, uint8_t* out,
+                                     float* scales, const PairRows pairs) {
     constexpr int kPerWord = 16 / int(sizeof(Source));  // values a 16-byte word: 8 bf16 or 4 f32
     constexpr int kGroupLanes = 128 / kPerWord;
     constexpr int64_t kChunkWords = 32 * kBatch;
@@ -199,7 +201,8 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
             const uint32_t u[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
 #pragma unroll
             for (int i = 0; i < kPerWord; ++i)
-                x[i] = sizeof(Source) == 2 ? bf16_to_f32(uint16_t(u[i / 2] >> (16 * (i % 2)))) : f32_from_bits(u[i]);
+                x[i] = sizeof(Source) == 2 ? bf16_to_f32(uint16_t(u[i / 2] >> (16 * (i % 2))))
+                                           : f32_from_bits(u[i]);
             float amax = 0.0f;
 #pragma unroll
             for (int i = 0; i < kPerWord; ++i) amax = fmaxf(amax, abs_f32(x[i]));
@@ -220,8 +223,10 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
             }
             const auto store = [&](int64_t to_row) {
                 uint8_t* to = out + to_row * k + w * kPerWord;
-                if constexpr (kPerWord == 8) *reinterpret_cast<uint2*>(to) = make_uint2(codes[0], codes[1]);
-                else *reinterpret_cast<uint32_t*>(to) = codes[0];
+                if constexpr (kPerWord == 8)
+                    *reinterpret_cast<uint2*>(to) = make_uint2(codes[0], codes[1]);
+                else
+                    *reinterpret_cast<uint32_t*>(to) = codes[0];
                 if (lane % kGroupLanes == 0) scales[to_row * (k / 128) + w / kGroupLanes] = s;
             };
             if (!pairs.row) {
@@ -246,30 +251,31 @@ cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const 
                           cudaStream_t stream) {
     const int64_t threads = m * (k / 128) * 32;
     if (threads == 0) return cudaGetLastError();
-    return launch_dependent(gather_kernel<kFp8Out>, gather_blocks(threads), 256, 0, stream, src, src_bf16, stride, rows, m,
-                            live_rows, k, quant_mode, out, scales);
+    return launch_dependent(gather_kernel<kFp8Out>, gather_blocks(threads), 256, 0, stream, src, src_bf16,
+                            stride, rows, m, live_rows, k, quant_mode, out, scales);
 }
 
 // quantise_rows_kernel over `m` rows (sources that row_quantiser_takes): batches of fewer than kFewRows rows
 // take a word a lane, others four; the grid covers every row's chunks of 32 * kBatch words.
-cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                                 const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
-                                 const PairRows& pairs, cudaStream_t stream) {
+cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
+                                 int64_t m, const int32_t* live_rows, int64_t k, bool pow2_scales,
+                                 uint8_t* out, float* scales, const PairRows& pairs, cudaStream_t stream) {
     constexpr int64_t kFewRows = 512;
     if (m == 0 || k == 0) return cudaGetLastError();
     const int64_t words = k * (src_bf16 ? 2 : 4) / 16, batch = m < kFewRows ? 1 : 4;
     const unsigned blocks = gather_blocks(m * ((words + 32 * batch - 1) / (32 * batch)) * 32);
     const auto launch = [&](auto kernel, const auto* source) {
-        return launch_dependent(kernel, blocks, 256, 0, stream, source, stride, rows, m, live_rows, k, pow2_scales,
-                                out, scales, pairs);
+        return launch_dependent(kernel, blocks, 256, 0, stream, source, stride, rows, m, live_rows, k,
+                                pow2_scales, out, scales, pairs);
     };
     const auto* bf16 = static_cast<const uint16_t*>(src);
     const auto* f32 = static_cast<const float*>(src);
     if (src_bf16)
-        return batch == 1 ? launch(quantise_rows_kernel<uint16_t, 1>, bf16) : launch(quantise_rows_kernel<uint16_t, 4>, bf16);
-    return batch == 1 ? launch(quantise_rows_kernel<float, 1>, f32) : launch(quantise_rows_kernel<float, 4>, f32);
+        return batch == 1 ? launch(quantise_rows_kernel<uint16_t, 1>, bf16)
+                          : launch(quantise_rows_kernel<uint16_t, 4>, bf16);
+    return batch == 1 ? launch(quantise_rows_kernel<float, 1>, f32)
+                      : launch(quantise_rows_kernel<float, 4>, f32);
 }
-
 
 }  // namespace
 
@@ -283,15 +289,17 @@ cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, c
         return launch_dependent(copy_bf16_rows_kernel, gather_blocks(m * 32), 256, 0, stream,
                                 static_cast<const uint16_t*>(src), stride, rows, m, live_rows, k, out);
     }
-    return launch_gather<false>(src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales, stream);
+    return launch_gather<false>(src, src_bf16, stride, rows, m, live_rows, k, quant_mode, out, scales,
+                                stream);
 }
 
-cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
-                                   const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream) {
+cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows,
+                                    int64_t m, const int32_t* live_rows, int64_t k, uint8_t* out,
+                                    float* scales, cudaStream_t stream) {
     const int64_t threads = m * (k / 16);
     if (threads == 0) return cudaGetLastError();
-    return launch_dependent(gather_e4m3_rows_kernel, gather_blocks(threads), 256, 0, stream, src, src_scales, rows, m,
-                            live_rows, k, out, scales);
+    return launch_dependent(gather_e4m3_rows_kernel, gather_blocks(threads), 256, 0, stream, src, src_scales,
+                            rows, m, live_rows, k, out, scales);
 }
 
 bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t k, const void* out) {
@@ -301,25 +309,25 @@ bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t
 }
 
 cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                              const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
-                              cudaStream_t stream) {
+                              const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out,
+                              float* scales, cudaStream_t stream) {
     // STEADYMOE_QUANTISE_ROWS=group: gather_group for every source, to compare (the same bytes).
     static const bool by_group = env_equals("STEADYMOE_QUANTISE_ROWS", "group");
     if (!by_group && row_quantiser_takes(src, src_bf16, stride, k, out))
-        return launch_row_quantiser(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales, out, scales, PairRows{},
-                                    stream);
+        return launch_row_quantiser(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales, out, scales,
+                                    PairRows{}, stream);
     return launch_gather<true>(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales ? 2 : 1, out, scales,
                                stream);
 }
 
-cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t stride, int64_t tokens, int32_t top_k,
-                                     const int64_t* dest, int64_t max_rows, const int32_t* live_rows, int64_t k,
-                                     bool pow2_scales, int32_t* pair_row, uint8_t* out, float* scales,
-                                     cudaStream_t stream) {
+cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t stride, int64_t tokens,
+                                     int32_t top_k, const int64_t* dest, int64_t max_rows,
+                                     const int32_t* live_rows, int64_t k, bool pow2_scales, int32_t* pair_row,
+                                     uint8_t* out, float* scales, cudaStream_t stream) {
     if (!row_quantiser_takes(src, src_bf16, stride, k, out) || top_k <= 0) return cudaErrorInvalidValue;
     if (tokens == 0 || max_rows == 0) return cudaGetLastError();
-    const cudaError_t err = launch_dependent(pair_rows_kernel, gather_blocks(max_rows), 256, 0, stream, dest, max_rows,
-                                             live_rows, tokens * top_k, pair_row);
+    const cudaError_t err = launch_dependent(pair_rows_kernel, gather_blocks(max_rows), 256, 0, stream, dest,
+                                             max_rows, live_rows, tokens * top_k, pair_row);
     if (err != cudaSuccess) return err;
     return launch_row_quantiser(src, src_bf16, stride, nullptr, tokens, nullptr, k, pow2_scales, out, scales,
                                 PairRows{pair_row, dest, top_k, max_rows, live_rows}, stream);

@@ -9,19 +9,19 @@
 
 namespace steadymoe::cuda {
 
-// A's rows for a grouped GEMM: out[r] = src[rows ? rows[r] : r] (stride `stride` values, f32 or bf16) as bf16 bits,
-// optionally FP8-quantised per 128 values exactly as the CPU backend does (quant_mode 0 none: values
-// must already be exact in bf16; 1 fp8 with scales kept in `scales` [m][k/128]; 2 fp8 with
+// A's rows for a grouped GEMM: out[r] = src[rows ? rows[r] : r] (stride `stride` values, f32 or bf16) as
+// bf16 bits, optionally FP8-quantised per 128 values exactly as the CPU backend does (quant_mode 0 none:
+// values must already be exact in bf16; 1 fp8 with scales kept in `scales` [m][k/128]; 2 fp8 with
 // power-of-two scales folded in). m is an upper bound; rows at or past *live_rows (when set) are skipped.
 // The same rows quantised to e4m3 codes (out [m][k] bytes) with their scales kept in `scales`
 // [m][k/128] — power-of-two scales when pow2_scales (quant_mode 2's values, unfolded), else quant_mode 1's.
 cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                              const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out, float* scales,
-                              cudaStream_t stream);
+                              const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out,
+                              float* scales, cudaStream_t stream);
 
-// Whether launch_gather_fp8 quantises these rows by its row kernel (else by a group at a time, the same bytes):
-// sources and their stride 16-byte aligned, k a multiple of 128, out 8-byte aligned. launch_quantise_to_pairs
-// needs it.
+// Whether launch_gather_fp8 quantises these rows by its row kernel (else by a group at a time, the same
+// bytes): sources and their stride 16-byte aligned, k a multiple of 128, out 8-byte aligned.
+// launch_quantise_to_pairs needs it.
 bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t k, const void* out);
 
 // Tokens quantised once each, straight into the rows of their pairs: the rows that a permutation of the pairs
@@ -30,22 +30,23 @@ bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t
 // one pass over the tokens in place of quantising them and copying codes (launch_gather_e4m3_rows). pair_row
 // ([tokens * top_k] int32) is scratch; rows past the live bound are left as they were. Sources as
 // row_quantiser_takes; cudaErrorInvalidValue otherwise.
-cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t stride, int64_t tokens, int32_t top_k,
-                                     const int64_t* dest, int64_t max_rows, const int32_t* live_rows, int64_t k,
-                                     bool pow2_scales, int32_t* pair_row, uint8_t* out, float* scales,
-                                     cudaStream_t stream);
+cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t stride, int64_t tokens,
+                                     int32_t top_k, const int64_t* dest, int64_t max_rows,
+                                     const int32_t* live_rows, int64_t k, bool pow2_scales, int32_t* pair_row,
+                                     uint8_t* out, float* scales, cudaStream_t stream);
 
 // Rows of e4m3 codes with their per-128 scales, copied as they are: out[r] = src[rows[r]] ([m][k] bytes,
 // scales [m][k/128]); rows at or past *live_rows (when set) are skipped. For rows quantised once
 // (launch_gather_fp8 without `rows`) that several GEMM rows read: quantising is a function of the row
 // alone, so these are the bits launch_gather_fp8 would give each copy.
-cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows, int64_t m,
-                                   const int32_t* live_rows, int64_t k, uint8_t* out, float* scales, cudaStream_t stream);
+cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows,
+                                    int64_t m, const int32_t* live_rows, int64_t k, uint8_t* out,
+                                    float* scales, cudaStream_t stream);
 
 // A's rows as bf16 bits (the first paragraph above launch_gather_fp8). quant_mode 0 from bf16 rows whose src,
 // out, stride and k are 16-byte aligned runs a copy kernel: the same bits, a row at a time.
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                               const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out, float* scales,
-                               cudaStream_t stream);
+                               const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out,
+                               float* scales, cudaStream_t stream);
 
 }  // namespace steadymoe::cuda
