@@ -110,7 +110,7 @@ struct QuantiseCase {
     bool bf16;     // bf16 sources, else f32
 };
 
-// One source group of 128 values, of kind `kind`: ordinary values over a wide range of magnitudes (0, 1, 5),
+// One source group of 128 values, of kind `kind`: ordinary values over a wide range of magnitudes (0, 5),
 // all zeros (the scale's floor), values below the floor (subnormal codes), magnitudes near the format's
 // largest, random bits (NaNs, infinities, subnormals), a NaN among ordinary values, an infinity among them.
 float group_value(int kind, int j, std::mt19937& rng, bool bf16) {
@@ -247,6 +247,7 @@ TEST(CudaGathers, F32RowsQuantisedByTheRowKernelAsOnTheCpu) {
     // 16 groups (deepseek-v3's SwiGLU outputs), every row, no live bound; 23 groups of few rows, a partial
     // chunk
     check_quantised_gather({2048, 600, 600, -1, false, false});
+    check_quantised_gather({2048, 600, 600, 500, false, false});  // a live bound without a row index
     check_quantised_gather({2944, 50, 300, 280, true, false});
 }
 
@@ -309,8 +310,9 @@ TEST(CudaGathers, QuantisingOnceThenCopyingCodesGivesTheGatheredBytes) {
 // A permutation of `tokens` * top_k pairs as launch_permute_routed leaves one: every pair but one in
 // `dropped` (none for 0) has a row (dest[row] = pair, rows[row] = its token), in a shuffled order; rows past
 // the live bound hold stale destinations. Tokens quantised straight into their pairs' rows give the bytes of
-// quantising through the permutation's rows, from a pair-row scratch holding stale rows (some of them live
-// rows of other pairs), and leave rows past the live bound as they were.
+// quantising through the permutation's rows, from a pair-row scratch holding stale rows (negative ones, ones
+// past every row, live rows of other pairs, and rows past the live bound whose stale destination is the
+// pair), and leave rows past the live bound as they were.
 void check_quantised_to_pairs(int64_t tokens, int32_t top_k, int64_t width, bool bf16, int dropped) {
     const int64_t pairs = tokens * top_k, groups = width / 128, value_bytes = bf16 ? 2 : 4;
     std::mt19937 rng(uint32_t(tokens * 13 + width));
@@ -336,6 +338,13 @@ void check_quantised_to_pairs(int64_t tokens, int32_t top_k, int64_t width, bool
         dest[size_t(row)] = row < live ? present[size_t(row)] : int64_t(rng() % pairs);
         rows[size_t(row)] = int32_t(dest[size_t(row)] / top_k);
         stale[size_t(row)] = int32_t(rng() % (pairs + 10)) - 5;
+    }
+    // Each dropped pair's stale entry names a row past the live bound whose stale destination is that pair:
+    // taken, it would be written (and caught below as a row past the bound overwritten).
+    for (int64_t i = 3, row = live; dropped > 0 && i < pairs && row < pairs; i += dropped, ++row) {
+        dest[size_t(row)] = i;
+        rows[size_t(row)] = int32_t(i / top_k);
+        stale[size_t(i)] = int32_t(row);
     }
     cuda::DeviceBuffer src_buf(src.size(), "sources"), rows_buf(size_t(pairs) * 4, "rows"),
         dest_buf(size_t(pairs) * 8, "destinations"), live_buf(4, "live"),

@@ -42,9 +42,13 @@ void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int6
         grow(source_codes, size_t(source_rows * H), "quantised expert inputs", moved);
         grow(source_scales, size_t(source_rows * (H / 128)) * 4, "quantised expert input scales", moved);
         // Every entry is read, those of pairs without a row this batch too: set once, none is read unwritten.
+        // (The layer's streams do not wait for the default stream's memset: the device is synchronised.)
         const void* before = pair_rows.get();
         grow(pair_rows, size_t(rows) * 4, "token pairs' rows", moved);
-        if (pair_rows.get() != before) SMOE_CUDA_CHECK(cudaMemset(pair_rows.get(), 0xFF, pair_rows.bytes()));
+        if (pair_rows.get() != before) {
+            SMOE_CUDA_CHECK(cudaMemset(pair_rows.get(), 0xFF, pair_rows.bytes()));
+            SMOE_CUDA_CHECK(cudaDeviceSynchronize());
+        }
     }
     grow(a1, size_t(rows * H) * 2, "expert inputs", moved);
     grow(a1_scale, size_t(rows * (H / 128)) * 4, "expert input scales", moved);
@@ -212,24 +216,27 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     // GEMM may have rows: with none the tile bound is 0, and no GEMM runs either).
     bool gathered = true;
     if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
+        const bool pow2 = up_form.mode == 2;
         g1 = indexed_launch(r, r.group->gate_up, b.source_codes.get(), b.source_scales.as<const float>(), up_form, s);
         // (rows in order where the GEMM cannot read them in place, or is faster on them: FP4 x e4m3 prefill)
-        const bool in_order = !cuda::grouped_gemm_reads_indexed_rows(g1) || cuda::grouped_gemm_prefers_rows_in_order(g1);
+        const bool in_order =
+            !cuda::grouped_gemm_reads_indexed_rows(g1) || cuda::grouped_gemm_prefers_rows_in_order(g1);
         if (in_order && quantise_to_pairs() && cuda::row_quantiser_takes(hidden, bf16, H, H, b.a1.get())) {
-            SMOE_CHECK(r.max_rows % r.source_rows == 0, Internal, "{} rows for {} tokens: not K pairs a token",
-                       r.max_rows, r.source_rows);
-            SMOE_CUDA_CHECK(cuda::launch_quantise_to_pairs(hidden, bf16, H, r.source_rows, int32_t(r.max_rows / r.source_rows),
-                                                           r.perm->dest, r.max_rows, r.live_rows, H, up_form.mode == 2,
-                                                           b.pair_rows.as<int32_t>(), b.a1.as<uint8_t>(),
-                                                           b.a1_scale.as<float>(), s));
+            SMOE_CHECK(r.max_rows % r.source_rows == 0, Internal,
+                       "{} rows for {} tokens: not K pairs a token", r.max_rows, r.source_rows);
+            const int32_t top_k = int32_t(r.max_rows / r.source_rows);
+            SMOE_CUDA_CHECK(cuda::launch_quantise_to_pairs(
+                hidden, bf16, H, r.source_rows, top_k, r.perm->dest, r.max_rows, r.live_rows, H, pow2,
+                b.pair_rows.as<int32_t>(), b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s));
             g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
         } else {
-            SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, r.source_rows, nullptr, H, up_form.mode == 2,
-                                                    b.source_codes.as<uint8_t>(), b.source_scales.as<float>(), s));
+            SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, r.source_rows, nullptr, H, pow2,
+                                                    b.source_codes.as<uint8_t>(), b.source_scales.as<float>(),
+                                                    s));
             if (in_order) {
-                SMOE_CUDA_CHECK(cuda::launch_gather_e4m3_rows(b.source_codes.as<const uint8_t>(),
-                                                              b.source_scales.as<const float>(), r.perm->rows, r.max_rows,
-                                                              r.live_rows, H, b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s));
+                SMOE_CUDA_CHECK(cuda::launch_gather_e4m3_rows(
+                    b.source_codes.as<const uint8_t>(), b.source_scales.as<const float>(), r.perm->rows,
+                    r.max_rows, r.live_rows, H, b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s));
                 g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
             }
         }

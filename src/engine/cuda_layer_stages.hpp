@@ -73,9 +73,10 @@ struct GroupRun {
     EventTimer* down_time = nullptr;
     bool fp8_tensor_cores = true;  // FP8 weights meet FP8 activations on the FP8 tensor cores where there are some
                                    // (FP4 sets: where uploaded for it, DeviceMatrixSet::fp4_e4m3_order)
-    // Rows of the input that perm->rows points into (0: not known): tokens whose pairs t * K + j (K =
-    // max_rows / source_rows) perm->dest names. Where several GEMM rows read each and they go in as e4m3, each
-    // is quantised once, straight into its pairs' rows (or its codes read or copied from one place).
+    // Rows of the input that perm->rows points into (0: not known): tokens whose pairs t * K + j
+    // (K = max_rows / source_rows) perm->dest names. Where several GEMM rows read each and they go in as
+    // e4m3, each is quantised once, straight into its pairs' rows (or its codes read or copied from one
+    // place).
     int64_t source_rows = 0;
     int32_t tile_m = 0;  // rows per tile of perm (GroupTiles); 0: grouped_gemm_tile_rows()
 };

@@ -131,8 +131,9 @@ SMOE_HD inline uint8_t e8m0_from_f32_ceil(float s) {
 
 // ---- activation groups (e4m3 codes per 128 values) ---------------------------------------------
 // The scale of a group whose largest magnitude is amax (a NaN never the largest): amax floored at 1e-4, so an
-// all-zero group does not divide by zero (the reference does the same), over 448, rounded up to a power of
-// two where the scales are (DeepSeek-V4's). Every quantiser of activations, CPU and GPU, takes it from here.
+// all-zero group does not divide by zero (the reference does the same), over 448, and rounded up to a power
+// of two where scales are powers of two (DeepSeek-V4). Every quantiser of activations, CPU and GPU, takes it
+// from here.
 SMOE_HD inline float e4m3_group_scale(float amax, bool pow2) {
     amax = amax < 1e-4f ? 1e-4f : amax;
     const float s = amax / kE4M3Max;

@@ -171,8 +171,8 @@ __global__ void pair_rows_kernel(const int64_t* dest, int64_t bound, const int32
 // its maximum by shuffles (exact in any order; fmaxf, as the CPU's std::max from 0, never takes a NaN). Every
 // word is loaded, one past the row's end reading its last word again: words past the end fill whole groups
 // (a row is whole groups, and a warp's 32 words are two or one), which are not stored. Few rows take kBatch
-// 1: more warps to a row, and a loop body small enough to stay in the instruction cache (unrolled eight
-// times, the first rows at one token took 14-19 µs, the per-group gather 4).
+// 1: more warps to a row, and a loop body small enough to stay in the instruction cache (a first version,
+// eight words a lane for every batch, took 14-19 µs for one token's rows, the per-group gather 4).
 //
 // With `pairs.row` set, row r is a token whose codes go to the rows of its pairs r * top_k + j instead (at
 // PairRows::row, those of this batch: PairRows).
@@ -200,9 +200,12 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
             float x[kPerWord];
             const uint32_t u[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
 #pragma unroll
-            for (int i = 0; i < kPerWord; ++i)
-                x[i] = sizeof(Source) == 2 ? bf16_to_f32(uint16_t(u[i / 2] >> (16 * (i % 2))))
-                                           : f32_from_bits(u[i]);
+            for (int i = 0; i < kPerWord; ++i) {
+                if constexpr (kPerWord == 8)
+                    x[i] = bf16_to_f32(uint16_t(u[i / 2] >> (16 * (i % 2))));
+                else
+                    x[i] = f32_from_bits(u[i]);
+            }
             float amax = 0.0f;
 #pragma unroll
             for (int i = 0; i < kPerWord; ++i) amax = fmaxf(amax, abs_f32(x[i]));
@@ -303,17 +306,17 @@ cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales,
 }
 
 bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t k, const void* out) {
+    // STEADYMOE_QUANTISE_ROWS=group: gather_group for every source, to compare (the same bytes).
+    static const bool by_group = env_equals("STEADYMOE_QUANTISE_ROWS", "group");
     const int64_t value_bytes = src_bf16 ? 2 : 4;
-    return reinterpret_cast<uintptr_t>(src) % 16 == 0 && stride * value_bytes % 16 == 0 && k % 128 == 0 &&
-           reinterpret_cast<uintptr_t>(out) % 8 == 0;
+    return !by_group && reinterpret_cast<uintptr_t>(src) % 16 == 0 && stride * value_bytes % 16 == 0 &&
+           k % 128 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
 }
 
 cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                               const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out,
                               float* scales, cudaStream_t stream) {
-    // STEADYMOE_QUANTISE_ROWS=group: gather_group for every source, to compare (the same bytes).
-    static const bool by_group = env_equals("STEADYMOE_QUANTISE_ROWS", "group");
-    if (!by_group && row_quantiser_takes(src, src_bf16, stride, k, out))
+    if (row_quantiser_takes(src, src_bf16, stride, k, out))
         return launch_row_quantiser(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales, out, scales,
                                     PairRows{}, stream);
     return launch_gather<true>(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales ? 2 : 1, out, scales,

@@ -10,7 +10,8 @@
 namespace steadymoe::cuda {
 
 // A's rows for a grouped GEMM: out[r] = src[rows ? rows[r] : r] (stride `stride` values, f32 or bf16) as
-// bf16 bits, optionally FP8-quantised per 128 values exactly as the CPU backend does (quant_mode 0 none:
+// bf16 bits, optionally FP8-quantised per 128 values exactly as the CPU backend does (a NaN's code aside: the
+// GPU's arithmetic gives one positive NaN where the CPU's keeps an operand's sign) (quant_mode 0 none:
 // values must already be exact in bf16; 1 fp8 with scales kept in `scales` [m][k/128]; 2 fp8 with
 // power-of-two scales folded in). m is an upper bound; rows at or past *live_rows (when set) are skipped.
 // The same rows quantised to e4m3 codes (out [m][k] bytes) with their scales kept in `scales`
@@ -20,16 +21,18 @@ cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, co
                               float* scales, cudaStream_t stream);
 
 // Whether launch_gather_fp8 quantises these rows by its row kernel (else by a group at a time, the same
-// bytes): sources and their stride 16-byte aligned, k a multiple of 128, out 8-byte aligned.
+// bytes): sources and their stride 16-byte aligned, k a multiple of 128, out 8-byte aligned, and
+// STEADYMOE_QUANTISE_ROWS=group not set (it keeps the group gather everywhere, to compare).
 // launch_quantise_to_pairs needs it.
 bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t k, const void* out);
 
 // Tokens quantised once each, straight into the rows of their pairs: the rows that a permutation of the pairs
 // i = t * top_k + j (launch_permute_routed: dest[row] = i for rows below *live_rows, or max_rows) gives them,
 // with their scales, as launch_gather_fp8 from `src` through the permutation's rows would write them, and in
-// one pass over the tokens in place of quantising them and copying codes (launch_gather_e4m3_rows). pair_row
-// ([tokens * top_k] int32) is scratch; rows past the live bound are left as they were. Sources as
-// row_quantiser_takes; cudaErrorInvalidValue otherwise.
+// one pass over the tokens in place of quantising them and copying codes (launch_gather_e4m3_rows). dest must
+// name each pair at most once among the live rows. pair_row ([tokens * top_k] int32) is scratch and may hold
+// anything (a pair's entry is believed only where it is a live row whose dest is that pair); rows past the
+// live bound are left as they were. Sources as row_quantiser_takes; cudaErrorInvalidValue otherwise.
 cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t stride, int64_t tokens,
                                      int32_t top_k, const int64_t* dest, int64_t max_rows,
                                      const int32_t* live_rows, int64_t k, bool pow2_scales, int32_t* pair_row,
