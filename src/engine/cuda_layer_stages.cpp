@@ -172,6 +172,15 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
     return input_launch(r, w, width, f, a, a_scale, s);
 }
 
+// Whether a token's e4m3 codes go straight into its pairs' rows where the gate/up GEMM takes them in order
+// (launch_quantise_to_pairs), in place of quantising each token once and copying codes: deepseek-v3 at 16384
+// tokens 396-403 µs against 1164-1166 (bench/results/2026-12-04-cuda-row-quantiser.md).
+// STEADYMOE_QUANTISE_TO_PAIRS=0 quantises and copies, to compare (the same bytes).
+bool quantise_to_pairs() {
+    static const bool off = cuda::env_equals("STEADYMOE_QUANTISE_TO_PAIRS", "0");
+    return !off;
+}
+
 // Whether decode CTAs of these weights whose tile list is older than the kernel before them start their first
 // stages' weight copies before waiting for it (GroupedGemmLaunch::tiles_before_wait). At one and eight tokens
 // qwen3's bf16 layer took 1.3-3% less time so, deepseek-v4-flash's fp4 layer 1.4% less at eight tokens (level
@@ -179,14 +188,6 @@ cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMat
 // beside its gate/up GEMM's and slowed them (bench/results/2026-12-04-cuda-row-copies-early-weights.md).
 // So FP8 weights wait first. STEADYMOE_EARLY_WEIGHTS=0 waits first everywhere and =1 copies early everywhere,
 // to compare (the same bits either way).
-// Whether a token's e4m3 codes go straight into its pairs' rows where the gate/up GEMM takes them in order
-// (launch_quantise_to_pairs), in place of quantising each token once and copying codes.
-// STEADYMOE_QUANTISE_TO_PAIRS=0 quantises and copies, to compare (the same bytes).
-bool quantise_to_pairs() {
-    static const bool off = cuda::env_equals("STEADYMOE_QUANTISE_TO_PAIRS", "0");
-    return !off;
-}
-
 bool early_weights(cuda::WeightCode code) {
     static const bool off = cuda::env_equals("STEADYMOE_EARLY_WEIGHTS", "0");
     static const bool all = cuda::env_equals("STEADYMOE_EARLY_WEIGHTS", "1");

@@ -22,6 +22,11 @@ struct PairRows {
     const int32_t* live = nullptr;
 };
 
+// Rows a launch for `bound` rows takes: those below *live_rows where it is given.
+__device__ __forceinline__ int64_t live_count(int64_t bound, const int32_t* live_rows) {
+    return live_rows ? min(bound, int64_t(*live_rows)) : bound;
+}
+
 // One warp per (row, 128-value group): the CPU's quantize_row_fp8, with the group maximum taken by
 // a warp reduction (max is exact in any order; NaN never becomes the maximum, as on the CPU); 4 values
 // per lane. kFp8Out writes the e4m3 codes and keeps the scale (power of two in mode 2); otherwise the
@@ -88,7 +93,7 @@ template <bool kFp8Out>
 __global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                               const int32_t* live_rows, int64_t k, int mode, void* out, float* scales) {
     begin_dependent_kernel();
-    const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
+    const int64_t live = live_count(m, live_rows);
     const int64_t items = live * (k / 128), warps = int64_t(gridDim.x) * blockDim.x / 32;
     for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < items; item += warps)
         gather_group<kFp8Out>(src, src_bf16, stride, rows, item, k, mode, out, scales);
@@ -104,7 +109,7 @@ __global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_sca
                                         int64_t m, const int32_t* live_rows, int64_t k, uint8_t* out,
                                         float* scales) {
     begin_dependent_kernel();
-    const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
+    const int64_t live = live_count(m, live_rows);
     const int64_t chunks = k / 16, items = live * chunks, stride = int64_t(gridDim.x) * blockDim.x;
     for (int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; item < items; item += stride) {
         const int64_t r = item / chunks, c = item % chunks, from = rows[r];
@@ -133,7 +138,7 @@ __global__ void copy_bf16_rows_kernel(const uint16_t* src, int64_t stride, const
                                       const int32_t* live_rows, int64_t k, uint16_t* out) {
     constexpr int kBatch = 8;
     begin_dependent_kernel();
-    const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
+    const int64_t live = live_count(m, live_rows);
     const int64_t words = k / 8, warps = int64_t(gridDim.x) * blockDim.x / 32;
     const int lane = threadIdx.x & 31;
     for (int64_t r = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; r < live; r += warps) {
@@ -155,7 +160,7 @@ __global__ void copy_bf16_rows_kernel(const uint16_t* src, int64_t stride, const
 __global__ void pair_rows_kernel(const int64_t* dest, int64_t bound, const int32_t* live_rows, int64_t pairs,
                                  int32_t* pair_row) {
     begin_dependent_kernel();
-    const int64_t live = live_rows ? min(bound, int64_t(*live_rows)) : bound;
+    const int64_t live = live_count(bound, live_rows);
     for (int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; row < live;
          row += int64_t(gridDim.x) * blockDim.x) {
         const int64_t i = dest[row];
@@ -184,8 +189,8 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
     constexpr int kGroupLanes = 128 / kPerWord;
     constexpr int64_t kChunkWords = 32 * kBatch;
     begin_dependent_kernel();
-    const int64_t live = live_rows ? min(m, int64_t(*live_rows)) : m;
-    const int64_t live_pairs = pairs.live ? min(pairs.bound, int64_t(*pairs.live)) : pairs.bound;
+    const int64_t live = live_count(m, live_rows);
+    const int64_t live_pairs = live_count(pairs.bound, pairs.live);
     const int64_t words = k / kPerWord, chunks = (words + kChunkWords - 1) / kChunkWords;
     const int64_t items = live * chunks, warps = int64_t(gridDim.x) * blockDim.x / 32;
     const int lane = threadIdx.x & 31;
