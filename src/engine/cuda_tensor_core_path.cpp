@@ -33,7 +33,7 @@ struct StageTimers {
 
 struct TensorCorePath::Workspace {
     cudaStream_t main = nullptr, side = nullptr;
-    cudaEvent_t fork = nullptr, join = nullptr, quantised = nullptr;
+    cudaEvent_t fork = nullptr, join = nullptr, quantised = nullptr, routed_ready = nullptr;
     DeviceBuffer hidden, token_ids, active, contributions, out;
     tc::RouterStage::Buffers router;
     tc::PermBuffers routed_perm, shared_perm;
@@ -47,11 +47,13 @@ struct TensorCorePath::Workspace {
         SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
         SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
         SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&quantised, cudaEventDisableTiming));
+        SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&routed_ready, cudaEventDisableTiming));
     }
     ~Workspace() {
         cudaEventDestroy(fork);
         cudaEventDestroy(join);
         cudaEventDestroy(quantised);
+        cudaEventDestroy(routed_ready);
         cudaStreamDestroy(main);
         cudaStreamDestroy(side);
     }
@@ -187,10 +189,12 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     tc::GroupRun shared_run{shared_ ? &*shared_ : nullptr, &shared_perm, T, b.shared_tiles.tiles, shared_perm.load, &ws.shared, 0.0f,
                             false, nullptr, nullptr, fp8_tensor_cores_, 0, b.shared_tiles.tile_m};
     // Untimed (the layer as served), a decode step's routed and shared gate/up GEMMs that read the same tokens'
-    // e4m3 codes in place take them from one quantisation, on the side stream beside the routing, where each
-    // group quantised them on its own stream (the routed experts' between their permutation and gate/up GEMM).
-    // Timed runs keep that, so the stages' figures count what they always did. STEADYMOE_QUANTISE_ONCE=0 keeps
-    // it everywhere, to compare (the same bits).
+    // e4m3 codes in place take them from one quantisation on the side stream, where each group quantised them
+    // on its own stream (the routed experts' between their permutation and gate/up GEMM). The shared expert's
+    // GEMMs then wait for the routing, as its own quantisation made them do: started beside it, they slowed the
+    // one-block routing kernel by 4 µs (deepseek-v4-flash at one token, bench/results/2026-12-04-cuda-route-
+    // permute.md). Timed runs keep each group's own, so the stages' figures count what they always did.
+    // STEADYMOE_QUANTISE_ONCE=0 keeps it everywhere, to compare (the same bits).
     static const bool quantise_once_off = cuda::env_equals("STEADYMOE_QUANTISE_ONCE", "0");
     int routed_mode = 0, shared_mode = 0;
     const bool quantise_once =
@@ -200,28 +204,39 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
         tc::reads_quantised_source(shared_run, aq, ws.routed.source_codes.as<const uint8_t>(),
                                    ws.routed.source_scales.as<const float>(), &shared_mode) &&
         routed_mode == shared_mode;
+    const bool shared_waits_for_routing = quantise_once && fork_at == Fork::Logits;
     tc::QuantisedSource quantised;
 
-    auto fork_shared = [&](bool on_side) {
-        const cudaStream_t s = on_side ? ws.side : main;
+    // The shared expert in two halves, so that its GEMMs may wait for the routing enqueued between them: the
+    // fork, the quantisation and its permutation; then its GEMMs and the join.
+    cudaStream_t shared_stream = main;
+    auto start_shared = [&](bool on_side) {
+        shared_stream = on_side ? ws.side : main;
         if (on_side) {
             SMOE_CUDA_CHECK(cudaEventRecord(ws.fork, main));
             SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
         }
-        if (shared_) {
-            begin(&StageTimers::shared, s);
-            if (quantise_once) {
-                quantised = tc::quantise_source(ws.hidden.get(), b.bf16, H, T, routed_mode, ws.routed, s);
-                SMOE_CUDA_CHECK(cudaEventRecord(ws.quantised, s));
-                shared_run.quantised = &quantised;
-                routed_run.quantised = &quantised;
-            }
-            SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.shared_tiles.tile_m,
-                                                        shared_perm, s));
-            tc::run_group(shared_run, ws.hidden.get(), b.bf16, H, aq, contributions, s, capturing);
-            end(&StageTimers::shared, s);
+        if (!shared_) return;
+        begin(&StageTimers::shared, shared_stream);
+        if (quantise_once) {
+            quantised = tc::quantise_source(ws.hidden.get(), b.bf16, H, T, routed_mode, ws.routed, shared_stream);
+            SMOE_CUDA_CHECK(cudaEventRecord(ws.quantised, shared_stream));
+            shared_run.quantised = &quantised;
+            routed_run.quantised = &quantised;
         }
-        SMOE_CUDA_CHECK(cudaEventRecord(ws.join, s));
+        SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.shared_tiles.tile_m,
+                                                    shared_perm, shared_stream));
+    };
+    auto finish_shared = [&]() {
+        if (shared_) {
+            tc::run_group(shared_run, ws.hidden.get(), b.bf16, H, aq, contributions, shared_stream, capturing);
+            end(&StageTimers::shared, shared_stream);
+        }
+        SMOE_CUDA_CHECK(cudaEventRecord(ws.join, shared_stream));
+    };
+    auto fork_shared = [&](bool on_side) {
+        start_shared(on_side);
+        finish_shared();
     };
 
     // Router logits, then the routing, on the GPU.
@@ -234,10 +249,16 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     bool permuted = false;
     if (!experts_only) {
         router_.enqueue_logits(ws.router, ws.hidden.get(), T, b.tiles, b.bf16, main);
-        if (fork_at == Fork::Logits) fork_shared(true);
+        if (fork_at == Fork::Logits) start_shared(true);
+        if (fork_at == Fork::Logits && !shared_waits_for_routing) finish_shared();
         const int64_t* token_ids = b.hash ? ws.token_ids.as<const int64_t>() : nullptr;
         permuted = router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main,
                                            t ? nullptr : &permute);
+        if (shared_waits_for_routing) {
+            SMOE_CUDA_CHECK(cudaEventRecord(ws.routed_ready, main));
+            SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.routed_ready));
+            finish_shared();
+        }
     }
     end(&StageTimers::router, main);
     if (fork_at == Fork::Routing) fork_shared(true);
