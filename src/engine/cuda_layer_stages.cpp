@@ -204,23 +204,6 @@ bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq
     return input_form(group.gate_up, aq, fp8_tensor_cores).fp8;
 }
 
-bool reads_quantised_source(const GroupRun& r, ActivationQuant aq, const uint8_t* codes, const float* scales,
-                            int* mode) {
-    const InputForm f = input_form(r, r.group->gate_up, aq);
-    *mode = f.mode;
-    if (!f.fp8 || !r.perm->rows || !codes || !scales) return false;
-    const cuda::GroupedGemmLaunch g = indexed_launch(r, r.group->gate_up, codes, scales, f, nullptr);
-    return cuda::grouped_gemm_reads_indexed_rows(g) && !cuda::grouped_gemm_prefers_rows_in_order(g);
-}
-
-QuantisedSource quantise_source(const void* hidden, bool bf16, int64_t H, int64_t tokens, int mode, StageBuffers& b,
-                                cudaStream_t s) {
-    SMOE_CHECK(b.source_codes.bytes() >= size_t(tokens * H), Internal, "no room for {} tokens' codes", tokens);
-    SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, tokens, nullptr, H, mode == 2,
-                                            b.source_codes.as<uint8_t>(), b.source_scales.as<float>(), s));
-    return {b.source_codes.as<const uint8_t>(), b.source_scales.as<const float>(), mode};
-}
-
 void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
                ContributionRows contributions, cudaStream_t s, bool capturing) {
     SMOE_CHECK(!contributions.bf16 || bf16, Internal, "bf16 contributions for f32 activations");
@@ -233,12 +216,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     // Whether a gather kernel runs between the permutation and the gate/up GEMM (one launches wherever the
     // GEMM may have rows: with none the tile bound is 0, and no GEMM runs either).
     bool gathered = true;
-    if (r.quantised) {
-        SMOE_CHECK(up_form.fp8 && up_form.mode == r.quantised->mode, Internal,
-                   "tokens quantised in mode {} for a GEMM taking mode {}", r.quantised->mode, up_form.mode);
-        g1 = indexed_launch(r, r.group->gate_up, r.quantised->codes, r.quantised->scales, up_form, s);
-        gathered = false;  // (the kernel before it on this stream wrote the tile list)
-    } else if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
+    if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
         const bool pow2 = up_form.mode == 2;
         g1 = indexed_launch(r, r.group->gate_up, b.source_codes.get(), b.source_scales.as<const float>(), up_form, s);
         // (rows in order where the GEMM cannot read them in place, or is faster on them: FP4 x e4m3 prefill)
@@ -253,7 +231,9 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
                 b.pair_rows.as<int32_t>(), b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s));
             g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
         } else {
-            (void)quantise_source(hidden, bf16, H, r.source_rows, up_form.mode, b, s);
+            SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, r.source_rows, nullptr, H, pow2,
+                                                    b.source_codes.as<uint8_t>(), b.source_scales.as<float>(),
+                                                    s));
             if (in_order) {
                 SMOE_CUDA_CHECK(cuda::launch_gather_e4m3_rows(
                     b.source_codes.as<const uint8_t>(), b.source_scales.as<const float>(), r.perm->rows,

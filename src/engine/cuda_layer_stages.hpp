@@ -61,14 +61,6 @@ class EventTimer {
     cudaEvent_t begin_ = nullptr, end_ = nullptr;
 };
 
-// Every token's hidden state quantised to e4m3 codes once, in token order (quantise_source), for groups that
-// read their gate/up rows from them in place (reads_quantised_source).
-struct QuantisedSource {
-    const uint8_t* codes = nullptr;
-    const float* scales = nullptr;
-    int mode = 0;  // the scales' (cuda::activation_quant_mode)
-};
-
 struct GroupRun {
     const cuda::DeviceExpertGroup* group;
     const cuda::PermutationOut* perm;
@@ -88,9 +80,6 @@ struct GroupRun {
     // place).
     int64_t source_rows = 0;
     int32_t tile_m = 0;  // rows per tile of perm (GroupTiles); 0: grouped_gemm_tile_rows()
-    // Set where the caller quantised the tokens already (reads_quantised_source said yes): the gate/up GEMM
-    // reads them in place, and run_group quantises nothing for it.
-    const QuantisedSource* quantised = nullptr;
 };
 
 // Where the down GEMM scatters the expert outputs: f32 rows, or bf16 bits where the activations are bf16
@@ -109,16 +98,6 @@ bool swiglu_outputs_direct(const cuda::DeviceExpertGroup& group, ActivationQuant
 // Whether the group's gate/up GEMM takes its input rows as e4m3 codes (FP8 or FP4 weights meeting
 // FP8-quantised activations on FP8 tensor cores): then GroupRun::source_rows saves quantising a row once per slot.
 bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores);
-
-// Whether run r's gate/up GEMM would read e4m3 rows in place from `codes` / `scales` (every token's, in token
-// order) through perm->rows: a decode batch's FP8 inputs. Sets *mode to the scales' quantisation mode.
-bool reads_quantised_source(const GroupRun& r, ActivationQuant aq, const uint8_t* codes, const float* scales,
-                            int* mode);
-
-// Quantises the first `tokens` rows of `hidden` (width H) to e4m3 codes and scales of quantisation `mode`, in
-// token order, into b.source_codes / b.source_scales (reserved with source_rows >= tokens).
-QuantisedSource quantise_source(const void* hidden, bool bf16, int64_t H, int64_t tokens, int mode, StageBuffers& b,
-                                cudaStream_t s);
 
 // The expert stages of one group on stream `s`: gather (and quantise) its rows of `hidden`, gate/up with
 // SwiGLU, quantise, down with the routing weight and scatter into `contributions` (row perm->dest).

@@ -33,7 +33,7 @@ struct StageTimers {
 
 struct TensorCorePath::Workspace {
     cudaStream_t main = nullptr, side = nullptr;
-    cudaEvent_t fork = nullptr, join = nullptr, quantised = nullptr, routed_ready = nullptr;
+    cudaEvent_t fork = nullptr, join = nullptr;
     DeviceBuffer hidden, token_ids, active, contributions, out;
     tc::RouterStage::Buffers router;
     tc::PermBuffers routed_perm, shared_perm;
@@ -46,14 +46,10 @@ struct TensorCorePath::Workspace {
         SMOE_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
         SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
         SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-        SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&quantised, cudaEventDisableTiming));
-        SMOE_CUDA_CHECK(cudaEventCreateWithFlags(&routed_ready, cudaEventDisableTiming));
     }
     ~Workspace() {
         cudaEventDestroy(fork);
         cudaEventDestroy(join);
-        cudaEventDestroy(quantised);
-        cudaEventDestroy(routed_ready);
         cudaStreamDestroy(main);
         cudaStreamDestroy(side);
     }
@@ -172,6 +168,25 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     // (deepseek-v4-flash; bench/results/2026-12-03-cuda-route-and-fork.md). STEADYMOE_SHARED_FORK=routing|start
     // forks it there instead, and =after runs it on the main stream after the routed experts (no overlap), to
     // compare.
+    auto fork_shared = [&](bool on_side) {
+        const cudaStream_t s = on_side ? ws.side : main;
+        if (on_side) {
+            SMOE_CUDA_CHECK(cudaEventRecord(ws.fork, main));
+            SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
+        }
+        if (shared_) {
+            begin(&StageTimers::shared, s);
+            const cuda::PermutationOut perm = ws.shared_perm.view(b.shared_tiles.tiles, 1);
+            SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.shared_tiles.tile_m,
+                                                        perm, s));
+            // The shared expert has no clamp and weight 1 (the CPU layer's shared job).
+            tc::run_group({&*shared_, &perm, T, b.shared_tiles.tiles, perm.load, &ws.shared, 0.0f, false, nullptr,
+                           nullptr, fp8_tensor_cores_, 0, b.shared_tiles.tile_m},
+                          ws.hidden.get(), b.bf16, H, aq, contributions, s, capturing);
+            end(&StageTimers::shared, s);
+        }
+        SMOE_CUDA_CHECK(cudaEventRecord(ws.join, s));
+    };
     enum class Fork { Start, Logits, Routing, After };
     static const Fork fork_asked = cuda::env_equals("STEADYMOE_SHARED_FORK", "start")     ? Fork::Start
                                    : cuda::env_equals("STEADYMOE_SHARED_FORK", "routing") ? Fork::Routing
@@ -180,85 +195,23 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     // (experts alone: no router to fork beside)
     const Fork fork_at = experts_only && fork_asked != Fork::After ? Fork::Start : fork_asked;
 
-    const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
-    const cuda::PermutationOut shared_perm = ws.shared_perm.view(b.shared_tiles.tiles, 1);
-    tc::GroupRun routed_run{&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed,
-                            limit, before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_,
-                            routed_source_rows(T), b.routed_tiles.tile_m};
-    // The shared expert has no clamp and weight 1 (the CPU layer's shared job).
-    tc::GroupRun shared_run{shared_ ? &*shared_ : nullptr, &shared_perm, T, b.shared_tiles.tiles, shared_perm.load, &ws.shared, 0.0f,
-                            false, nullptr, nullptr, fp8_tensor_cores_, 0, b.shared_tiles.tile_m};
-    // Untimed (the layer as served), a decode step's routed and shared gate/up GEMMs that read the same tokens'
-    // e4m3 codes in place take them from one quantisation on the side stream, where each group quantised them
-    // on its own stream (the routed experts' between their permutation and gate/up GEMM). The shared expert's
-    // GEMMs then wait for the routing, as its own quantisation made them do: started beside it, they slowed the
-    // one-block routing kernel by 4 µs (deepseek-v4-flash at one token, bench/results/2026-12-04-cuda-route-
-    // permute.md). Timed runs keep each group's own, so the stages' figures count what they always did.
-    // STEADYMOE_QUANTISE_ONCE=0 keeps it everywhere, to compare (the same bits).
-    static const bool quantise_once_off = cuda::env_equals("STEADYMOE_QUANTISE_ONCE", "0");
-    int routed_mode = 0, shared_mode = 0;
-    const bool quantise_once =
-        !t && !quantise_once_off && shared_ && fork_at != Fork::After &&
-        tc::reads_quantised_source(routed_run, aq, ws.routed.source_codes.as<const uint8_t>(),
-                                   ws.routed.source_scales.as<const float>(), &routed_mode) &&
-        tc::reads_quantised_source(shared_run, aq, ws.routed.source_codes.as<const uint8_t>(),
-                                   ws.routed.source_scales.as<const float>(), &shared_mode) &&
-        routed_mode == shared_mode;
-    const bool shared_waits_for_routing = quantise_once && fork_at == Fork::Logits;
-    tc::QuantisedSource quantised;
-
-    // The shared expert in two halves, so that its GEMMs may wait for the routing enqueued between them: the
-    // fork, the quantisation and its permutation; then its GEMMs and the join.
-    cudaStream_t shared_stream = main;
-    auto start_shared = [&](bool on_side) {
-        shared_stream = on_side ? ws.side : main;
-        if (on_side) {
-            SMOE_CUDA_CHECK(cudaEventRecord(ws.fork, main));
-            SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.fork));
-        }
-        if (!shared_) return;
-        begin(&StageTimers::shared, shared_stream);
-        if (quantise_once) {
-            quantised = tc::quantise_source(ws.hidden.get(), b.bf16, H, T, routed_mode, ws.routed, shared_stream);
-            SMOE_CUDA_CHECK(cudaEventRecord(ws.quantised, shared_stream));
-            shared_run.quantised = &quantised;
-            routed_run.quantised = &quantised;
-        }
-        SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.shared_tiles.tile_m,
-                                                    shared_perm, shared_stream));
-    };
-    auto finish_shared = [&]() {
-        if (shared_) {
-            tc::run_group(shared_run, ws.hidden.get(), b.bf16, H, aq, contributions, shared_stream, capturing);
-            end(&StageTimers::shared, shared_stream);
-        }
-        SMOE_CUDA_CHECK(cudaEventRecord(ws.join, shared_stream));
-    };
-    auto fork_shared = [&](bool on_side) {
-        start_shared(on_side);
-        finish_shared();
-    };
-
     // Router logits, then the routing, on the GPU.
     begin(&StageTimers::total, main);
     if (fork_at == Fork::Start) fork_shared(true);
     begin(&StageTimers::router, main);
-    // Untimed, a decode step's routing launch permutes its pairs too (cuda::launch_route_and_permute). Timed runs
-    // keep the permutation in the routed experts' stage, as its figures have always counted it.
+    // A decode step's routing launch permutes its pairs too (cuda::launch_route_and_permute); the router's stage
+    // then counts the permutation, which is otherwise the routed experts'. STEADYMOE_ROUTE_PERMUTE=untimed does
+    // so only where the stages are not timed, to compare.
+    static const bool fused_untimed_only = cuda::env_equals("STEADYMOE_ROUTE_PERMUTE", "untimed");
+    const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
     const cuda::PermuteLaunch permute{b.routed_tiles.tile_m, routed_perm};
     bool permuted = false;
     if (!experts_only) {
         router_.enqueue_logits(ws.router, ws.hidden.get(), T, b.tiles, b.bf16, main);
-        if (fork_at == Fork::Logits) start_shared(true);
-        if (fork_at == Fork::Logits && !shared_waits_for_routing) finish_shared();
+        if (fork_at == Fork::Logits) fork_shared(true);
         const int64_t* token_ids = b.hash ? ws.token_ids.as<const int64_t>() : nullptr;
         permuted = router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main,
-                                           t ? nullptr : &permute);
-        if (shared_waits_for_routing) {
-            SMOE_CUDA_CHECK(cudaEventRecord(ws.routed_ready, main));
-            SMOE_CUDA_CHECK(cudaStreamWaitEvent(ws.side, ws.routed_ready));
-            finish_shared();
-        }
+                                           t && fused_untimed_only ? nullptr : &permute);
     }
     end(&StageTimers::router, main);
     if (fork_at == Fork::Routing) fork_shared(true);
@@ -268,8 +221,10 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
         SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),
                                                     ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
                                                     int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
-    if (routed_run.quantised) SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.quantised));
-    tc::run_group(routed_run, ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
+    tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed, limit,
+                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, routed_source_rows(T),
+                   b.routed_tiles.tile_m},
+                  ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
     if (fork_at == Fork::After) fork_shared(false);
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
