@@ -390,8 +390,8 @@ void RouterStage::enqueue_logits(Buffers& b, const void* hidden, int64_t T, cons
     }
 }
 
-bool RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t T, bool bf16,
-                                  cudaStream_t s, const cuda::PermuteLaunch* permute) const {
+void RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t T, bool bf16,
+                                  cudaStream_t s) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
     cuda::RouteLaunch route;
@@ -418,12 +418,7 @@ bool RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64
     route.topk_ids = b.topk_ids.as<int32_t>();
     route.topk_weights = b.topk_weights.as<float>();
     route.stream = s;
-    if (permute && cuda::route_and_permute_fits(route)) {
-        SMOE_CUDA_CHECK(cuda::launch_route_and_permute(route, *permute));
-        return true;
-    }
     SMOE_CUDA_CHECK(cuda::launch_route(route));
-    return false;
 }
 
 }  // namespace steadymoe::tc

@@ -10,7 +10,6 @@
 #include <optional>
 
 #include "../kernels/cuda/expert_group.hpp"
-#include "../kernels/cuda/route_wide.hpp"
 #include "../kernels/cuda/routing.hpp"
 #include "steadymoe/engine/moe_layer.hpp"
 #include "steadymoe/kernels/cuda/gemm.hpp"
@@ -149,10 +148,8 @@ class RouterStage {
     // The two halves, for a layer that starts other work between them.
     void enqueue_logits(Buffers& b, const void* hidden, int64_t tokens, const TileCounts& tiles, bool bf16,
                         cudaStream_t s) const;
-    // With `permute`, the routed permutation too where one launch can do both (cuda::route_and_permute_fits):
-    // returns whether it did.
-    bool enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t tokens, bool bf16,
-                         cudaStream_t s, const cuda::PermuteLaunch* permute = nullptr) const;
+    void enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t tokens, bool bf16,
+                         cudaStream_t s) const;
 
   private:
     const MoeLayer& layer_;

@@ -199,28 +199,20 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     begin(&StageTimers::total, main);
     if (fork_at == Fork::Start) fork_shared(true);
     begin(&StageTimers::router, main);
-    // A decode step's routing launch permutes its pairs too (cuda::launch_route_and_permute); the router's stage
-    // then counts the permutation, which is otherwise the routed experts'. STEADYMOE_ROUTE_PERMUTE=untimed does
-    // so only where the stages are not timed, to compare.
-    static const bool fused_untimed_only = cuda::env_equals("STEADYMOE_ROUTE_PERMUTE", "untimed");
-    const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
-    const cuda::PermuteLaunch permute{b.routed_tiles.tile_m, routed_perm};
-    bool permuted = false;
     if (!experts_only) {
         router_.enqueue_logits(ws.router, ws.hidden.get(), T, b.tiles, b.bf16, main);
         if (fork_at == Fork::Logits) fork_shared(true);
         const int64_t* token_ids = b.hash ? ws.token_ids.as<const int64_t>() : nullptr;
-        permuted = router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main,
-                                           t && fused_untimed_only ? nullptr : &permute);
+        router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main);
     }
     end(&StageTimers::router, main);
     if (fork_at == Fork::Routing) fork_shared(true);
 
     begin(&StageTimers::routed, main);
-    if (!permuted)
-        SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),
-                                                    ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
-                                                    int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
+    const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
+    SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),
+                                                ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
+                                                int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
     tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed, limit,
                    before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, routed_source_rows(T),
                    b.routed_tiles.tile_m},

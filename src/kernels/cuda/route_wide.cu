@@ -11,7 +11,6 @@
 // - the weights: their sum in slot order by one thread.
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
-#include "permute_block.cuh"
 #include "route_keys.cuh"
 #include "route_wide.hpp"
 
@@ -164,36 +163,17 @@ __device__ void select_by_block_steps(uint32_t key, int K, int32_t* ids_of, uint
     }
 }
 
-// Every thread of the cluster arrives, then waits for the others: what each CTA wrote before (to global memory
-// too) is seen by every CTA after.
-__device__ __forceinline__ void cluster_arrive_and_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-#else
-    __syncthreads();  // (launch_route_and_permute launches clusters only on GPUs that have them)
-#endif
-}
-
-struct RouteShared {
-    float scores_of[kMaxRoutedExperts];
-    uint32_t keys_of[kMaxRoutedExperts];
-    uint32_t group_key[kMaxGroups];
-    uint32_t best_key[2][kMaxWarps], best_id[2][kMaxWarps];  // by step parity (select_by_block_steps)
-    uint32_t cand_key[kMaxRoutedExperts], cand_id[kMaxRoutedExperts];  // warps' top Ks (K <= 32)
-    int32_t ids_of[32];
-    float shared_value;
-};
-
-// Token t's ids and weights, by a block of at least p.experts threads (a thread per expert).
-__device__ __forceinline__ void route_token(const RouteLaunch& p, int64_t t, RouteShared& sm) {
-    float* const scores_of = sm.scores_of;
-    uint32_t* const keys_of = sm.keys_of;
-    uint32_t* const group_key = sm.group_key;
-    uint32_t* const cand_key = sm.cand_key;
-    uint32_t* const cand_id = sm.cand_id;
-    int32_t* const ids_of = sm.ids_of;
-    float& shared_value = sm.shared_value;
+__global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const RouteLaunch p) {
+    begin_dependent_kernel();
+    __shared__ float scores_of[kMaxRoutedExperts];
+    __shared__ uint32_t keys_of[kMaxRoutedExperts];
+    __shared__ uint32_t group_key[kMaxGroups];
+    __shared__ uint32_t best_key[2][kMaxWarps], best_id[2][kMaxWarps];  // by step parity (select_by_block_steps)
+    __shared__ uint32_t cand_key[kMaxRoutedExperts], cand_id[kMaxRoutedExperts];  // warps' top Ks (K <= 32)
+    __shared__ int32_t ids_of[32];
+    __shared__ float shared_value;
     const int e = threadIdx.x;
+    const int64_t t = blockIdx.x;
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
@@ -226,7 +206,7 @@ __device__ __forceinline__ void route_token(const RouteLaunch& p, int64_t t, Rou
     } else {
         uint32_t key = mine ? rank_key_bits(p.bias ? score + p.bias[e] : score) : kAbsent;
         if (p.groups > 1) key = limit_to_groups(key, mine, p, keys_of, group_key);
-        if (p.block_steps) select_by_block_steps(key, K, ids_of, sm.best_key, sm.best_id);
+        if (p.block_steps) select_by_block_steps(key, K, ids_of, best_key, best_id);
         else select_by_warp_candidates(key, K, ids_of, cand_key, cand_id);
     }
     __syncthreads();
@@ -240,79 +220,14 @@ __device__ __forceinline__ void route_token(const RouteLaunch& p, int64_t t, Rou
     }
 }
 
-__global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const RouteLaunch p) {
-    begin_dependent_kernel();
-    __shared__ RouteShared sm;
-    route_token(p, blockIdx.x, sm);
-}
-
-// A decode step's routing and its permutation in one launch, where they took two (the permutation's kernel cost
-// qwen3's one-token layer 4.5 µs between the routing's end and its own, bench/results/2026-12-04-cuda-row-copies-
-// early-weights.md): a cluster of a CTA per token routes the tokens, then its first CTA permutes their pairs as
-// permute_small_kernel does, once the cluster's barrier has made every CTA's ids and weights visible to it. The
-// same functions, so the same ids, weights, rows and tiles. (A cluster, not a count of finished CTAs: no atomics
-// and no counter to reset.)
-__global__ void __launch_bounds__(kMaxRoutedExperts) route_permute_kernel(const RouteLaunch p, PermuteLaunch q) {
-    begin_dependent_kernel();
-    __shared__ union {
-        RouteShared route;
-        SmallPermutationShared permute;
-    } sm;
-    route_token(p, blockIdx.x, sm.route);
-    cluster_arrive_and_wait();  // (also the block's barrier before sm is reused)
-    if (blockIdx.x != 0) return;
-    permute_small_block(p.topk_ids, p.topk_weights, nullptr, int(p.tokens * p.top_k), p.top_k, p.experts, q.tile_m,
-                        q.out, sm.permute);
-}
-
-// The launch with STEADYMOE_ROUTE_SELECT=steps applied.
-RouteLaunch with_selection_asked(const RouteLaunch& launch) {
-    static const bool steps = env_equals("STEADYMOE_ROUTE_SELECT", "steps");
-    RouteLaunch p = launch;
-    p.block_steps = p.block_steps || steps;
-    return p;
-}
-
-// Whether a one-token launch asks for a cluster of one all the same (STEADYMOE_ROUTE_PERMUTE=cluster), to
-// compare: in call 1 the fused one-token layer's kernels ended 1 µs sooner, but its graph took 0.9 µs longer.
-bool cluster_of_one() {
-    static const bool on = env_equals("STEADYMOE_ROUTE_PERMUTE", "cluster");
-    return on;
-}
-
 }  // namespace
 
 cudaError_t launch_route_wide(const RouteLaunch& launch) {
-    const RouteLaunch p = with_selection_asked(launch);
+    static const bool steps = env_equals("STEADYMOE_ROUTE_SELECT", "steps");
+    RouteLaunch p = launch;
+    p.block_steps = p.block_steps || steps;
     const unsigned threads = unsigned(std::max(32, (p.experts + 31) / 32 * 32));
     return launch_dependent(route_wide_kernel, unsigned(p.tokens), threads, 0, p.stream, p);
-}
-
-bool route_and_permute_fits(const RouteLaunch& p) {
-    static const bool off = env_equals("STEADYMOE_ROUTE_PERMUTE", "0");
-    static const bool clusters = [] {
-        int device = 0, on = 0;
-        return cudaGetDevice(&device) == cudaSuccess &&
-               cudaDeviceGetAttribute(&on, cudaDevAttrClusterLaunch, device) == cudaSuccess && on != 0;
-    }();
-    return !off && clusters && p.tokens >= 1 && p.tokens <= 8 && p.tokens * p.top_k <= kSmallPairs &&
-           p.experts <= kMaxRoutedExperts && p.top_k <= 32 && p.groups <= kMaxGroups;
-}
-
-cudaError_t launch_route_and_permute(const RouteLaunch& launch, const PermuteLaunch& permute) {
-    if (!route_and_permute_fits(launch)) return cudaErrorInvalidValue;
-    const RouteLaunch p = with_selection_asked(launch);
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(unsigned(p.tokens)), config.blockDim = dim3(kScanThreads), config.stream = p.stream;
-    cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), {}};
-    attributes[1].id = cudaLaunchAttributeClusterDimension;
-    attributes[1].val.clusterDim.x = unsigned(p.tokens), attributes[1].val.clusterDim.y = 1;
-    attributes[1].val.clusterDim.z = 1;
-    // (One token: no cluster attribute, as every grid is of one-CTA clusters where none is asked for.)
-    config.attrs = attributes, config.numAttrs = p.tokens > 1 || cluster_of_one() ? 2 : 1;
-    const cudaError_t launched = cudaLaunchKernelEx(&config, route_permute_kernel, p, permute);
-    const cudaError_t last = cudaGetLastError();
-    return launched != cudaSuccess ? launched : last;
 }
 
 }  // namespace steadymoe::cuda

@@ -15,20 +15,4 @@ inline bool wide_route_pays(const RouteLaunch& launch) { return launch.tokens <=
 // Checked by launch_route: experts, top_k and groups within its limits, tokens > 0.
 cudaError_t launch_route_wide(const RouteLaunch& launch);
 
-// The routed permutation that launch_route_and_permute writes with the routing (no rows from elsewhere, no live
-// bound: launch_permute_routed's defaults).
-struct PermuteLaunch {
-    int32_t tile_m = 0;
-    PermutationOut out;
-};
-
-// Whether launch_route_and_permute takes this routing: a cluster of a CTA per token (at most 8 tokens, the
-// portable cluster size), at most 128 pairs, on a GPU that launches clusters.
-bool route_and_permute_fits(const RouteLaunch& launch);
-
-// The routing (as launch_route gives it) and then the permutation of its pairs (as launch_permute_routed gives
-// it) in one launch; cudaErrorInvalidValue where route_and_permute_fits says no. STEADYMOE_ROUTE_PERMUTE=0 makes
-// it say no everywhere, to compare (the same bits).
-cudaError_t launch_route_and_permute(const RouteLaunch& launch, const PermuteLaunch& permute);
-
 }  // namespace steadymoe::cuda

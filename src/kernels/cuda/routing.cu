@@ -1,7 +1,6 @@
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm.hpp"
-#include "permute_block.cuh"
 #include "route_keys.cuh"
 #include "route_wide.hpp"
 #include "routing.hpp"
@@ -213,6 +212,14 @@ __device__ void end_round(int32_t experts, ChunkCounts<kThreads>& c) {
     __syncthreads();  // before the next round clears c.warp (and before c.before is read)
 }
 
+// Pair i into its expert's row `slot`: the row it reads, where its output goes, its routing weight.
+__device__ __forceinline__ void place_pair(int64_t i, int slot, const float* topk_weights, const int32_t* row_of_pair,
+                                           int32_t top_k, const PermutationOut& out) {
+    out.rows[slot] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
+    out.dest[slot] = i;
+    out.weight[slot] = topk_weights[i];
+}
+
 // chunk_counts[chunk][e] = the chunk's pairs of expert e.
 __global__ void __launch_bounds__(kPermuteThreads) chunk_count_kernel(const int32_t* ids, int64_t pairs, const int32_t* live,
                                                                       int32_t experts, int32_t* chunk_counts) {
@@ -225,6 +232,33 @@ __global__ void __launch_bounds__(kPermuteThreads) chunk_count_kernel(const int3
         end_round(experts, c);
     }
     for (int e = threadIdx.x; e < experts; e += kPermuteThreads) chunk_counts[int64_t(blockIdx.x) * experts + e] = c.before[e];
+}
+
+constexpr int kScanThreads = kMaxRoutedExperts;
+using OffsetScan = cub::BlockScan<int, kScanThreads>;
+
+// Thread e of a kScanThreads block holds expert e's rows: every expert's first row and first tile by
+// prefix sums, written to out with the totals and the tile count. Returns e's first row and first tile.
+__device__ int2 expert_offsets(int rows, int32_t experts, int32_t tile_m, const PermutationOut& out,
+                               OffsetScan::TempStorage& temp) {
+    const int e = threadIdx.x;
+    int first = 0, total = 0, first_tile = 0, tiles = 0;
+    OffsetScan(temp).ExclusiveSum(rows, first, total);
+    __syncthreads();
+    OffsetScan(temp).ExclusiveSum((rows + tile_m - 1) / tile_m, first_tile, tiles);
+    if (e < experts) out.offsets[e] = first, out.tile_offsets[e] = first_tile;
+    if (e == 0) out.offsets[experts] = total, out.tile_offsets[experts] = tiles, *out.tile_count = tiles;
+    return make_int2(first, first_tile);
+}
+
+// The tiles of one expert's rows, tiles j = first_j, first_j + step, ... written by the calling thread.
+__device__ void write_tiles(int expert, int first_row, int rows, int first_tile, int tile_m, const PermutationOut& out,
+                            int first_j, int step) {
+    for (int j = first_j; j * tile_m < rows; j += step) {
+        out.tile_expert[first_tile + j] = expert;
+        out.tile_row0[first_tile + j] = first_row + j * tile_m;
+        out.tile_rows[first_tile + j] = min(tile_m, rows - j * tile_m);
+    }
 }
 
 // Thread e: expert e's rows (its chunk counts added in chunk order, each replaced by the rows before
@@ -303,15 +337,39 @@ __global__ void __launch_bounds__(kScanThreads) permute_chunk_kernel(const int32
     }
 }
 
-// The smallest permutations (up to kSmallPairs pairs) in one block: permute_small_block.
+// The smallest permutations (up to 128 pairs) in one block with no rounds: thread e counts and tiles
+// expert e, thread i places pair i after the earlier pairs of its expert — the same prefix sums, so the
+// same rows, slots and tiles as permute_chunk_kernel and the chunked kernels.
+constexpr int kSmallPairs = 128;
 __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32_t* ids, const float* topk_weights,
                                                                      const int32_t* row_of_pair, int64_t pairs_bound,
                                                                      const int32_t* live, int32_t top_k, int32_t experts,
                                                                      int32_t tile_m, PermutationOut out) {
     begin_dependent_kernel();
-    __shared__ SmallPermutationShared sm;
+    __shared__ OffsetScan::TempStorage temp;
+    __shared__ int32_t id_of[kSmallPairs];
+    __shared__ int32_t first_row[kMaxRoutedExperts];
     const int pairs = int(live ? min(pairs_bound, int64_t(*live)) : pairs_bound);
-    permute_small_block(ids, topk_weights, row_of_pair, pairs, top_k, experts, tile_m, out, sm);
+    for (int i = threadIdx.x; i < pairs; i += blockDim.x) id_of[i] = ids[i];
+    __syncthreads();
+    const int e = threadIdx.x;
+    int rows = 0;
+    if (e < experts)
+        for (int i = 0; i < pairs; ++i) rows += id_of[i] == e;
+    const int2 first = expert_offsets(rows, experts, tile_m, out, temp);
+    if (e < experts) {
+        out.load[e] = rows;
+        first_row[e] = first.x;
+        write_tiles(e, first.x, rows, first.y, tile_m, out, 0, 1);
+    }
+    __syncthreads();
+    const int i = threadIdx.x;
+    if (i >= pairs) return;
+    const int expert = id_of[i];
+    if (expert < 0 || expert >= experts) return;  // a masked token's pairs (-1) have no row
+    int rank = 0;
+    for (int j = 0; j < i; ++j) rank += id_of[j] == expert;
+    place_pair(i, first_row[expert] + rank, topk_weights, row_of_pair, top_k, out);
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
