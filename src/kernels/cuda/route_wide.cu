@@ -177,12 +177,11 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
-    // The mask, the logits and the bias are all asked for before any of them is used: each load waits for L2 (a
-    // decode step's routing is a chain of such waits), and the mask's and the bias's came one after the logits'
-    // otherwise. (A masked token's logits are read too: the router's GEMM writes every token's.)
-    const bool masked = p.active && !p.active[t];
+    if (p.active && !p.active[t]) {
+        if (e < K) ids[e] = -1, weights[e] = 0.0f;
+        return;
+    }
     const bool mine = e < E;
-    const float bias = p.bias && mine ? p.bias[e] : 0.0f;
     float score = 0.0f;
     if (mine) {
         const float* logits = p.logits + t * E + e;
@@ -197,10 +196,6 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
                 if (z0 + q < p.logit_splits) score = __fadd_rn(score, part[q]);
         }
     }
-    if (masked) {
-        if (e < K) ids[e] = -1, weights[e] = 0.0f;
-        return;
-    }
     if (p.score_func == 0) score = softmax(score, mine, E, scores_of, &shared_value);
     else if (p.score_func == 1) score = 1.0f / (1.0f + expf(-score));
     else score = sqrtf(score > 20.0f ? score : log1pf(expf(score)));
@@ -209,7 +204,7 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
     if (p.tid2eid) {
         if (e < K) ids_of[e] = p.tid2eid[p.token_ids[t] * K + e];
     } else {
-        uint32_t key = mine ? rank_key_bits(p.bias ? score + bias : score) : kAbsent;
+        uint32_t key = mine ? rank_key_bits(p.bias ? score + p.bias[e] : score) : kAbsent;
         if (p.groups > 1) key = limit_to_groups(key, mine, p, keys_of, group_key);
         if (p.block_steps) select_by_block_steps(key, K, ids_of, best_key, best_id);
         else select_by_warp_candidates(key, K, ids_of, cand_key, cand_id);

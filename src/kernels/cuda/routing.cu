@@ -28,12 +28,10 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
-    // The mask and the bias are asked for with the first logits, not one after another (each load waits for L2);
-    // a masked token's logits are read too (the router's GEMM writes every token's).
-    const bool masked = p.active && !p.active[t];
-    float bias[kPerLane];
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) bias[j] = p.bias && lane + 32 * j < E ? p.bias[lane + 32 * j] : 0.0f;
+    if (p.active && !p.active[t]) {
+        for (int s = lane; s < K; s += 32) ids[s] = -1, weights[s] = 0.0f;
+        return;
+    }
     // The lane's logits, summed over the router GEMM's k splits in split order. A chunk of kChunk splits
     // of all the lane's experts is loaded before any of it is added: a decode token's logits come from
     // L2 or DRAM, and each round of loads waits for them. With each split's loads in turn the one-token
@@ -59,10 +57,6 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
             if (z0 + q < p.logit_splits)
 #pragma unroll
                 for (int j = 0; j < kPerLane; ++j) score[j] = __fadd_rn(score[j], part[q][j]);
-    }
-    if (masked) {
-        for (int s = lane; s < K; s += 32) ids[s] = -1, weights[s] = 0.0f;
-        return;
     }
     if (p.score_func == 0) {  // softmax
         float mx = kNegInf;
@@ -100,7 +94,7 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
 #pragma unroll
         for (int j = 0; j < kPerLane; ++j) {
             const int e = lane + 32 * j;
-            key[j] = e < E ? rank_key_bits(p.bias ? score[j] + bias[j] : score[j]) : kAbsent;
+            key[j] = e < E ? rank_key_bits(p.bias ? score[j] + p.bias[e] : score[j]) : kAbsent;
         }
         if (p.groups > 1) {
             const int per = E / p.groups;
@@ -218,21 +212,12 @@ __device__ void end_round(int32_t experts, ChunkCounts<kThreads>& c) {
     __syncthreads();  // before the next round clears c.warp (and before c.before is read)
 }
 
-// Pair i into its expert's row `slot`: the row it reads (`row`), where its output goes, its routing weight.
-__device__ __forceinline__ void store_pair(int64_t i, int slot, int32_t row, float weight, const PermutationOut& out) {
-    out.rows[slot] = row;
-    out.dest[slot] = i;
-    out.weight[slot] = weight;
-}
-
-// The row pair i reads: row_of_pair[i], or its token.
-__device__ __forceinline__ int32_t pair_row(int64_t i, const int32_t* row_of_pair, int32_t top_k) {
-    return row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
-}
-
+// Pair i into its expert's row `slot`: the row it reads, where its output goes, its routing weight.
 __device__ __forceinline__ void place_pair(int64_t i, int slot, const float* topk_weights, const int32_t* row_of_pair,
                                            int32_t top_k, const PermutationOut& out) {
-    store_pair(i, slot, pair_row(i, row_of_pair, top_k), topk_weights[i], out);
+    out.rows[slot] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
+    out.dest[slot] = i;
+    out.weight[slot] = topk_weights[i];
 }
 
 // chunk_counts[chunk][e] = the chunk's pairs of expert e.
@@ -364,18 +349,8 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
     __shared__ OffsetScan::TempStorage temp;
     __shared__ int32_t id_of[kSmallPairs];
     __shared__ int32_t first_row[kMaxRoutedExperts];
-    static_assert(kSmallPairs <= kScanThreads, "thread i holds pair i");
     const int pairs = int(live ? min(pairs_bound, int64_t(*live)) : pairs_bound);
-    // Thread i asks for pair i's id, weight and row at once, where the weight and row came after the prefix
-    // sums (each load waits for L2, and a decode step's permutation is a chain of such waits).
-    const int i = threadIdx.x;
-    float weight = 0.0f;
-    int32_t row = 0;
-    if (i < pairs) {
-        id_of[i] = ids[i];
-        weight = topk_weights[i];
-        row = pair_row(i, row_of_pair, top_k);
-    }
+    for (int i = threadIdx.x; i < pairs; i += blockDim.x) id_of[i] = ids[i];
     __syncthreads();
     const int e = threadIdx.x;
     int rows = 0;
@@ -388,12 +363,13 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
         write_tiles(e, first.x, rows, first.y, tile_m, out, 0, 1);
     }
     __syncthreads();
+    const int i = threadIdx.x;
     if (i >= pairs) return;
     const int expert = id_of[i];
     if (expert < 0 || expert >= experts) return;  // a masked token's pairs (-1) have no row
     int rank = 0;
     for (int j = 0; j < i; ++j) rank += id_of[j] == expert;
-    store_pair(i, first_row[expert] + rank, row, weight, out);
+    place_pair(i, first_row[expert] + rank, topk_weights, row_of_pair, top_k, out);
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
