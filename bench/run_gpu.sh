@@ -57,7 +57,9 @@ if [[ $what == tests || $what == all ]]; then
   grep -E "^===|^\[  (PASSED|FAILED) |Failure|relative|Expected|Which is|actual" "$out/gpu-tests.log" | head -150
 fi
 if [[ $what == sanitize || $what == all ]]; then
-  # compute-sanitizer over the tensor-core path at small sizes, both GEMM kernels.
+  # compute-sanitizer over the tensor-core path at small sizes, both GEMM kernels. racecheck reports the
+  # GEMMs' stage protocol (copies into a stage against its consumers' loads, ordered through mbarriers, which it
+  # does not follow): bench/racecheck_sass.py names each reported pair's instructions from cuobjdump -sass.
   san=/usr/local/cuda/bin/compute-sanitizer
   filter='Formats/CudaTensorCore.MatchesTheCpuBackendWithinRounding/*'
   for run in memcheck:wgmma racecheck:wgmma initcheck:wgmma memcheck:mma; do
