@@ -38,7 +38,9 @@ __global__ void widen_kernel(const uint32_t* codes, const uint32_t* scales, uint
         const uint4 v = cuda::stage::e2m1x8_to_bf16x8(codes[i], cuda::stage::bf16_pair_scale(scales[i] << (8 * byte), byte));
         out[4 * i] = v.x, out[4 * i + 1] = v.y, out[4 * i + 2] = v.z, out[4 * i + 3] = v.w;
     } else {
-        const uint2 v = how == kE2m1ToE4m3 ? cuda::e2m1x8_to_e4m3x8(codes[i]) : cuda::stage::e4m3x4_to_bf16x4(codes[i]);
+        const uint2 v = how == kE2m1ToE4m3          ? cuda::e2m1x8_to_e4m3x8(codes[i])
+                        : how == kE2m1ToE4m3ByTable ? cuda::e2m1x8_to_e4m3x8_by_table(codes[i], cuda::e4m3_table(scales[i]))
+                                                    : cuda::stage::e4m3x4_to_bf16x4(codes[i]);
         out[2 * i] = v.x, out[2 * i + 1] = v.y;
     }
 }

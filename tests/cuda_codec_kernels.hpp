@@ -24,6 +24,7 @@ enum Widening : int {
     kE4m3ToBf16,  // four e4m3 codes to four bf16 (two words out)
     kE2m1ToBf16,  // eight e2m1 codes with e8m0 exponent scales[i] to eight bf16 (four words out)
     kE2m1ToE4m3,  // a packed word of eight e2m1 codes (fp4_e4m3_word.hpp) to eight e4m3 codes of 2^-6 times their values (two words out)
+    kE2m1ToE4m3ByTable,  // a table word (pack_e2m1x8_for_table) to eight e4m3 codes of 2^(scales[i] - 6) times their values (two words out)
 };
 // The tensor-core kernels' weight widening `how` on the GPU, per input word.
 int run_widen_on_device(const uint32_t* codes, const uint32_t* scales, uint32_t* out, int64_t n, Widening how);

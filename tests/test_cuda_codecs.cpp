@@ -174,6 +174,52 @@ TEST(CudaCodecs, Fp4E4m3WordHoldsEveryCodeBitOnce) {
     EXPECT_EQ(seen, 0xFFFFFFFFu);
 }
 
+// The table word (pack_e2m1x8_for_table) keeps every bit of its eight codes once too.
+TEST(CudaCodecs, Fp4TableWordHoldsEveryCodeBitOnce) {
+    uint32_t seen = 0;
+    for (int code = 0; code < 8; ++code)
+        for (int bit = 0; bit < 4; ++bit) {
+            uint8_t first[4] = {0, 0, 0, 0}, second[4] = {0, 0, 0, 0};
+            (code < 4 ? first[code] : second[code - 4]) = uint8_t(1 << bit);
+            const uint32_t word = cuda::pack_e2m1x8_for_table(first, second);
+            EXPECT_EQ(std::popcount(word), 1) << "code " << code << " bit " << bit;
+            EXPECT_EQ(word & seen, 0u) << "code " << code << " bit " << bit << " lands on another's bit";
+            seen |= word;
+        }
+    EXPECT_EQ(seen, 0xFFFFFFFFu);
+}
+
+// Block-exact FP4 (fp4_blocks.hpp): each of a table word's eight codes becomes the e4m3 code of its value
+// times 2^(shift - 6), exactly, for every shift from 1 to 12 and every pattern of four codes in each
+// register (a sign must not leak into a neighbour, nor a shift into the next byte).
+TEST(CudaCodecs, Fp4ToE4m3ByTableIsExactForEveryShiftAndCodePattern) {
+    SMOE_SKIP_WITHOUT_GPU();
+    std::vector<uint32_t> words, shifts;
+    std::vector<std::array<uint8_t, 8>> codes;  // first[0..3], second[0..3]
+    for (uint32_t shift = cuda::kE4m3ShiftMin; shift <= cuda::kE4m3ShiftMax; ++shift)
+        for (uint32_t pattern = 0; pattern < 65536; ++pattern) {
+            const uint32_t other = (pattern * 7919u + 13u + shift) & 0xFFFFu;
+            uint8_t first[4], second[4];
+            for (int j = 0; j < 4; ++j) first[j] = uint8_t(pattern >> (4 * j) & 15), second[j] = uint8_t(other >> (4 * j) & 15);
+            words.push_back(cuda::pack_e2m1x8_for_table(first, second));
+            shifts.push_back(shift);
+            codes.push_back({first[0], first[1], first[2], first[3], second[0], second[1], second[2], second[3]});
+        }
+    std::vector<uint32_t> got(words.size() * 2);
+    ASSERT_EQ(run_widen_on_device(words.data(), shifts.data(), got.data(), int64_t(words.size()), kE2m1ToE4m3ByTable), 0);
+    int64_t bad = 0;
+    for (size_t i = 0; i < words.size(); ++i)
+        for (int j = 0; j < 8; ++j) {
+            const uint8_t code = codes[i][size_t(j)];
+            const uint8_t have = uint8_t(got[2 * i + j / 4] >> (8 * (j % 4)));
+            const float want = std::ldexp(e2m1_to_f32(code), int(shifts[i]) - int(cuda::kE4m3ShiftBias));
+            if (f32_bits(e4m3_to_f32(have)) != f32_bits(want) && ++bad <= 3)
+                ADD_FAILURE() << "e2m1 code " << int(code) << " at shift " << shifts[i] << " as " << (j < 4 ? "first" : "second") << "["
+                              << j % 4 << "]: got e4m3 0x" << std::hex << int(have);
+        }
+    EXPECT_EQ(bad, 0);
+}
+
 // FP4 codes meeting e4m3 activations: each of the eight codes of a packed word becomes the e4m3 code of
 // 2^-6 times its value (every e2m1 value is exact there, signed zeros too), byte j of the first register
 // first[j] and of the second second[j], for every pattern of four codes in each register (a sign or an

@@ -8,6 +8,7 @@
 
 #include "../src/kernels/cuda/env_switch.hpp"
 #include "../src/kernels/cuda/expert_group.hpp"
+#include "../src/kernels/cuda/fp4_blocks.hpp"
 #include "../src/kernels/cuda/grouped_gemm.hpp"
 #include "../src/kernels/cuda/tensor_map.hpp"
 #include "test_util.hpp"
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -208,7 +210,7 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
     }
     g.a_scale = scaled ? scale_buf.as<float>() : nullptr;
     const cuda::DeviceMatrixSet& w = group.down;
-    g.code = w.code, g.fp4_e4m3_order = w.fp4_e4m3_order, g.w = w.data.get(), g.w_expert_bytes = w.expert_bytes, g.w_scale = w.scale.get();
+    g.code = w.code, g.fp4_e4m3_order = w.fp4_e4m3_order, g.fp4_block_exact = w.fp4_block_exact, g.w = w.data.get(), g.w_expert_bytes = w.expert_bytes, g.w_scale = w.scale.get();
     g.scale_expert_bytes = w.scale_expert_bytes, g.n = w.n, g.k = w.k, g.scaled = scaled || w.code == cuda::WeightCode::Fp8;
     if (p.bf16) g.w_scale = nullptr, g.scale_expert_bytes = 0;
     g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = kN;
@@ -420,8 +422,13 @@ TEST(CudaGroupedGemm, Fp4DecodeKernelGivesTheSameBits) {
     }
 }
 
+namespace {
+void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact);
+}  // namespace
+
 // FP4 weights meeting e4m3 activations (DeepSeek-V4's arithmetic: a tensor-core sum per 32-wide group, scaled
-// per group, folded per 128-wide block) run one kernel at every batch size: 64 tokens and one block a stage
+// per group, folded per 128-wide block; or, for block-exact weights, the FP8 kernels' arithmetic: one sum per
+// 128-wide block, folded with the block's scale) run one kernel at every batch size: 64 tokens and one block a stage
 // to a CTA in other batches (their rows by tensor copies); in decode batches two blocks a stage and 16 tokens
 // (over 128-row tiles in chunks, or over 16-row tiles) or 8 (8-row tiles: six CTAs to an SM, or four, a
 // stage's two blocks multiplied at once, in launches of at most three CTAs an SM — here all but those with k
@@ -445,8 +452,20 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
                          !cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0");
     EXPECT_EQ(four.ctas_per_sm, four_on ? 4 : 0);
     EXPECT_EQ(four.launch_ctas_per_sm, four_on ? 3 : 0);
+    // Weights whose groups' exponents span 19 binades within a block take the per-32 arithmetic; 11, the
+    // block-exact one (fp4_blocks.hpp) unless STEADYMOE_FP4_BLOCK_EXACT=0.
+    for (const std::vector<int>& shifts : {std::vector<int>{-16, -9, -5, 0, 3}, std::vector<int>{-11, -5, 0}})
+        check_fp4_e4m3_batches(shifts, shifts.size() == 3 && !cuda::env_equals("STEADYMOE_FP4_BLOCK_EXACT", "0"));
+}
+
+namespace {
+
+// Fp4MeetingE4m3GivesTheSameBitsInEveryBatch's checks on weights of exponents 127 + `shifts`.
+void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact) {
+    SCOPED_TRACE(block_exact ? "block-exact weights" : "per-32 weights");
     const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
-    Problem p = make_fp4_problem(e4m3, e2m1, {-16, -9, -5, 0, 3}, 21);
+    Problem p = make_fp4_problem(e4m3, e2m1, shifts, 21);
+    EXPECT_EQ(upload(p, true).down.fp4_block_exact, block_exact);
     std::mt19937 rng(22);
     for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
     // The decode batches' forms against the others' (64-token CTAs over 128-row tiles).
@@ -473,19 +492,99 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     }
     // k = 1664: thirteen blocks, so every ring wraps and every decode form's last stage is half filled (seven
     // stages of two blocks in a ring of three or four; thirteen of one in a ring of five).
-    const Problem long_k = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 23, 1664);
+    const Problem long_k = make_fp4_problem(e4m3, e2m1, shifts, 23, 1664);
     const std::vector<float> long_tiles = run(long_k, true, false);
     every_decode_form(long_k, long_tiles, "k = 1664");
     EXPECT_LE(relative_error(long_tiles, reference(long_k)), 1e-3) << "k = 1664";
     // The decode batches' CTAs hold their k range's token scales, the others' copy them per stage. k = 8192: 64
     // blocks, more than a 16-token CTA holds (it copies them per stage), fewer than an 8-token one holds; with k
     // split in two, both hold their 32.
-    Problem longer_k = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 24, 8192);
+    Problem longer_k = make_fp4_problem(e4m3, e2m1, shifts, 24, 8192);
     for (float& s : longer_k.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
     EXPECT_LE(relative_error(run(longer_k, true, true, true, {}, 1, 8), reference(longer_k)), 1e-3) << "k = 8192";
     for (int32_t splits : {1, 2}) {
         const std::vector<float> longer_tiles = run(longer_k, true, false, true, {}, splits);
         every_decode_form(longer_k, longer_tiles, splits == 1 ? "k = 8192" : "k = 8192, 2 k splits", {}, splits);
+    }
+}
+
+}  // namespace
+
+// Which FP4 matrices are block-exact (fp4_blocks.hpp): within each 128 x 128 block, the exponents of the groups
+// with a nonzero code span at most 11 binades and the largest is at least 7; the block's exponent is the largest
+// less 6, and a row's word holds each group's shift (its exponent less the block's, plus 6) and the block's
+// exponent. A group of zeros counts for nothing; a block of zeros takes 127.
+TEST(CudaGroupedGemm, Fp4BlockExponentsFollowTheGroupsExponents) {
+    constexpr int64_t kRowsHere = 256, kCols = 256;  // 2 x 2 blocks
+    const auto matrix = [&](const std::function<uint8_t(int64_t, int64_t)>& exponent, const std::function<uint8_t(int64_t, int64_t)>& code) {
+        std::vector<uint8_t> codes(size_t(kRowsHere * kCols)), exps(size_t(kRowsHere * kCols / 32));
+        for (int64_t r = 0; r < kRowsHere; ++r)
+            for (int64_t k = 0; k < kCols; ++k) codes[size_t(r * kCols + k)] = code(r, k);
+        for (int64_t r = 0; r < kRowsHere; ++r)
+            for (int64_t g = 0; g < kCols / 32; ++g) exps[size_t(r * (kCols / 32) + g)] = exponent(r, g);
+        return fp4_matrix(kRowsHere, kCols, codes, exps, "w");
+    };
+    const auto ones = [](int64_t, int64_t) { return uint8_t(2); };  // 1.0
+    // Exponents 120 + (row + group) % 12 within block (0, 0): a span of 11; the other blocks one exponent each.
+    const auto spread = [](int64_t r, int64_t g) { return uint8_t(r < 128 && g < 4 ? 120 + (r + g) % 12 : 100 + g / 4 + r / 128); };
+    const WeightMatrix w = matrix(spread, ones);
+    const std::optional<std::vector<uint8_t>> exps = cuda::fp4_block_exponents(w);
+    ASSERT_TRUE(exps.has_value());
+    EXPECT_EQ(*exps, (std::vector<uint8_t>{131 - 6, 101 - 6, 101 - 6, 102 - 6}));
+    const auto* codes = static_cast<const uint8_t*>(w.data.raw());
+    const auto* scales = static_cast<const uint8_t*>(w.scale.raw());
+    const uint32_t word = cuda::fp4_block_shift_word(codes + 5 * (kCols / 2), scales + 5 * (kCols / 32), (*exps)[0]);
+    EXPECT_EQ(word, uint32_t(125) << 16 | uint32_t((125 + 6 - 125) | (126 + 6 - 125) << 4 | (127 + 6 - 125) << 8 | (128 + 6 - 125) << 12));
+    // A span of 12 (one group's exponent 119 beside others' 131): not block-exact.
+    EXPECT_FALSE(cuda::fp4_block_exponents(matrix([&](int64_t r, int64_t g) { return r == 7 && g == 1 ? uint8_t(119) : spread(r, g); }, ones)));
+    // A largest exponent of 6: the block's scale would fall below f32's normal numbers.
+    EXPECT_FALSE(cuda::fp4_block_exponents(matrix([](int64_t, int64_t g) { return uint8_t(g < 4 ? 6 : 100); }, ones)));
+    // Groups of zeros (here with exponents 1 and 254) count for nothing; a block of zeros takes 127.
+    const auto zero_group = [](int64_t r, int64_t k) { return uint8_t((r == 3 && k < 32) || (r < 128 && k >= 128) ? 0 : 2); };
+    const auto far = [](int64_t r, int64_t g) { return uint8_t(r == 3 && g == 0 ? 1 : r < 128 && g >= 4 ? 254 : 110); };
+    const std::optional<std::vector<uint8_t>> zeros = cuda::fp4_block_exponents(matrix(far, zero_group));
+    ASSERT_TRUE(zeros.has_value());
+    EXPECT_EQ(*zeros, (std::vector<uint8_t>{104, 127, 104, 104}));
+}
+
+// Block-exact FP4 weights take the FP8 kernels' arithmetic: converted exactly to e4m3 codes with a scale per
+// 128 x 128 block (here by the test itself), they give the same bits on the FP8 kernels — the tiled kernel and
+// the decode kernel — as on the FP4 ones, in every batch's form.
+TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
+    if (cuda::env_equals("STEADYMOE_FP4_BLOCK_EXACT", "0")) GTEST_SKIP() << "STEADYMOE_FP4_BLOCK_EXACT=0: no FP4 weights are block-exact";
+    const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
+    Problem p = make_fp4_problem(e4m3, e2m1, {-11, -6, -2, 0}, 41);
+    std::mt19937 rng(42);
+    for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
+    ASSERT_TRUE(upload(p, true).down.fp4_block_exact);
+    Problem fp8 = p;
+    fp8.fp4 = false;
+    const int64_t kb = p.kdim / 128;
+    fp8.w_scale.assign(size_t((kN / 128) * kb), 0.0f);
+    for (int64_t block = 0; block < (kN / 128) * kb; ++block) {
+        const int64_t n0 = block / kb * 128, k0 = block % kb * 128;
+        int top = -1;
+        for (int64_t n = n0; n < n0 + 128; ++n)
+            for (int64_t k = k0; k < k0 + 128; ++k)
+                if (e2m1_to_f32(p.w[size_t(n * p.kdim + k)]) != 0.0f) top = std::max(top, int(p.w_exp[size_t(n * (p.kdim / 32) + k / 32)]));
+        fp8.w_scale[size_t(block)] = std::ldexp(1.0f, top - 6 - 127);
+        for (int64_t n = n0; n < n0 + 128; ++n)
+            for (int64_t k = k0; k < k0 + 128; ++k) {
+                const double value = p.weight(n, k) / fp8.w_scale[size_t(block)];
+                const uint8_t code = f32_to_e4m3(float(value));
+                ASSERT_EQ(double(e4m3_to_f32(code)), value) << "weight " << n << ", " << k << " is not exact in e4m3";
+                fp8.w[size_t(n * p.kdim + k)] = code;
+            }
+    }
+    const std::vector<float> want = run(fp8, true, false);  // the FP8 tiled kernel
+    EXPECT_EQ(std::memcmp(want.data(), run(p, true, false).data(), want.size() * 4), 0) << "FP4, other batches";
+    for (int32_t tile_m : {0, 16, 8}) {
+        EXPECT_EQ(std::memcmp(want.data(), run(fp8, true, true, true, {}, 1, tile_m).data(), want.size() * 4), 0)
+            << "FP8 decode kernel, tiles of " << tile_m << " rows (0: 128)";
+        EXPECT_EQ(std::memcmp(want.data(), run(p, true, true, true, {}, 1, tile_m).data(), want.size() * 4), 0)
+            << "FP4 decode batch, tiles of " << tile_m << " rows (0: 128)";
     }
 }
 

@@ -162,8 +162,9 @@ int bench_cuda(const BenchOptions& given) {
         fmt::print("  batches of at most 32 rows per expert: {}\n", few);
     if (CudaMoeLayer::fp8_tensor_cores() && w.format == "fp8" && layer.activation_quant() != ActivationQuant::None)
         fmt::print("  FP8 weights x FP8 activations on the FP8 tensor cores (per-128 partial sums folded in fp32)\n");
-    if (CudaMoeLayer::fp8_tensor_cores() && w.format == "fp4" && layer.activation_quant() != ActivationQuant::None)
-        fmt::print("  FP4 weights x FP8 activations on the FP8 tensor cores (per-32 partial sums scaled, per-128 blocks folded in fp32)\n");
+    if (const std::string fp4 = gpu.fp4_arithmetic(); !fp4.empty())
+        fmt::print("  FP4 weights x FP8 activations on the FP8 tensor cores ({}; block-exact: one sum per 128-wide block folded with "
+                   "the block's scale, as FP8 weights; per-32: partial sums scaled per 32-wide group, folded per 128-wide block)\n", fp4);
     Table table({"tokens", "graph", "wall µs", "layer µs", "untimed µs", "experts µs", "untimed/experts", "routed µs", "gate/up µs", "down µs", "shared µs", "routed floor µs", "floor/routed",
                  "layer floor µs", "floor/layer", "floor/untimed", "routed TFLOP/s", "rel err", "bitwise vs other batch"});
     json jpoints = json::array();
@@ -226,6 +227,7 @@ int bench_cuda(const BenchOptions& given) {
         {"gemm_kernel", CudaMoeLayer::gemm_kernel()},
         {"fp8_tensor_cores", CudaMoeLayer::fp8_tensor_cores()},
         {"few_row_kernels", CudaMoeLayer::few_row_kernels()},
+        {"fp4_arithmetic", gpu.fp4_arithmetic()},
         {"dependent_launches", CudaMoeLayer::dependent_launches()},
         {"graph_max_tokens", gpu.graph_max_tokens()},
         {"copy_bandwidth_bytes_per_s", bandwidth},

@@ -69,6 +69,7 @@ cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::
     g.a_scale = a_scale;
     g.code = w.code;
     g.fp4_e4m3_order = w.fp4_e4m3_order;
+    g.fp4_block_exact = w.fp4_block_exact;
     g.w = w.data.get();
     g.w_expert_bytes = w.expert_bytes;
     g.w_scale = w.scale.get();

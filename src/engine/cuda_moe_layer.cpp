@@ -99,6 +99,14 @@ std::string CudaMoeLayer::few_row_kernels() {
                                 : "");
 }
 
+std::string CudaMoeLayer::fp4_arithmetic() const {
+    if (!device_ || !device_->tensor_core) return "";
+    const cuda::DeviceExpertGroup& routed = device_->tensor_core->routed();
+    if (!routed.gate_up.fp4_e4m3_order) return "";
+    const auto name = [](const cuda::DeviceMatrixSet& w) { return w.fp4_block_exact ? "block-exact" : "per-32"; };
+    return fmt::format("gate/up {}, down {}", name(routed.gate_up), name(routed.down));
+}
+
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path, Fp8Products fp8)
     : layer_(layer), device_(std::make_unique<Device>()) {
     std::string why;

@@ -53,6 +53,8 @@ public:
     int64_t graph_max_tokens() const { return graph_max_tokens_.load(); }
     // CUDA graphs captured and kept (a shape whose capture or instantiation failed runs eagerly instead).
     size_t graph_count() const;
+    // The routed experts' weights on the GPU.
+    const cuda::DeviceExpertGroup& routed() const { return routed_; }
 
 private:
     struct Workspace;

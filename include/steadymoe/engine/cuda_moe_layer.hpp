@@ -81,6 +81,11 @@ public:
     // Whether batches that run as CUDA graphs launch their kernels as dependent launches here (each may
     // start before the one before it ends): a Hopper or later, unless STEADYMOE_DEPENDENT_LAUNCHES=0.
     static bool dependent_launches();
+    // How this layer's routed FP4 experts meet FP8 activations on the FP8 tensor cores, in words: per
+    // projection "block-exact" (its every 128 x 128 block converts exactly to e4m3 codes under one scale, so
+    // it takes the FP8 kernels' arithmetic) or "per-32" (DeepSeek-V4's sums per 32-wide group); "" where
+    // its routed experts do not (not FP4, not on the tensor-core path or not meeting e4m3 activations).
+    std::string fp4_arithmetic() const;
     // Why the tensor-core path is not used ("" when it is).
     const std::string& portable_reason() const { return portable_reason_; }
 

@@ -1,4 +1,6 @@
 #include "expert_group.hpp"
+#include "env_switch.hpp"
+#include "fp4_blocks.hpp"
 #include "fp4_e4m3_word.hpp"
 
 #include "steadymoe/core/numeric.hpp"
@@ -8,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 
 namespace steadymoe::cuda {
 
@@ -120,14 +123,14 @@ std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, Weig
 // The row's 64 FP4 codes of one stage tile (32 bytes) in e4m3 order: word 2q + s holds group s's (k 32s
 // onwards) codes 4q .. 4q + 3 and 16 + 4q .. 16 + 4q + 3, packed so that thread q of a decode MMA reads both
 // its words at once and widens each into its two fragment registers (fp4_e4m3_word.hpp). Codes stay in their
-// 32-wide group.
-void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {
+// 32-wide group. Block-exact matrices (`table`) pack them for a byte table's lookup instead.
+void put_in_e4m3_order(const uint8_t* src, uint8_t* dst, bool table) {
     const auto code = [&](int k) { return uint8_t((src[k / 2] >> (4 * (k % 2))) & 0xF); };
     for (int s = 0; s < 2; ++s)
         for (int q = 0; q < 4; ++q) {
             uint8_t first[4], second[4];
             for (int j = 0; j < 4; ++j) first[j] = code(32 * s + 4 * q + j), second[j] = code(32 * s + 16 + 4 * q + j);
-            const uint32_t word = pack_e2m1x8_for_e4m3(first, second);
+            const uint32_t word = table ? pack_e2m1x8_for_table(first, second) : pack_e2m1x8_for_e4m3(first, second);
             std::memcpy(dst + 4 * (2 * q + s), &word, 4);  // little-endian, as the GPU reads it
         }
 }
@@ -135,10 +138,13 @@ void put_in_e4m3_order(const uint8_t* src, uint8_t* dst) {
 // FP4 rows in e4m3 order ([n][k/2] codes and [n][k/32] e8m0 scales in GEMM row order) as one run per 64-row half
 // of an n-tile (the rows of one CTA of the e4m3 kernel, grouped_gemm_sm90_decode.cu), of one block per 128-wide
 // k block: its two stage tiles' codes (64 rows x 32 bytes each, put_in_e4m3_order) then the rows' four
-// exponents (64 x 4 bytes). Rows past n are zeros.
+// exponents (64 x 4 bytes). Rows past n are zeros. Block-exact matrices give row r's 128-row block's exponents
+// ([k/128]) at block_exps[r], and each row's four exponents become its shift word (fp4_blocks.hpp).
 constexpr int64_t kHalfRows = kTileN / 2;
 static_assert(kFp4E4m3BlockBytes == 2 * kHalfRows * kStageK / 2 + kHalfRows * 4, "two stage tiles' codes, then the exponents");
-std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales, int64_t n, int64_t k) {
+std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales, int64_t n, int64_t k,
+                                     const std::vector<const uint8_t*>& block_exps) {
+    const bool exact = !block_exps.empty();
     const int64_t halves = (n + kTileN - 1) / kTileN * 2, k_blocks = k / 128;
     std::vector<uint8_t> out(size_t(halves * k_blocks * kFp4E4m3BlockBytes), 0);
     for (int64_t h = 0; h < halves; ++h)
@@ -146,9 +152,16 @@ std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales,
             uint8_t* block = out.data() + (h * k_blocks + kb) * kFp4E4m3BlockBytes;
             for (int64_t r = 0; r < kHalfRows && h * kHalfRows + r < n; ++r) {
                 const int64_t row = h * kHalfRows + r;
+                const uint8_t* codes = rows + row * (k / 2) + kb * (2 * kStageK / 2);
                 for (int64_t sub = 0; sub < 2; ++sub)
-                    put_in_e4m3_order(rows + row * (k / 2) + (2 * kb + sub) * (kStageK / 2), block + (sub * kHalfRows + r) * (kStageK / 2));
-                std::memcpy(block + 2 * kHalfRows * (kStageK / 2) + r * 4, scales + row * (k / 32) + kb * 4, 4);
+                    put_in_e4m3_order(codes + sub * (kStageK / 2), block + (sub * kHalfRows + r) * (kStageK / 2), exact);
+                uint8_t* exps = block + 2 * kHalfRows * (kStageK / 2) + r * 4;
+                if (!exact) {
+                    std::memcpy(exps, scales + row * (k / 32) + kb * 4, 4);
+                    continue;
+                }
+                const uint32_t word = fp4_block_shift_word(codes, scales + row * (k / 32) + kb * 4, block_exps[size_t(row)][kb]);
+                std::memcpy(exps, &word, 4);
             }
         }
     return out;
@@ -165,10 +178,12 @@ std::vector<uint8_t> tile_fp4_scales(const uint8_t* scales, int64_t n, int64_t k
     return out;
 }
 
-DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, const std::string& what, bool fp4_e4m3_order = false) {
+DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, const std::string& what, bool fp4_e4m3_order = false,
+                         bool fp4_block_exact = false) {
     DeviceMatrixSet s;
     s.code = code_of(like);
     s.fp4_e4m3_order = fp4_e4m3_order && s.code == WeightCode::Fp4;
+    s.fp4_block_exact = s.fp4_e4m3_order && fp4_block_exact;
     s.quantized = like.format != ExpertFormat::Dense;
     s.n = n;
     s.k = like.cols;
@@ -185,9 +200,10 @@ DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, c
     return s;
 }
 
-// Rows r of the result are rows pick(r) of the sources (data and, for FP4, e8m0 scales).
+// Rows r of the result are rows pick(r) of the sources (data and, for FP4, e8m0 scales; for block-exact FP4,
+// their 128-row blocks' exponents).
 void upload_rows(DeviceMatrixSet& s, int64_t e, const std::vector<const uint8_t*>& data_rows,
-                 const std::vector<const uint8_t*>& scale_rows, int64_t row_bytes) {
+                 const std::vector<const uint8_t*>& scale_rows, const std::vector<const uint8_t*>& block_exp_rows, int64_t row_bytes) {
     const int64_t n = int64_t(data_rows.size());
     std::vector<uint8_t> rows(size_t(n * row_bytes));
     for (int64_t r = 0; r < n; ++r) std::memcpy(rows.data() + r * row_bytes, data_rows[size_t(r)], size_t(row_bytes));
@@ -195,7 +211,7 @@ void upload_rows(DeviceMatrixSet& s, int64_t e, const std::vector<const uint8_t*
     std::vector<uint8_t> scales(size_t(s.code == WeightCode::Fp4 ? n * sb : 0));
     for (int64_t r = 0; r < n && s.code == WeightCode::Fp4; ++r) std::memcpy(scales.data() + r * sb, scale_rows[size_t(r)], size_t(sb));
     if (s.fp4_e4m3_order) {
-        const std::vector<uint8_t> blocks = fp4_e4m3_blocks(rows.data(), scales.data(), n, s.k);
+        const std::vector<uint8_t> blocks = fp4_e4m3_blocks(rows.data(), scales.data(), n, s.k, block_exp_rows);
         copy_to_device(s.data, e * s.expert_bytes, blocks.data(), blocks.size());
         return;
     }
@@ -207,16 +223,26 @@ void upload_rows(DeviceMatrixSet& s, int64_t e, const std::vector<const uint8_t*
 }
 
 // Gate and up of one expert, rows interleaved by 8: rows 16j..16j+7 are gate rows 8j.., the next 8 up's.
-void upload_gate_up(DeviceMatrixSet& s, int64_t e, const WeightMatrix& gate, const WeightMatrix& up) {
+// Block-exact FP4 matrices' 128-row blocks' exponents (fp4_block_exponents), each [row block][k block].
+using BlockExponents = std::vector<uint8_t>;
+
+// Where row `row`'s block exponents lie in `exps` (empty: not block-exact).
+const uint8_t* block_exp_row(const BlockExponents& exps, int64_t row, int64_t k) {
+    return exps.empty() ? nullptr : exps.data() + (row / 128) * (k / 128);
+}
+
+void upload_gate_up(DeviceMatrixSet& s, int64_t e, const WeightMatrix& gate, const WeightMatrix& up, const BlockExponents& gate_exps = {},
+                    const BlockExponents& up_exps = {}) {
     const int64_t I = gate.rows, rb = row_bytes(gate), sb = gate.cols / kMxBlockSize;
-    std::vector<const uint8_t*> data_rows(size_t(2 * I)), scale_rows(size_t(2 * I));
+    std::vector<const uint8_t*> data_rows(size_t(2 * I)), scale_rows(size_t(2 * I)), block_exp_rows;
     for (int64_t r = 0; r < 2 * I; ++r) {
         const int64_t frag = r / 8, original = (frag / 2) * 8 + r % 8;
         const WeightMatrix& w = frag & 1 ? up : gate;
         data_rows[size_t(r)] = static_cast<const uint8_t*>(w.data.raw()) + original * rb;
         if (s.code == WeightCode::Fp4) scale_rows[size_t(r)] = static_cast<const uint8_t*>(w.scale.raw()) + original * sb;
+        if (s.fp4_block_exact) block_exp_rows.push_back(block_exp_row(frag & 1 ? up_exps : gate_exps, original, gate.cols));
     }
-    upload_rows(s, e, data_rows, scale_rows, rb);
+    upload_rows(s, e, data_rows, scale_rows, block_exp_rows, rb);
     if (s.code == WeightCode::Fp8) {
         std::vector<float> scales = fp8_scales(gate);
         const std::vector<float> up_scales = fp8_scales(up);
@@ -225,14 +251,15 @@ void upload_gate_up(DeviceMatrixSet& s, int64_t e, const WeightMatrix& gate, con
     }
 }
 
-void upload_plain(DeviceMatrixSet& s, int64_t e, const WeightMatrix& w) {
+void upload_plain(DeviceMatrixSet& s, int64_t e, const WeightMatrix& w, const BlockExponents& exps = {}) {
     const int64_t rb = row_bytes(w), sb = w.cols / kMxBlockSize;
-    std::vector<const uint8_t*> data_rows(size_t(w.rows)), scale_rows(size_t(w.rows));
+    std::vector<const uint8_t*> data_rows(size_t(w.rows)), scale_rows(size_t(w.rows)), block_exp_rows;
     for (int64_t r = 0; r < w.rows; ++r) {
         data_rows[size_t(r)] = static_cast<const uint8_t*>(w.data.raw()) + r * rb;
         if (s.code == WeightCode::Fp4) scale_rows[size_t(r)] = static_cast<const uint8_t*>(w.scale.raw()) + r * sb;
+        if (s.fp4_block_exact) block_exp_rows.push_back(block_exp_row(exps, r, w.cols));
     }
-    upload_rows(s, e, data_rows, scale_rows, rb);
+    upload_rows(s, e, data_rows, scale_rows, block_exp_rows, rb);
     if (s.code == WeightCode::Fp8) {
         const std::vector<float> scales = fp8_scales(w);
         copy_to_device(s.scale, e * s.scale_expert_bytes, scales.data(), scales.size() * 4);
@@ -263,11 +290,31 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
     DeviceExpertGroup g;
     g.experts = int64_t(experts.size());
     g.intermediate = first.gate.rows;
-    g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order);
-    g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order);
+    // FP4 in e4m3 order: a projection whose every expert's matrices are block-exact takes the FP8 arithmetic
+    // (fp4_blocks.hpp); STEADYMOE_FP4_BLOCK_EXACT=0 keeps every one on the per-32 arithmetic, to compare.
+    const bool may_be_exact = fp4_e4m3_order && first.gate.format == ExpertFormat::Fp4 && !env_equals("STEADYMOE_FP4_BLOCK_EXACT", "0");
+    std::vector<BlockExponents> gate_exps, up_exps, down_exps;
+    bool gate_up_exact = may_be_exact, down_exact = may_be_exact;
+    for (const ExpertWeights* e : experts) {
+        if (!gate_up_exact && !down_exact) break;
+        const auto take = [](const WeightMatrix& w, std::vector<BlockExponents>& out, bool& exact) {
+            if (!exact) return;
+            std::optional<BlockExponents> exps = fp4_block_exponents(w);
+            exact = exps.has_value();
+            if (exact) out.push_back(std::move(*exps));
+        };
+        take(e->gate, gate_exps, gate_up_exact);
+        take(e->up, up_exps, gate_up_exact);
+        take(e->down, down_exps, down_exact);
+    }
+    g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, gate_up_exact);
+    g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, down_exact);
     for (int64_t e = 0; e < g.experts; ++e) {
-        upload_gate_up(g.gate_up, e, experts[size_t(e)]->gate, experts[size_t(e)]->up);
-        upload_plain(g.down, e, experts[size_t(e)]->down);
+        const size_t i = size_t(e);
+        if (gate_up_exact) upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up, gate_exps[i], up_exps[i]);
+        else upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up);
+        if (down_exact) upload_plain(g.down, e, experts[i]->down, down_exps[i]);
+        else upload_plain(g.down, e, experts[i]->down);
     }
     return g;
 }

@@ -26,6 +26,11 @@ struct DeviceMatrixSet {
     // 128-wide k blocks, each its codes (each 32-wide group's permuted within it) then its exponents, and
     // no `scale` (expert_group.cpp: fp4_e4m3_blocks); only such launches may read them.
     bool fp4_e4m3_order = false;
+    // FP4 in e4m3 order whose every expert's every 128 x 128 block converts exactly to e4m3 codes under one
+    // power-of-two scale (fp4_blocks.hpp): each row's exponents of a block are its groups' shifts and the
+    // block's exponent, and its codes are packed for a byte table (fp4_e4m3_word.hpp); its products take the
+    // FP8 kernels' arithmetic.
+    bool fp4_block_exact = false;
     int64_t expert_bytes = 0;
     int64_t scale_expert_bytes = 0;
     DeviceBuffer data;

@@ -30,7 +30,41 @@ SMOE_HD constexpr uint32_t pack_e2m1x8_for_e4m3(const uint8_t (&first)[4], const
     return word;
 }
 
+// Block-exact FP4 (expert_group.cpp: a matrix whose every 128 x 128 block converts exactly to e4m3 codes under
+// one power-of-two scale, so its products take the FP8 kernels' arithmetic: grouped_gemm_sm90_fp4_exact.cuh): a
+// group's codes become e4m3 codes of their values times 2^(shift - 6), shift in [1, 12] per row and group, by a
+// byte table the shift builds, looked up with a byte permute. Its word: first[j]'s magnitude (e1 e0 m) at bits
+// 4j .. 4j + 2 and its sign at bit 8j + 7, second[j]'s magnitude at bits 16 + 4j .. and its sign at bit 8j + 3,
+// so that each register's four selectors are one masked half-word and its signs one masked (shifted) word.
+inline constexpr uint32_t kE4m3ShiftMin = 1, kE4m3ShiftMax = 12, kE4m3ShiftBias = 6;
+SMOE_HD constexpr uint32_t pack_e2m1x8_for_table(const uint8_t (&first)[4], const uint8_t (&second)[4]) {
+    uint32_t word = 0;
+    for (int j = 0; j < 4; ++j) {
+        const uint32_t a = first[j] & 0xFu, b = second[j] & 0xFu;
+        word |= (a & 7u) << (4 * j) | (a >> 3) << (8 * j + 7) | (b & 7u) << (16 + 4 * j) | (b >> 3) << (8 * j + 3);
+    }
+    return word;
+}
+
+// The e4m3 magnitudes of the eight e2m1 magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6) times 2^(shift - 6), bytes 0..3
+// in lo and 4..7 in hi: 0.5 is 2^(shift - 7) (exponent field shift, a normal number for every shift from 1) and
+// each step of the exponent field is 8; at shift 12, 6 * 64 = 384 (0x7C) is the largest, below e4m3's 448.
+struct E4m3Table {
+    uint32_t lo, hi;
+};
+SMOE_HD constexpr E4m3Table e4m3_table(uint32_t shift) {
+    return {shift * 0x08080800u + 0x0C080000u, shift * 0x08080808u + 0x1C181410u};
+}
+
 #if defined(__CUDACC__)
+// A table word's two registers of e4m3 codes (byte j: first[j], second[j]): the byte permute reads a selector's
+// low three bits (its fourth, which would replicate a byte's sign, is masked off) and the sign comes after.
+__device__ __forceinline__ uint2 e2m1x8_to_e4m3x8_by_table(uint32_t word, E4m3Table table) {
+    const uint32_t first = __byte_perm(table.lo, table.hi, word & 0x7777u) | (word & 0x80808080u);
+    const uint32_t second = __byte_perm(table.lo, table.hi, (word >> 16) & 0x7777u) | ((word << 4) & 0x80808080u);
+    return make_uint2(first, second);
+}
+
 // The two registers of e4m3 codes (byte j: first[j], second[j]).
 __device__ __forceinline__ uint2 e2m1x8_to_e4m3x8(uint32_t word) {
     const uint32_t first = word & 0x9C9C9C9Cu;

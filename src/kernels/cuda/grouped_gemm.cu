@@ -205,6 +205,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
                                               g.epilogue == GemmEpilogue::Store && g.k_splits <= 65535);
     if (!split_ok) return cudaErrorInvalidValue;
     if (g.code == WeightCode::Fp4 && (g.a_fp8 != nullptr) != g.fp4_e4m3_order) return cudaErrorInvalidValue;  // the codes' order
+    if (g.fp4_block_exact && !g.fp4_e4m3_order) return cudaErrorInvalidValue;  // (only e4m3 order has that layout)
     if (g.out_bf16 && (g.epilogue == GemmEpilogue::Store || !g.round_bf16)) return cudaErrorInvalidValue;
     if (g.a_index && !grouped_gemm_reads_indexed_rows(g)) return cudaErrorInvalidValue;
     if (hopper_gemm_available()) return launch_grouped_gemm_sm90(g);

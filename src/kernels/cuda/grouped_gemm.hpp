@@ -113,6 +113,9 @@ struct GroupedGemmLaunch {
     // FP4 weights stored in e4m3 order (DeviceMatrixSet::fp4_e4m3_order): such weights must meet e4m3
     // activations (a_fp8) and FP4 weights meeting them must be so stored; a launch that mixes them is refused.
     bool fp4_e4m3_order = false;
+    // FP4 weights in e4m3 order that are block-exact (DeviceMatrixSet::fp4_block_exact): their products take
+    // the FP8 kernels' arithmetic (grouped_gemm_sm90_fp4_exact.cuh). It must be the weights' own flag.
+    bool fp4_block_exact = false;
     const void* w = nullptr;         // expert e at w + e * w_expert_bytes
     int64_t w_expert_bytes = 0;
     const void* w_scale = nullptr;   // expert e at w_scale + e * scale_expert_bytes

@@ -25,6 +25,7 @@
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_sm90_fp4_e4m3.cuh"
+#include "grouped_gemm_sm90_fp4_exact.cuh"
 #include "grouped_gemm_stage.cuh"
 #include "tensor_map.hpp"
 #include "wgmma.cuh"
@@ -62,19 +63,24 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // 2 KB and 256 bytes a stage left it at 0.22-0.43 of the memory floor
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
 // kSmCtas > 0: that many CTAs to an SM, each with as many stages as its share of shared memory holds; 0: the
-// format's rule below.
-template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0>
+// format's rule below. kExact: FP4 x e4m3 shapes for block-exact weights (the FP8 arithmetic:
+// grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins.
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0, bool kExact = false>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
-    static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block)
+    static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block) unless kBlockExact
+    static constexpr bool kBlockExact = kFp4E4m3 && kExact;
     static constexpr int kTokens = kTokensPerCta;
     static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
     static constexpr int kCtasPerSm = kSmCtas > 0 ? kSmCtas
                                       : kFp4E4m3 && kTokens > 16 ? 3
                                       : kCode == WeightCode::Fp4 ? 4
                                       : kCode == WeightCode::Bf16 ? 3 : 5;
-    static constexpr bool kBlocksAtOnce = kFp4E4m3 && kTokens == 8 && kCtasPerSm == 4;  // fp4_e4m3_block_pair
+    static constexpr bool kBlocksAtOnce = kFp4E4m3 && !kBlockExact && kTokens == 8 && kCtasPerSm == 4;  // fp4_e4m3_block_pair
+    // Two blocks at once (fp4_exact::stage) only where their registers fit without serialising the MMAs (C7512
+    // at five and six CTAs to an SM)
+    static constexpr bool kExactPairs = kBlockExact && kBlocks == 2 && kCtasPerSm <= 4;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
@@ -110,6 +116,7 @@ struct DecodeShape {
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
     static_assert(!kBlocksAtOnce || kBlocks == 2, "fp4_e4m3_block_pair multiplies a stage's two blocks");
+    static_assert(!kExactPairs || kBlocks == 2, "fp4_exact::stage multiplies a stage's two blocks at once");
     static_assert(!kHoldsScales || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
     static_assert(kTokenScaleOffset % 8 == 0 && kHeldScaleOffset % 8 == 0 && kScaleLd % 2 == 0, "token scales are read in pairs");
     static_assert((kSmemBytes + 1024 + 127) / 128 * 128 * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
@@ -156,6 +163,17 @@ using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;
 constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5>;  // other decode batches
 using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
+// The block-exact twins of the FP4 x e4m3 shapes (DecodeShape's kExact).
+template <bool kExact>
+struct Fp4E4m3Shapes {
+    using Thin = DecodeShape<WeightCode::Fp4, true, 8, 6, kExact>;
+    using ThinFour = DecodeShape<WeightCode::Fp4, true, 8, 0, kExact>;
+    using Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5, kExact>;
+    using NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16, 0, kExact>;
+    using Wide = DecodeShape<WeightCode::Fp4, true, 64, 0, kExact>;
+};
+static_assert(std::is_same_v<Fp4E4m3Shapes<false>::Thin, Fp4E4m3Thin> && std::is_same_v<Fp4E4m3Shapes<false>::ThinFour, Fp4E4m3ThinFour> &&
+              std::is_same_v<Fp4E4m3Shapes<false>::Narrow, Fp4E4m3Narrow> && std::is_same_v<Fp4E4m3Shapes<false>::Wide, Fp4E4m3Wide>);
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8DecodeFewer = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4E4m3NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16>;
@@ -473,7 +491,9 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
         const char* stage = smem + s * S::kStageBytes;
         const StageScales scales = held ? StageScales{held + ks * S::kBlocks * S::kScaleLd, S::kScaleLd}
                                         : StageScales{reinterpret_cast<const float*>(stage + S::kTokenScaleOffset), S::kTokens};
-        if constexpr (S::kFp4E4m3) {
+        if constexpr (S::kBlockExact) {
+            fp4_exact::stage<S>(total, stage, scales, stage_blocks<S>(t, ks), row, lane);
+        } else if constexpr (S::kFp4E4m3) {
             fp4_e4m3_stage<S>(total, stage, scales, stage_blocks<S>(t, ks), row, lane);
         } else {
             stage_mmas<S>(acc, stage, row, lane);
@@ -674,6 +694,24 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
     return int64_t(g.max_tiles) * decode_chunks(g, decode_tokens(g.code)) <= 65535;  // grid.y
 }
 
+namespace {
+
+template <bool kExact>
+cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
+    using Shapes = Fp4E4m3Shapes<kExact>;
+    switch (fp4_e4m3_tokens(g)) {
+    case Fp4E4m3Thin::kTokens:
+        if (thin_four() || few_ctas(g, Fp4E4m3ThinFour::kTokens, kThinFourLaunchCtasPerSm))
+            return launch_typed<typename Shapes::ThinFour, true>(g);
+        return launch_typed<typename Shapes::Thin, true>(g);
+    case Fp4E4m3Narrow::kTokens:
+        return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
+    default: return launch_typed<typename Shapes::Wide, true>(g);
+    }
+}
+
+}  // namespace
+
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
     case WeightCode::Bf16:
@@ -686,14 +724,7 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
         return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g) : launch_typed<Fp8Decode, true>(g);
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
-        switch (fp4_e4m3_tokens(g)) {
-        case Fp4E4m3Thin::kTokens:
-            if (thin_four() || few_ctas(g, Fp4E4m3ThinFour::kTokens, kThinFourLaunchCtasPerSm))
-                return launch_typed<Fp4E4m3ThinFour, true>(g);
-            return launch_typed<Fp4E4m3Thin, true>(g);
-        case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? launch_typed<Fp4E4m3NarrowFewer, true>(g) : launch_typed<Fp4E4m3Narrow, true>(g);
-        default: return launch_typed<Fp4E4m3Wide, true>(g);
-        }
+        return g.fp4_block_exact ? launch_fp4_e4m3<true>(g) : launch_fp4_e4m3<false>(g);
     }
     return cudaErrorInvalidValue;
 }

@@ -120,43 +120,46 @@ __device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc
 
 // The weights-as-A forms of FP4 weights meeting e4m3 tokens: A e4m3 from registers (four per thread:
 // (row, k 4q..4q+3), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, k 16 + 4q..) of each warp's 16 rows,
-// q = lane % 4), B e4m3 K-major in shared memory; D = A . B^T, written anew (scale-d off: D's
-// values going in are not read, so it need not be set).
+// q = lane % 4), B e4m3 K-major in shared memory; D = A . B^T, written anew (kScaleD 0: D's values going in
+// are not read, so it need not be set), or D += A . B^T (kScaleD 1).
 // D (64 x 8, f32).
+template <int kScaleD = 0>
 __device__ __forceinline__ void wgmma_m64n8k32_e4m3_rs(float (&d)[4], const uint32_t (&a)[4], uint64_t desc_b) {
     asm volatile(
         "{\n"
         "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
         "{%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, %8, 0, 1, 1;\n"
+        "{%4, %5, %6, %7}, %8, %9, 1, 1;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kScaleD));
 }
 // D (64 x 16, f32).
+template <int kScaleD = 0>
 __device__ __forceinline__ void wgmma_m64n16k32_e4m3_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b) {
     asm volatile(
         "{\n"
         "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
         "{%0, %1, %2, %3, %4, %5, %6, %7}, "
-        "{%8, %9, %10, %11}, %12, 0, 1, 1;\n"
+        "{%8, %9, %10, %11}, %12, %13, 1, 1;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kScaleD));
 }
 // D (64 x 64, f32).
+template <int kScaleD = 0>
 __device__ __forceinline__ void wgmma_m64n64k32_e4m3_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
     asm volatile(
         "{\n"
         "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "{%32, %33, %34, %35}, %36, 0, 1, 1;\n"
+        "{%32, %33, %34, %35}, %36, %37, 1, 1;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kScaleD));
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -1,0 +1,113 @@
+// Block-exact FP4 weights meeting e4m3 tokens on Hopper (grouped_gemm_sm90_decode.cu's kernel): weights whose
+// every 128 x 128 block converts exactly to e4m3 codes under one power-of-two scale 2^(b - 127) (fp4_blocks.hpp)
+// take the FP8 kernels' arithmetic. Per 128-wide block, each group's codes are widened to those e4m3 codes (its
+// shift's byte table: fp4_e4m3_word.hpp), four MMAs sum the block's products in one accumulator, the first
+// anew, and total = fma(sums, s_a * 2^(b - 127), total) with the token's 128-block scale s_a: the FP8 kernels'
+// four MMAs a block and their fold with the block's weight scale. One fold per block where the per-32
+// arithmetic (grouped_gemm_sm90_fp4_e4m3.cuh) folds five times. Device code for sm_90a.
+#pragma once
+
+#include "grouped_gemm_sm90_fp4_e4m3.cuh"
+
+#include <cstdint>
+
+namespace steadymoe::cuda::fp4_exact {
+
+using namespace wgmma;
+using fp4_e4m3::kFp4Groups;
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+using fp4_e4m3::Fp4Block;
+using fp4_e4m3::StageScales;
+
+// Group g's A fragment (fp4_e4m3::widen_group's registers), each row's codes by its group's shift (bits 4g..
+// of the row's word in Fp4Block::exps).
+__device__ __forceinline__ void widen_shifted_group(const Fp4Block& blk, int g, uint32_t (&a)[4]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const uint2 codes = blk.words[g / 2][r];
+        const uint2 v = e2m1x8_to_e4m3x8_by_table(g % 2 ? codes.y : codes.x, e4m3_table(blk.exps[r] >> (4 * g) & 0xFu));
+        a[r] = v.x, a[r + 2] = v.y;
+    }
+}
+
+// Group g's MMA of a block into sums: the first written anew, the others added (fp4_e4m3::group_mma's
+// operands).
+template <class S, int kGroup>
+__device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t (&a)[4], uint64_t tokens) {
+    constexpr int kScaleD = kGroup > 0 ? 1 : 0;
+    tokens += (kGroup / 2) * (S::kTokenTileBytes / 16) + (32 * (kGroup % 2)) / 16;
+    if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs<kScaleD>(sums, a, tokens);
+    else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs<kScaleD>(sums, a, tokens);
+    else wgmma_m64n64k32_e4m3_rs<kScaleD>(sums, a, tokens);
+}
+
+// A block's four groups widened and their MMAs issued and committed, after the fence that orders the
+// fragments' and the sums' registers.
+template <class S>
+__device__ __forceinline__ void issue_block(float (&sums)[S::kAcc], uint32_t (&a)[kFp4Groups][4], const Fp4Block& blk, uint64_t tokens) {
+#pragma unroll
+    for (int g = 0; g < kFp4Groups; ++g) {
+        widen_shifted_group(blk, g, a[g]);
+        fp4_e4m3::order_mma_registers(sums, a[g]);
+    }
+    wgmma_fence();
+    group_mma<S, 0>(sums, a[0], tokens);
+    group_mma<S, 1>(sums, a[1], tokens);
+    group_mma<S, 2>(sums, a[2], tokens);
+    group_mma<S, 3>(sums, a[3], tokens);
+    wgmma_commit();
+}
+
+// total = fma(sums, s_a * 2^(b - 127), total), as the FP8 kernels fold (element i: token 8 * (i / 4) + 2q + i % 2,
+// weight row row + 8 * (i / 2 % 2), whose block exponent is bits 16..23 of its word), after the block's wait.
+template <class S>
+__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], float (&sums)[S::kAcc], uint32_t (&a)[kFp4Groups][4], const Fp4Block& blk,
+                                           const float* token_scale, int q) {
+#pragma unroll
+    for (int g = 0; g < kFp4Groups; ++g) fp4_e4m3::order_mma_registers(sums, a[g]);
+    const float weight_scale[2] = {__uint_as_float((blk.exps[0] >> 16 & 0xFFu) << 23), __uint_as_float((blk.exps[1] >> 16 & 0xFFu) << 23)};
+#pragma unroll
+    for (int j = 0; j < S::kAcc / 4; ++j) {
+        const float2 pair = *reinterpret_cast<const float2*>(token_scale + 8 * j + 2 * q);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const float scale = __fmul_rn(r & 1 ? pair.y : pair.x, weight_scale[r >> 1]);
+            total[4 * j + r] = __fmaf_rn(sums[4 * j + r], scale, total[4 * j + r]);
+        }
+    }
+}
+
+// A stage's `count` blocks. Two are multiplied at once (block 1 issued behind block 0, block 0 folded while
+// block 1's multiply) where the CTA's registers hold both blocks' fragments and sums (S::kExactPairs); the
+// same MMAs and folds in the same order either way.
+template <class S>
+__device__ __forceinline__ void stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
+    static_assert(S::kBlockExact);
+    const int q = lane & 3;
+    if constexpr (S::kExactPairs) {
+        if (count == 2) {
+            const Fp4Block blk[2] = {fp4_e4m3::load_fp4_block<S>(stage, 0, row, q), fp4_e4m3::load_fp4_block<S>(stage, 1, row, q)};
+            uint32_t a[2][kFp4Groups][4];
+            float sums[2][S::kAcc];
+            issue_block<S>(sums[0], a[0], blk[0], fp4_e4m3::stage_tokens<S>(stage, 0));
+            issue_block<S>(sums[1], a[1], blk[1], fp4_e4m3::stage_tokens<S>(stage, 1));
+            wgmma_wait<1>();
+            fold_block<S>(total, sums[0], a[0], blk[0], sc.scales, q);
+            wgmma_wait<0>();
+            fold_block<S>(total, sums[1], a[1], blk[1], sc.scales + sc.ld, q);
+            return;
+        }
+    }
+    for (int b = 0; b < count; ++b) {
+        const Fp4Block blk = fp4_e4m3::load_fp4_block<S>(stage, b, row, q);
+        uint32_t a[kFp4Groups][4];
+        float sums[S::kAcc];
+        issue_block<S>(sums, a, blk, fp4_e4m3::stage_tokens<S>(stage, b));
+        wgmma_wait<0>();
+        fold_block<S>(total, sums, a, blk, sc.scales + b * sc.ld, q);
+    }
+}
+#endif
+
+}  // namespace steadymoe::cuda::fp4_exact
