@@ -78,8 +78,8 @@ struct DecodeShape {
                                       : kCode == WeightCode::Fp4 ? 4
                                       : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr bool kBlocksAtOnce = kFp4E4m3 && !kBlockExact && kTokens == 8 && kCtasPerSm == 4;  // fp4_e4m3_block_pair
-    // Two blocks at once (fp4_exact::stage) only where their registers fit without serialising the MMAs (C7512
-    // at five and six CTAs to an SM)
+    // Two blocks' MMAs interleaved (fp4_exact::stage) where their registers fit without serialising the MMAs
+    // (ptxas notice C7512 at five and six CTAs to an SM)
     static constexpr bool kExactPairs = kBlockExact && kBlocks == 2 && kCtasPerSm <= 4;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
@@ -696,16 +696,19 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 
 namespace {
 
+// Block-exact weights take the four-to-an-SM shapes in every decode launch: their two blocks' interleaved MMAs
+// need the registers (kExactPairs), and one block's chain of four MMAs at a time, five or six to an SM, was 16-24%
+// slower than the per-32 arithmetic's four MMAs at once (bench/results/2026-12-04-cuda-fp4-block-exact.md).
 template <bool kExact>
 cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
     using Shapes = Fp4E4m3Shapes<kExact>;
     switch (fp4_e4m3_tokens(g)) {
     case Fp4E4m3Thin::kTokens:
-        if (thin_four() || few_ctas(g, Fp4E4m3ThinFour::kTokens, kThinFourLaunchCtasPerSm))
+        if (kExact || thin_four() || few_ctas(g, Fp4E4m3ThinFour::kTokens, kThinFourLaunchCtasPerSm))
             return launch_typed<typename Shapes::ThinFour, true>(g);
         return launch_typed<typename Shapes::Thin, true>(g);
     case Fp4E4m3Narrow::kTokens:
-        return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
+        return kExact || fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
     default: return launch_typed<typename Shapes::Wide, true>(g);
     }
 }

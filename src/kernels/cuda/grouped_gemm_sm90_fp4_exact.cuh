@@ -78,9 +78,11 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], float (&sums
     }
 }
 
-// A stage's `count` blocks. Two are multiplied at once (block 1 issued behind block 0, block 0 folded while
-// block 1's multiply) where the CTA's registers hold both blocks' fragments and sums (S::kExactPairs); the
-// same MMAs and folds in the same order either way.
+// A stage's `count` blocks. Two are multiplied at once where the CTA's registers hold both blocks' fragments
+// and sums (S::kExactPairs), their MMAs interleaved (block 0's group 0, block 1's group 0, block 0's group 1,
+// ...): each MMA of a block's chain adds to the sums of the one before it, which a lone block's chain waits
+// for, while here the other block's MMA runs in between. The same MMAs into each block's sums in the same
+// order, and the same folds: the same bits either way.
 template <class S>
 __device__ __forceinline__ void stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
     static_assert(S::kBlockExact);
@@ -88,13 +90,28 @@ __device__ __forceinline__ void stage(float (&total)[S::kAcc], const char* stage
     if constexpr (S::kExactPairs) {
         if (count == 2) {
             const Fp4Block blk[2] = {fp4_e4m3::load_fp4_block<S>(stage, 0, row, q), fp4_e4m3::load_fp4_block<S>(stage, 1, row, q)};
+            const uint64_t tokens[2] = {fp4_e4m3::stage_tokens<S>(stage, 0), fp4_e4m3::stage_tokens<S>(stage, 1)};
             uint32_t a[2][kFp4Groups][4];
             float sums[2][S::kAcc];
-            issue_block<S>(sums[0], a[0], blk[0], fp4_e4m3::stage_tokens<S>(stage, 0));
-            issue_block<S>(sums[1], a[1], blk[1], fp4_e4m3::stage_tokens<S>(stage, 1));
-            wgmma_wait<1>();
-            fold_block<S>(total, sums[0], a[0], blk[0], sc.scales, q);
+#pragma unroll
+            for (int b = 0; b < 2; ++b)
+#pragma unroll
+                for (int g = 0; g < kFp4Groups; ++g) {
+                    widen_shifted_group(blk[b], g, a[b][g]);
+                    fp4_e4m3::order_mma_registers(sums[b], a[b][g]);
+                }
+            wgmma_fence();
+            group_mma<S, 0>(sums[0], a[0][0], tokens[0]);
+            group_mma<S, 0>(sums[1], a[1][0], tokens[1]);
+            group_mma<S, 1>(sums[0], a[0][1], tokens[0]);
+            group_mma<S, 1>(sums[1], a[1][1], tokens[1]);
+            group_mma<S, 2>(sums[0], a[0][2], tokens[0]);
+            group_mma<S, 2>(sums[1], a[1][2], tokens[1]);
+            group_mma<S, 3>(sums[0], a[0][3], tokens[0]);
+            group_mma<S, 3>(sums[1], a[1][3], tokens[1]);
+            wgmma_commit();
             wgmma_wait<0>();
+            fold_block<S>(total, sums[0], a[0], blk[0], sc.scales, q);
             fold_block<S>(total, sums[1], a[1], blk[1], sc.scales + sc.ld, q);
             return;
         }
