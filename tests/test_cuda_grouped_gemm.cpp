@@ -80,6 +80,7 @@ struct Problem {
     std::vector<uint16_t> a_bf16;         // when set: bf16 activations [kRows][kdim] instead of a's codes
     std::vector<float> a_scale, w_scale;  // [kRows][kdim/128]; FP8: [kN/128][kdim/128]
     std::vector<uint8_t> w_exp;           // FP4: e8m0 [kN][kdim/32]
+    bool block_exact = false;             // FP4 meeting e4m3 activations: uploaded block-exact (fp4_blocks.hpp)
 
     double activation(int64_t r, int64_t k) const {
         return a_bf16.empty() ? double(e4m3_to_f32(a[size_t(r * kdim + k)])) : double(bf16_to_f32(a_bf16[size_t(r * kdim + k)]));
@@ -169,7 +170,7 @@ cuda::DeviceExpertGroup upload(const Problem& p, bool e4m3_order) {
         e.up = fp8_matrix(K, kN, gu, gu_scale, "up");
         e.down = fp8_matrix(kN, K, p.w, p.w_scale, "down");
     }
-    return cuda::upload_expert_group({&e}, "test experts", e4m3_order);
+    return cuda::upload_expert_group({&e}, "test experts", e4m3_order, p.block_exact);
 }
 
 // C = A . W^T on the GPU through one grouped-GEMM launch; fp8_a: A as e4m3 codes, else as bf16 values;
@@ -452,10 +453,11 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
                          !cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0");
     EXPECT_EQ(four.ctas_per_sm, four_on ? 4 : 0);
     EXPECT_EQ(four.launch_ctas_per_sm, four_on ? 3 : 0);
-    // Weights whose groups' exponents span 19 binades within a block take the per-32 arithmetic; 11, the
-    // block-exact one (fp4_blocks.hpp) unless STEADYMOE_FP4_BLOCK_EXACT=0.
-    for (const std::vector<int>& shifts : {std::vector<int>{-16, -9, -5, 0, 3}, std::vector<int>{-11, -5, 0}})
-        check_fp4_e4m3_batches(shifts, shifts.size() == 3 && !cuda::env_equals("STEADYMOE_FP4_BLOCK_EXACT", "0"));
+    // Weights whose groups' exponents span 19 binades within a block, on the per-32 arithmetic; 11, on it and
+    // uploaded block-exact (fp4_blocks.hpp).
+    check_fp4_e4m3_batches({-16, -9, -5, 0, 3}, false);
+    check_fp4_e4m3_batches({-11, -5, 0}, false);
+    check_fp4_e4m3_batches({-11, -5, 0}, true);
 }
 
 namespace {
@@ -465,6 +467,7 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact) {
     SCOPED_TRACE(block_exact ? "block-exact weights" : "per-32 weights");
     const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
     Problem p = make_fp4_problem(e4m3, e2m1, shifts, 21);
+    p.block_exact = block_exact;
     EXPECT_EQ(upload(p, true).down.fp4_block_exact, block_exact);
     std::mt19937 rng(22);
     for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
@@ -492,7 +495,8 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact) {
     }
     // k = 1664: thirteen blocks, so every ring wraps and every decode form's last stage is half filled (seven
     // stages of two blocks in a ring of three or four; thirteen of one in a ring of five).
-    const Problem long_k = make_fp4_problem(e4m3, e2m1, shifts, 23, 1664);
+    Problem long_k = make_fp4_problem(e4m3, e2m1, shifts, 23, 1664);
+    long_k.block_exact = block_exact;
     const std::vector<float> long_tiles = run(long_k, true, false);
     every_decode_form(long_k, long_tiles, "k = 1664");
     EXPECT_LE(relative_error(long_tiles, reference(long_k)), 1e-3) << "k = 1664";
@@ -500,6 +504,7 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact) {
     // blocks, more than a 16-token CTA holds (it copies them per stage), fewer than an 8-token one holds; with k
     // split in two, both hold their 32.
     Problem longer_k = make_fp4_problem(e4m3, e2m1, shifts, 24, 8192);
+    longer_k.block_exact = block_exact;
     for (float& s : longer_k.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
     EXPECT_LE(relative_error(run(longer_k, true, true, true, {}, 1, 8), reference(longer_k)), 1e-3) << "k = 8192";
     for (int32_t splits : {1, 2}) {
@@ -547,20 +552,35 @@ TEST(CudaGroupedGemm, Fp4BlockExponentsFollowTheGroupsExponents) {
     EXPECT_EQ(*zeros, (std::vector<uint8_t>{104, 127, 104, 104}));
 }
 
+// Weights asked to be block-exact that are not are refused, naming the matrix, before anything is uploaded (so
+// this runs without a GPU too).
+TEST(CudaGroupedGemm, BlockExactUploadRefusesWeightsWithoutAnExactForm) {
+    Problem p = make_fp4_problem({1.0f}, every_e2m1_value(), {-16, -9, -5, 0, 3}, 43);
+    p.block_exact = true;
+    try {
+        (void)upload(p, true);
+        ADD_FAILURE() << "weights whose exponents span 19 binades were uploaded block-exact";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+        EXPECT_NE(std::string(e.what()).find("down"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("STEADYMOE_FP4_BLOCK_EXACT"), std::string::npos) << e.what();
+    }
+}
+
 // Block-exact FP4 weights take the FP8 kernels' arithmetic: converted exactly to e4m3 codes with a scale per
 // 128 x 128 block (here by the test itself), they give the same bits on the FP8 kernels — the tiled kernel and
 // the decode kernel — as on the FP4 ones, in every batch's form.
 TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
-    if (cuda::env_equals("STEADYMOE_FP4_BLOCK_EXACT", "0")) GTEST_SKIP() << "STEADYMOE_FP4_BLOCK_EXACT=0: no FP4 weights are block-exact";
     const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
     Problem p = make_fp4_problem(e4m3, e2m1, {-11, -6, -2, 0}, 41);
     std::mt19937 rng(42);
     for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
+    p.block_exact = true;
     ASSERT_TRUE(upload(p, true).down.fp4_block_exact);
     Problem fp8 = p;
-    fp8.fp4 = false;
+    fp8.fp4 = false, fp8.block_exact = false;
     const int64_t kb = p.kdim / 128;
     fp8.w_scale.assign(size_t((kN / 128) * kb), 0.0f);
     for (int64_t block = 0; block < (kN / 128) * kb; ++block) {

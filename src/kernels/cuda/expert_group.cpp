@@ -284,37 +284,43 @@ std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts
     return {};
 }
 
+bool fp4_block_exact_requested() {
+    static const bool requested = env_equals("STEADYMOE_FP4_BLOCK_EXACT", "1");
+    return requested;
+}
+
 DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& experts, const std::string& what,
-                                      bool fp4_e4m3_order) {
+                                      bool fp4_e4m3_order, bool fp4_block_exact) {
     const ExpertWeights& first = *experts.front();
     DeviceExpertGroup g;
     g.experts = int64_t(experts.size());
     g.intermediate = first.gate.rows;
-    // FP4 in e4m3 order: a projection whose every expert's matrices are block-exact takes the FP8 arithmetic
-    // (fp4_blocks.hpp); STEADYMOE_FP4_BLOCK_EXACT=0 keeps every one on the per-32 arithmetic, to compare.
-    const bool may_be_exact = fp4_e4m3_order && first.gate.format == ExpertFormat::Fp4 && !env_equals("STEADYMOE_FP4_BLOCK_EXACT", "0");
+    // Block-exact FP4 (fp4_blocks.hpp): every matrix of every expert must be, so that no token's arithmetic
+    // depends on which experts a GPU holds.
+    const bool exact = fp4_block_exact && fp4_e4m3_order && first.gate.format == ExpertFormat::Fp4;
     std::vector<BlockExponents> gate_exps, up_exps, down_exps;
-    bool gate_up_exact = may_be_exact, down_exact = may_be_exact;
     for (const ExpertWeights* e : experts) {
-        if (!gate_up_exact && !down_exact) break;
-        const auto take = [](const WeightMatrix& w, std::vector<BlockExponents>& out, bool& exact) {
-            if (!exact) return;
-            std::optional<BlockExponents> exps = fp4_block_exponents(w);
-            exact = exps.has_value();
-            if (exact) out.push_back(std::move(*exps));
-        };
-        take(e->gate, gate_exps, gate_up_exact);
-        take(e->up, up_exps, gate_up_exact);
-        take(e->down, down_exps, down_exact);
+        if (!exact) break;
+        for (auto [w, out] : {std::pair{&e->gate, &gate_exps}, std::pair{&e->up, &up_exps}, std::pair{&e->down, &down_exps}}) {
+            std::optional<BlockExponents> exps = fp4_block_exponents(*w);
+            SMOE_CHECK(exps.has_value(), Unsupported,
+                       "{}: some 128x128 block has no exact e4m3 form under one scale (its FP4 scales span more than 11 "
+                       "binades, or lie below 2^-120), so it cannot take the block-exact arithmetic STEADYMOE_FP4_BLOCK_EXACT=1 asks for",
+                       w->name);
+            out->push_back(std::move(*exps));
+        }
     }
-    g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, gate_up_exact);
-    g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, down_exact);
+    g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, exact);
+    g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, exact);
     for (int64_t e = 0; e < g.experts; ++e) {
         const size_t i = size_t(e);
-        if (gate_up_exact) upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up, gate_exps[i], up_exps[i]);
-        else upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up);
-        if (down_exact) upload_plain(g.down, e, experts[i]->down, down_exps[i]);
-        else upload_plain(g.down, e, experts[i]->down);
+        if (exact) {
+            upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up, gate_exps[i], up_exps[i]);
+            upload_plain(g.down, e, experts[i]->down, down_exps[i]);
+        } else {
+            upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up);
+            upload_plain(g.down, e, experts[i]->down);
+        }
     }
     return g;
 }

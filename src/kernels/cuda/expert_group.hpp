@@ -26,10 +26,9 @@ struct DeviceMatrixSet {
     // 128-wide k blocks, each its codes (each 32-wide group's permuted within it) then its exponents, and
     // no `scale` (expert_group.cpp: fp4_e4m3_blocks); only such launches may read them.
     bool fp4_e4m3_order = false;
-    // FP4 in e4m3 order whose every expert's every 128 x 128 block converts exactly to e4m3 codes under one
-    // power-of-two scale (fp4_blocks.hpp): each row's exponents of a block are its groups' shifts and the
-    // block's exponent, and its codes are packed for a byte table (fp4_e4m3_word.hpp); its products take the
-    // FP8 kernels' arithmetic.
+    // FP4 in e4m3 order uploaded block-exact (upload_expert_group; fp4_blocks.hpp): each row's exponents of a
+    // block are its groups' shifts and the block's exponent, and its codes are packed for a byte table
+    // (fp4_e4m3_word.hpp); its products take the FP8 kernels' arithmetic.
     bool fp4_block_exact = false;
     int64_t expert_bytes = 0;
     int64_t scale_expert_bytes = 0;
@@ -49,10 +48,18 @@ struct DeviceExpertGroup {
 // scales outside the range bf16 represents exactly.
 std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts);
 
+// Whether FP4 weights meeting e4m3 activations take the block-exact arithmetic, the FP8 kernels' (STEADYMOE_FP4_BLOCK_EXACT=1):
+// not by default. On the decode kernel, which widens FP4 codes in registers, deepseek-v4-flash's routed experts
+// took 10-28% more time in decode batches with it and 6% less at 4096 and 16384 tokens: its four MMAs a block
+// add to one sum one after the other, where the per-32 arithmetic's four run at once
+// (bench/results/2026-12-04-cuda-fp4-block-exact.md).
+bool fp4_block_exact_requested();
+
 // Uploads the experts (which must pass tensor_core_blocker), FP4 ones in e4m3 order where asked (for GEMMs
-// that take e4m3 activations: fp4_takes_e4m3). Throws OutOfMemory naming `what`.
+// that take e4m3 activations: fp4_takes_e4m3), and then block-exact where asked: every FP4 matrix must be
+// (else Unsupported, naming it). Throws OutOfMemory naming `what`.
 DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& experts, const std::string& what,
-                                      bool fp4_e4m3_order = false);
+                                      bool fp4_e4m3_order = false, bool fp4_block_exact = fp4_block_exact_requested());
 
 // A dense bf16 matrix [n][k] (the router) as a one-expert set.
 DeviceMatrixSet upload_bf16_matrix(const Tensor& matrix, const std::string& what);

@@ -696,19 +696,16 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 
 namespace {
 
-// Block-exact weights take the four-to-an-SM shapes in every decode launch: their two blocks' interleaved MMAs
-// need the registers (kExactPairs), and one block's chain of four MMAs at a time, five or six to an SM, was 16-24%
-// slower than the per-32 arithmetic's four MMAs at once (bench/results/2026-12-04-cuda-fp4-block-exact.md).
 template <bool kExact>
 cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
     using Shapes = Fp4E4m3Shapes<kExact>;
     switch (fp4_e4m3_tokens(g)) {
     case Fp4E4m3Thin::kTokens:
-        if (kExact || thin_four() || few_ctas(g, Fp4E4m3ThinFour::kTokens, kThinFourLaunchCtasPerSm))
+        if (thin_four() || few_ctas(g, Fp4E4m3ThinFour::kTokens, kThinFourLaunchCtasPerSm))
             return launch_typed<typename Shapes::ThinFour, true>(g);
         return launch_typed<typename Shapes::Thin, true>(g);
     case Fp4E4m3Narrow::kTokens:
-        return kExact || fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
+        return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
     default: return launch_typed<typename Shapes::Wide, true>(g);
     }
 }
