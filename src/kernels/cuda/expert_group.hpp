@@ -48,10 +48,10 @@ struct DeviceExpertGroup {
 // scales outside the range bf16 represents exactly.
 std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts);
 
-// Whether FP4 weights meeting e4m3 activations take the block-exact arithmetic, the FP8 kernels' (STEADYMOE_FP4_BLOCK_EXACT=1):
-// not by default. On the decode kernel, which widens FP4 codes in registers, deepseek-v4-flash's routed experts
-// took 10-28% more time in decode batches with it and 6% less at 4096 and 16384 tokens: its four MMAs a block
-// add to one sum one after the other, where the per-32 arithmetic's four run at once
+// Whether FP4 weights meeting e4m3 activations take the block-exact arithmetic, the FP8 kernels'
+// (STEADYMOE_FP4_BLOCK_EXACT=1): not by default. On the decode kernel, which widens FP4 codes in registers,
+// deepseek-v4-flash's routed experts took 11-17% more time with it at 1 and 8 tokens and 6.5% less at 4096 and
+// 16384: a block's four MMAs add to one sum one after the other, where the per-32 arithmetic's four run at once
 // (bench/results/2026-12-04-cuda-fp4-block-exact.md).
 bool fp4_block_exact_requested();
 

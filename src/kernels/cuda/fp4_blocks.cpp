@@ -1,5 +1,4 @@
 #include "fp4_blocks.hpp"
-
 #include "fp4_e4m3_word.hpp"
 
 #include <algorithm>
@@ -43,7 +42,9 @@ std::optional<std::vector<uint8_t>> fp4_block_exponents(const WeightMatrix& w) {
 uint32_t fp4_block_shift_word(const uint8_t* codes, const uint8_t* exps, uint8_t block_exponent) {
     uint32_t word = uint32_t(block_exponent) << 16;
     for (int g = 0; g < 4; ++g) {
-        const uint32_t shift = group_has_value(codes + g * kGroupBytes) ? uint32_t(exps[g] - block_exponent) + kE4m3ShiftBias : kE4m3ShiftBias;
+        const uint32_t shift = group_has_value(codes + g * kGroupBytes)
+                                   ? uint32_t(exps[g] - block_exponent) + kE4m3ShiftBias
+                                   : kE4m3ShiftBias;
         word |= shift << (4 * g);
     }
     return word;

@@ -27,6 +27,7 @@ constexpr int kFp4Groups = kSubs * 2;  // 32-wide groups per 128-wide block
 // that one word gives a thread's two registers of a group for one of its rows.
 struct Fp4Block {
     uint32_t exps[2];       // rows row, row + 8: the e8m0 exponents of the block's four groups, one byte each
+                            // (block-exact weights: the row's shift word, fp4_blocks.hpp)
     uint2 words[kSubs][2];  // [sub-tile][row, row + 8]: this thread's word of each of the sub-tile's two groups
 };
 

@@ -1,10 +1,11 @@
-// Block-exact FP4 weights meeting e4m3 tokens on Hopper (grouped_gemm_sm90_decode.cu's kernel): weights whose
-// every 128 x 128 block converts exactly to e4m3 codes under one power-of-two scale 2^(b - 127) (fp4_blocks.hpp)
-// take the FP8 kernels' arithmetic. Per 128-wide block, each group's codes are widened to those e4m3 codes (its
-// shift's byte table: fp4_e4m3_word.hpp), four MMAs sum the block's products in one accumulator, the first
-// anew, and total = fma(sums, s_a * 2^(b - 127), total) with the token's 128-block scale s_a: the FP8 kernels'
-// four MMAs a block and their fold with the block's weight scale. One fold per block where the per-32
-// arithmetic (grouped_gemm_sm90_fp4_e4m3.cuh) folds five times. Device code for sm_90a.
+// Block-exact FP4 weights meeting e4m3 tokens on Hopper (grouped_gemm_sm90_decode.cu's kernel), on request
+// (expert_group.hpp: fp4_block_exact_requested): weights whose every 128 x 128 block converts exactly to e4m3
+// codes under one power-of-two scale 2^(b - 127) (fp4_blocks.hpp) take the FP8 kernels' arithmetic. Per
+// 128-wide block, each group's codes are widened to those e4m3 codes (its shift's byte table:
+// fp4_e4m3_word.hpp), four MMAs sum the block's products in one accumulator, the first anew, and
+// total = fma(sums, s_a * 2^(b - 127), total) with the token's 128-block scale s_a: the FP8 kernels' four MMAs
+// a block and their fold with the block's weight scale. One fold per block where the per-32 arithmetic
+// (grouped_gemm_sm90_fp4_e4m3.cuh) folds five times. Device code for sm_90a.
 #pragma once
 
 #include "grouped_gemm_sm90_fp4_e4m3.cuh"
@@ -26,7 +27,8 @@ __device__ __forceinline__ void widen_shifted_group(const Fp4Block& blk, int g, 
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const uint2 codes = blk.words[g / 2][r];
-        const uint2 v = e2m1x8_to_e4m3x8_by_table(g % 2 ? codes.y : codes.x, e4m3_table(blk.exps[r] >> (4 * g) & 0xFu));
+        const uint2 v =
+            e2m1x8_to_e4m3x8_by_table(g % 2 ? codes.y : codes.x, e4m3_table(blk.exps[r] >> (4 * g) & 0xFu));
         a[r] = v.x, a[r + 2] = v.y;
     }
 }
@@ -37,15 +39,19 @@ template <class S, int kGroup>
 __device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t (&a)[4], uint64_t tokens) {
     constexpr int kScaleD = kGroup > 0 ? 1 : 0;
     tokens += (kGroup / 2) * (S::kTokenTileBytes / 16) + (32 * (kGroup % 2)) / 16;
-    if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs<kScaleD>(sums, a, tokens);
-    else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs<kScaleD>(sums, a, tokens);
-    else wgmma_m64n64k32_e4m3_rs<kScaleD>(sums, a, tokens);
+    if constexpr (S::kTokens == 8)
+        wgmma_m64n8k32_e4m3_rs<kScaleD>(sums, a, tokens);
+    else if constexpr (S::kTokens == 16)
+        wgmma_m64n16k32_e4m3_rs<kScaleD>(sums, a, tokens);
+    else
+        wgmma_m64n64k32_e4m3_rs<kScaleD>(sums, a, tokens);
 }
 
 // A block's four groups widened and their MMAs issued and committed, after the fence that orders the
 // fragments' and the sums' registers.
 template <class S>
-__device__ __forceinline__ void issue_block(float (&sums)[S::kAcc], uint32_t (&a)[kFp4Groups][4], const Fp4Block& blk, uint64_t tokens) {
+__device__ __forceinline__ void issue_block(float (&sums)[S::kAcc], uint32_t (&a)[kFp4Groups][4],
+                                            const Fp4Block& blk, uint64_t tokens) {
 #pragma unroll
     for (int g = 0; g < kFp4Groups; ++g) {
         widen_shifted_group(blk, g, a[g]);
@@ -59,14 +65,17 @@ __device__ __forceinline__ void issue_block(float (&sums)[S::kAcc], uint32_t (&a
     wgmma_commit();
 }
 
-// total = fma(sums, s_a * 2^(b - 127), total), as the FP8 kernels fold (element i: token 8 * (i / 4) + 2q + i % 2,
-// weight row row + 8 * (i / 2 % 2), whose block exponent is bits 16..23 of its word), after the block's wait.
+// total = fma(sums, s_a * 2^(b - 127), total), as the FP8 kernels fold (element i: token 8 * (i / 4) + 2q + i
+// % 2, weight row row + 8 * (i / 2 % 2), whose block exponent is bits 16..23 of its word), after the block's
+// wait.
 template <class S>
-__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], float (&sums)[S::kAcc], uint32_t (&a)[kFp4Groups][4], const Fp4Block& blk,
+__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], float (&sums)[S::kAcc],
+                                           uint32_t (&a)[kFp4Groups][4], const Fp4Block& blk,
                                            const float* token_scale, int q) {
 #pragma unroll
     for (int g = 0; g < kFp4Groups; ++g) fp4_e4m3::order_mma_registers(sums, a[g]);
-    const float weight_scale[2] = {__uint_as_float((blk.exps[0] >> 16 & 0xFFu) << 23), __uint_as_float((blk.exps[1] >> 16 & 0xFFu) << 23)};
+    const float weight_scale[2] = {__uint_as_float((blk.exps[0] >> 16 & 0xFFu) << 23),
+                                   __uint_as_float((blk.exps[1] >> 16 & 0xFFu) << 23)};
 #pragma unroll
     for (int j = 0; j < S::kAcc / 4; ++j) {
         const float2 pair = *reinterpret_cast<const float2*>(token_scale + 8 * j + 2 * q);
@@ -84,13 +93,16 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], float (&sums
 // for, while here the other block's MMA runs in between. The same MMAs into each block's sums in the same
 // order, and the same folds: the same bits either way.
 template <class S>
-__device__ __forceinline__ void stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
+__device__ __forceinline__ void stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count,
+                                      int row, int lane) {
     static_assert(S::kBlockExact);
     const int q = lane & 3;
     if constexpr (S::kExactPairs) {
         if (count == 2) {
-            const Fp4Block blk[2] = {fp4_e4m3::load_fp4_block<S>(stage, 0, row, q), fp4_e4m3::load_fp4_block<S>(stage, 1, row, q)};
-            const uint64_t tokens[2] = {fp4_e4m3::stage_tokens<S>(stage, 0), fp4_e4m3::stage_tokens<S>(stage, 1)};
+            const Fp4Block blk[2] = {fp4_e4m3::load_fp4_block<S>(stage, 0, row, q),
+                                     fp4_e4m3::load_fp4_block<S>(stage, 1, row, q)};
+            const uint64_t tokens[2] = {fp4_e4m3::stage_tokens<S>(stage, 0),
+                                        fp4_e4m3::stage_tokens<S>(stage, 1)};
             uint32_t a[2][kFp4Groups][4];
             float sums[2][S::kAcc];
 #pragma unroll
