@@ -80,7 +80,8 @@ TEST(CudaGolden, HuggingFaceLayersMatchFloat64) {
 // The reference sums FP8 / FP4 products exactly; so does the layer with Fp8Products::Fp32Sums (within
 // bf16 rounding). On a Hopper the default adds the shared expert's FP8 products and the routed experts'
 // FP4 ones (per 32-wide group) on the FP8 tensor cores, whose narrower adder costs a few 1e-3 more
-// (DeepSeek's own kernels work the same way).
+// (DeepSeek's own kernels work the same way); so does TensorCoresBlockExact, per 128-wide block (the
+// golden's FP4 weights are exact in e4m3 per 128 x 128 block).
 TEST(CudaGolden, DeepseekV4LayersMatchTheReference) {
     SMOE_SKIP_WITHOUT_GPU();
     const auto dir = test::golden_dir() / "deepseek-v4-tiny";
@@ -94,16 +95,21 @@ TEST(CudaGolden, DeepseekV4LayersMatchTheReference) {
     in.token_ids = io.get("token_ids");
     for (int L : {0, 1}) {
         const MoeLayer cpu = MoeLayer::from_checkpoint(ckpt, L);
-        for (const Fp8Products fp8 : {Fp8Products::Fp32Sums, Fp8Products::TensorCores}) {
+        for (const Fp8Products fp8 : {Fp8Products::Fp32Sums, Fp8Products::TensorCores, Fp8Products::TensorCoresBlockExact}) {
             const bool exact = fp8 == Fp8Products::Fp32Sums;
             const CudaMoeLayer gpu(cpu, CudaPath::Auto, fp8);
-            std::printf("deepseek-v4-tiny layer %d: %s path %s\n", L, cuda_path_name(gpu.path()),
-                        gpu.portable_reason().c_str());
+            std::printf("deepseek-v4-tiny layer %d: %s path %s; FP4 arithmetic: %s\n", L, cuda_path_name(gpu.path()),
+                        gpu.portable_reason().c_str(), gpu.fp4_arithmetic().c_str());
+            if (fp8 == Fp8Products::TensorCoresBlockExact && CudaMoeLayer::fp8_tensor_cores())
+                EXPECT_EQ(gpu.fp4_arithmetic(), "gate/up block-exact, down block-exact") << "layer " << L;
             const MoeOutput out = gpu.forward(in);
             const double err = test::relative_error(out.output, io.get("output." + std::to_string(L)));
             EXPECT_LE(err, exact ? 3e-3 : 2e-2) << "layer " << L;
             std::printf("deepseek-v4-tiny layer %d on the GPU (FP8 products %s): relative error vs reference %.3g\n", L,
-                        exact ? "summed in fp32" : "on the FP8 tensor cores", err);
+                        exact                                      ? "summed in fp32"
+                        : fp8 == Fp8Products::TensorCoresBlockExact ? "on the FP8 tensor cores, FP4 block-exact"
+                                                                    : "on the FP8 tensor cores",
+                        err);
         }
     }
 }

@@ -6,6 +6,7 @@
 #include "steadymoe/engine/synthetic.hpp"
 #include "steadymoe/model/quantize.hpp"
 
+#include "../src/kernels/cuda/fp4_blocks.hpp"
 #include "gpu_test_util.hpp"
 #include "test_util.hpp"
 
@@ -13,6 +14,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 using namespace steadymoe;
 
@@ -31,14 +33,35 @@ MoeInput hidden(int64_t tokens, DType dtype = DType::BF16, uint32_t seed = 3) {
     return {synthetic::tensor(dtype, {tokens, kH}, seed, synthetic::kHidden, 1.0f), Tensor(), Tensor()};
 }
 
+// A parameter's expert format and how its FP8 / FP4 products run: "fp4-fp8-block-exact" is the "fp4-fp8"
+// layer with FP4 weights on the FP8 weights' arithmetic (Fp8Products::TensorCoresBlockExact).
+constexpr const char* kBlockExact = "-block-exact";
+std::string format_of(const std::string& param) {
+    return param.ends_with(kBlockExact) ? param.substr(0, param.size() - std::strlen(kBlockExact)) : param;
+}
+Fp8Products products_of(const std::string& param) {
+    return param.ends_with(kBlockExact) ? Fp8Products::TensorCoresBlockExact : Fp8Products::TensorCores;
+}
+
 }  // namespace
+
+// The "fp4-fp8" layer's FP4 matrices (routed and shared) are exact in e4m3 per 128 x 128 block, so
+// "fp4-fp8-block-exact" can take them (no GPU needed to check).
+TEST(CudaTensorCoreLayers, Fp4WeightsAreBlockExact) {
+    const MoeLayer layer = tensor_core_layer("fp4-fp8");
+    std::vector<const ExpertWeights*> experts;
+    for (const ExpertWeights& e : layer.weights().experts) experts.push_back(&e);
+    experts.push_back(&layer.weights().shared);
+    for (const ExpertWeights* e : experts)
+        for (const WeightMatrix* w : {&e->gate, &e->up, &e->down}) EXPECT_TRUE(cuda::fp4_block_exponents(*w).has_value()) << w->name;
+}
 
 class CudaTensorCore : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaTensorCore, MatchesTheCpuBackendWithinRounding) {
     SMOE_SKIP_WITHOUT_GPU();
-    const MoeLayer cpu = tensor_core_layer(GetParam());
-    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore);
+    const MoeLayer cpu = tensor_core_layer(format_of(GetParam()));
+    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore, products_of(GetParam()));
     const MoeInput in = hidden(300);
     const MoeOutput want = cpu.forward(in), got = gpu.forward(in);
     EXPECT_EQ(test::first_bit_difference(want.topk_ids.raw(), got.topk_ids.raw(), want.topk_ids.nbytes()), -1);
@@ -46,6 +69,8 @@ TEST_P(CudaTensorCore, MatchesTheCpuBackendWithinRounding) {
     const double err = test::relative_error(got.output, want.output);
     EXPECT_LE(err, 1e-2);
     std::printf("%s experts, tensor-core path vs CPU backend: relative difference %.3g\n", GetParam().c_str(), err);
+    if (products_of(GetParam()) == Fp8Products::TensorCoresBlockExact && CudaMoeLayer::fp8_tensor_cores())
+        EXPECT_EQ(gpu.fp4_arithmetic(), "gate/up block-exact, down block-exact");
     if (GetParam() == "bf16") return;
     // FP8 / FP4 products summed in fp32: the CPU's arithmetic up to the order of fp32 additions.
     const CudaMoeLayer exact(cpu, CudaPath::TensorCore, Fp8Products::Fp32Sums);
@@ -56,8 +81,8 @@ TEST_P(CudaTensorCore, MatchesTheCpuBackendWithinRounding) {
 
 TEST_P(CudaTensorCore, IsBitwiseBatchInvariant) {
     SMOE_SKIP_WITHOUT_GPU();
-    const MoeLayer cpu = tensor_core_layer(GetParam());
-    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore);
+    const MoeLayer cpu = tensor_core_layer(format_of(GetParam()));
+    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore, products_of(GetParam()));
     const MoeInput probe = hidden(3);
     for (int64_t size : {2, 3, 65, 1000, 16384}) {
         SCOPED_TRACE(size);
@@ -81,8 +106,8 @@ TEST_P(CudaTensorCore, IsBitwiseBatchInvariant) {
 
 TEST_P(CudaTensorCore, ReversedBatchesAndRepeatedRunsGiveTheSameBytes) {
     SMOE_SKIP_WITHOUT_GPU();
-    const MoeLayer cpu = tensor_core_layer(GetParam());
-    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore);
+    const MoeLayer cpu = tensor_core_layer(format_of(GetParam()));
+    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore, products_of(GetParam()));
     const int64_t T = 777;
     const MoeInput in = hidden(T);
     MoeInput reversed;
@@ -104,10 +129,10 @@ TEST_P(CudaTensorCore, ReversedBatchesAndRepeatedRunsGiveTheSameBytes) {
 // graphs), timed runs — gives the bytes of a layer that never uses graphs.
 TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
     SMOE_SKIP_WITHOUT_GPU();
-    const MoeLayer cpu = tensor_core_layer(GetParam());
-    CudaMoeLayer eager(cpu, CudaPath::TensorCore);
+    const MoeLayer cpu = tensor_core_layer(format_of(GetParam()));
+    CudaMoeLayer eager(cpu, CudaPath::TensorCore, products_of(GetParam()));
     eager.set_graph_max_tokens(0);
-    const CudaMoeLayer graphed(cpu, CudaPath::TensorCore);
+    const CudaMoeLayer graphed(cpu, CudaPath::TensorCore, products_of(GetParam()));
     ASSERT_GE(graphed.graph_max_tokens(), 256);
     // Largest first: a batch that grows the workspace drops every graph (their buffers moved), and only
     // the first does here.
@@ -132,8 +157,9 @@ TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
     }
 }
 
-// "fp4-fp8": FP4 experts meeting FP8 activations (on a Hopper the FP8 tensor cores, per-32 sums, in every batch).
-INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4", "fp4-fp8"),
+// "fp4-fp8": FP4 experts meeting FP8 activations (on a Hopper the FP8 tensor cores, per-32 sums, in every batch);
+// "fp4-fp8-block-exact": the same on the FP8 weights' arithmetic (per-128 sums).
+INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4", "fp4-fp8", "fp4-fp8-block-exact"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                              std::string name = info.param;
                              for (char& c : name) c = c == '-' ? '_' : c;  // test names take letters, digits and _

@@ -74,14 +74,15 @@ std::string TensorCorePath::blocker(const MoeLayer& layer, const std::vector<con
 }
 
 TensorCorePath::TensorCorePath(const MoeLayer& layer, Fp8Products fp8)
-    : layer_(layer), router_(layer), fp8_tensor_cores_(fp8 == Fp8Products::TensorCores),
+    : layer_(layer), router_(layer), fp8_tensor_cores_(fp8 != Fp8Products::Fp32Sums),
       ws_(std::make_unique<Workspace>()) {
     const MoeLayerWeights& w = layer.weights();
     std::vector<const ExpertWeights*> routed;
     for (const ExpertWeights& e : w.experts) routed.push_back(&e);
     const bool fp4_e4m3 = cuda::fp4_takes_e4m3(layer.activation_quant(), fp8_tensor_cores_);
-    routed_ = cuda::upload_expert_group(routed, "routed experts", fp4_e4m3);
-    if (w.has_shared) shared_ = cuda::upload_expert_group({&w.shared}, "shared expert", fp4_e4m3);
+    const bool block_exact = fp8 == Fp8Products::TensorCoresBlockExact || cuda::fp4_block_exact_requested();
+    routed_ = cuda::upload_expert_group(routed, "routed experts", fp4_e4m3, block_exact);
+    if (w.has_shared) shared_ = cuda::upload_expert_group({&w.shared}, "shared expert", fp4_e4m3, block_exact);
     cuda::synchronize();
 }
 

@@ -29,6 +29,14 @@ enum class Fp8Products {
     // Exact products summed in fp32 (e4m3 and e2m1 values widened to bf16 for the bf16 tensor cores): the
     // CPU backend's arithmetic to fp32 rounding, at the bf16 rate. Other GPUs always work this way.
     Fp32Sums,
+    // As TensorCores, but FP4 weights take the FP8 weights' arithmetic: each 128 x 128 block converted
+    // exactly to e4m3 codes under one power-of-two scale (DeepSeek-V4's FP4 x FP8 path), one tensor-core sum
+    // per 128-wide block, folded once — the FP8 kernels' bits for those codes. Every FP4 matrix must have
+    // that exact form, or the layer is refused. On an H200, deepseek-v4-flash's routed experts took 6.5% less
+    // time than with TensorCores at 4096 and 16384 tokens and 11-17% more at 1 and 8
+    // (bench/results/2026-12-04-cuda-fp4-block-exact.md). STEADYMOE_FP4_BLOCK_EXACT=1 in the environment
+    // makes TensorCores this (for the CLI).
+    TensorCoresBlockExact,
 };
 
 // GPU time of a forward's stages in milliseconds (CUDA events), when asked for.
