@@ -429,15 +429,15 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact);
 
 // FP4 weights meeting e4m3 activations (DeepSeek-V4's arithmetic: a tensor-core sum per 32-wide group, scaled
 // per group, folded per 128-wide block; or, for block-exact weights, the FP8 kernels' arithmetic: one sum per
-// 128-wide block, folded with the block's scale) run one kernel at every batch size: 64 tokens and one block a stage
-// to a CTA in other batches (their rows by tensor copies); in decode batches two blocks a stage and 16 tokens
-// (over 128-row tiles in chunks, or over 16-row tiles) or 8 (8-row tiles: six CTAs to an SM, or four, a
-// stage's two blocks multiplied at once, in launches of at most three CTAs an SM — here all but those with k
-// split in eight; with STEADYMOE_DEEP_STAGES=0 six, with STEADYMOE_FP4_THIN_CTAS_PER_SM=4 four in every
-// launch). The same bits every way — with activation scales that are not powers of two, with a partial last
-// n-tile (200 features), with k split in two and in eight (a split of one block: a stage half filled), with
-// thirteen blocks (every stage ring wraps), with token scales held per CTA and copied per stage — and within
-// the FP8 tensor cores' rounding of float64.
+// 128-wide block, folded with the block's scale) run one kernel at every batch size: 64 tokens and one block
+// a stage to a CTA in other batches (their rows by tensor copies); in decode batches two blocks a stage and
+// 16 tokens (over 128-row tiles in chunks, or over 16-row tiles) or 8 (8-row tiles: six CTAs to an SM, or
+// four, a stage's two blocks multiplied at once, in launches of at most three CTAs an SM — here all but those
+// with k split in eight; with STEADYMOE_DEEP_STAGES=0 six, with STEADYMOE_FP4_THIN_CTAS_PER_SM=4 four in
+// every launch). The same bits every way — with activation scales that are not powers of two, with a partial
+// last n-tile (200 features), with k split in two and in eight (a split of one block: a stage half filled),
+// with thirteen blocks (every stage ring wraps), with token scales held per CTA and copied per stage — and
+// within the FP8 tensor cores' rounding of float64.
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
@@ -515,9 +515,9 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact) {
 
 }  // namespace
 
-// Which FP4 matrices are block-exact (fp4_blocks.hpp): within each 128 x 128 block, the exponents of the groups
-// with a nonzero code span at most 11 binades and the largest is at least 7; the block's exponent is the largest
-// less 6, and a row's word holds each group's shift (its exponent less the block's, plus 6) and the block's
+// Which FP4 matrices are block-exact (fp4_blocks.hpp): within each 128 x 128 block, the exponents of the
+// groups with a nonzero code span at most 11 binades; the block's exponent is the largest less 6 (at least
+// 1), and a row's word holds each group's shift (its exponent less the block's, plus 6) and the block's
 // exponent. A group of zeros counts for nothing; a block of zeros takes 127.
 TEST(CudaGroupedGemm, Fp4BlockExponentsFollowTheGroupsExponents) {
     constexpr int64_t kRowsHere = 256, kCols = 256;  // 2 x 2 blocks
@@ -530,7 +530,8 @@ TEST(CudaGroupedGemm, Fp4BlockExponentsFollowTheGroupsExponents) {
         return fp4_matrix(kRowsHere, kCols, codes, exps, "w");
     };
     const auto ones = [](int64_t, int64_t) { return uint8_t(2); };  // 1.0
-    // Exponents 120 + (row + group) % 12 within block (0, 0): a span of 11; the other blocks one exponent each.
+    // Exponents 120 + (row + group) % 12 within block (0, 0): a span of 11; the other blocks one exponent
+    // each.
     const auto spread = [](int64_t r, int64_t g) { return uint8_t(r < 128 && g < 4 ? 120 + (r + g) % 12 : 100 + g / 4 + r / 128); };
     const WeightMatrix w = matrix(spread, ones);
     const std::optional<std::vector<uint8_t>> exps = cuda::fp4_block_exponents(w);
@@ -542,8 +543,12 @@ TEST(CudaGroupedGemm, Fp4BlockExponentsFollowTheGroupsExponents) {
     EXPECT_EQ(word, uint32_t(125) << 16 | uint32_t((125 + 6 - 125) | (126 + 6 - 125) << 4 | (127 + 6 - 125) << 8 | (128 + 6 - 125) << 12));
     // A span of 12 (one group's exponent 119 beside others' 131): not block-exact.
     EXPECT_FALSE(cuda::fp4_block_exponents(matrix([&](int64_t r, int64_t g) { return r == 7 && g == 1 ? uint8_t(119) : spread(r, g); }, ones)));
-    // A largest exponent of 6: the block's scale would fall below f32's normal numbers.
-    EXPECT_FALSE(cuda::fp4_block_exponents(matrix([](int64_t, int64_t g) { return uint8_t(g < 4 ? 6 : 100); }, ones)));
+    // A largest exponent of 6 (a block exponent of 0 would put the scale below f32's normal numbers): the
+    // block's exponent is 1, and every shift (e + 5) is in range — here with exponents 0 to 6.
+    const std::optional<std::vector<uint8_t>> small =
+        cuda::fp4_block_exponents(matrix([](int64_t r, int64_t g) { return uint8_t(g < 4 ? (r + g) % 7 : 100); }, ones));
+    ASSERT_TRUE(small.has_value());
+    EXPECT_EQ(*small, (std::vector<uint8_t>{1, 94, 1, 94}));
     // Groups of zeros (here with exponents 1 and 254) count for nothing; a block of zeros takes 127.
     const auto zero_group = [](int64_t r, int64_t k) { return uint8_t((r == 3 && k < 32) || (r < 128 && k >= 128) ? 0 : 2); };
     const auto far = [](int64_t r, int64_t g) { return uint8_t(r == 3 && g == 0 ? 1 : r < 128 && g >= 4 ? 254 : 110); };
@@ -552,8 +557,8 @@ TEST(CudaGroupedGemm, Fp4BlockExponentsFollowTheGroupsExponents) {
     EXPECT_EQ(*zeros, (std::vector<uint8_t>{104, 127, 104, 104}));
 }
 
-// Weights asked to be block-exact that are not are refused, naming the matrix, before anything is uploaded (so
-// this runs without a GPU too).
+// Weights asked to be block-exact that are not are refused, naming the matrix, before anything is uploaded
+// (so this runs without a GPU too).
 TEST(CudaGroupedGemm, BlockExactUploadRefusesWeightsWithoutAnExactForm) {
     Problem p = make_fp4_problem({1.0f}, every_e2m1_value(), {-16, -9, -5, 0, 3}, 43);
     p.block_exact = true;
@@ -568,8 +573,8 @@ TEST(CudaGroupedGemm, BlockExactUploadRefusesWeightsWithoutAnExactForm) {
 }
 
 // Block-exact FP4 weights take the FP8 kernels' arithmetic: converted exactly to e4m3 codes with a scale per
-// 128 x 128 block (here by the test itself), they give the same bits on the FP8 kernels — the tiled kernel and
-// the decode kernel — as on the FP4 ones, in every batch's form.
+// 128 x 128 block (here by the test itself), they give the same bits on the FP8 kernels — the tiled kernel
+// and the decode kernel — as on the FP4 ones, in every batch's form.
 TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";

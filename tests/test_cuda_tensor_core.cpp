@@ -157,8 +157,8 @@ TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
     }
 }
 
-// "fp4-fp8": FP4 experts meeting FP8 activations (on a Hopper the FP8 tensor cores, per-32 sums, in every batch);
-// "fp4-fp8-block-exact": the same on the FP8 weights' arithmetic (per-128 sums).
+// "fp4-fp8": FP4 experts meeting FP8 activations (on a Hopper the FP8 tensor cores, per-32 sums, in every
+// batch); "fp4-fp8-block-exact": the same on the FP8 weights' arithmetic (per-128 sums).
 INSTANTIATE_TEST_SUITE_P(Formats, CudaTensorCore, ::testing::Values("bf16", "fp8", "fp4", "fp4-fp8", "fp4-fp8-block-exact"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                              std::string name = info.param;

@@ -349,9 +349,11 @@ CudaEpMoeLayer::CudaEpMoeLayer(const MoeLayer& layer, ExpertPlacement placement,
         problem = fmt::format("max_tokens_per_rank {} is not positive", options.max_tokens_per_rank);
     else
         problem = blocker(layer, placement, me);
-    const std::string mine =
-        fmt::format("{}; exchange {}, at most {} tokens per rank", EpMoeLayer::fingerprint(layer, placement),
-                    gpu_exchange_name(options.exchange), options.max_tokens_per_rank);
+    // (Whether FP4 experts take the block-exact arithmetic is every rank's to agree on too: a token's bits
+    // must not depend on which rank holds its expert.)
+    const std::string mine = fmt::format("{}; exchange {}, at most {} tokens per rank{}", EpMoeLayer::fingerprint(layer, placement),
+                                         gpu_exchange_name(options.exchange), options.max_tokens_per_rank,
+                                         cuda::fp4_block_exact_requested() ? "; FP4 block-exact" : "");
     const std::string said = mine + "\n" + problem;
     const std::vector<Bytes> all = bootstrap.all_gather(Bytes(said.begin(), said.end()));
     for (int r = 0; r < bootstrap.size(); ++r) {
@@ -382,7 +384,14 @@ std::string CudaEpMoeLayer::blocker(const MoeLayer& layer, const ExpertPlacement
         if (!mine[j]->held())
             return fmt::format("rank {} did not load expert {}, which its slot {} holds", rank,
                                placement.logical_of(rank * placement.slots_per_rank() + int64_t(j)), j);
-    return TensorCorePath::blocker(layer, &mine);
+    if (std::string why = TensorCorePath::blocker(layer, &mine); !why.empty()) return why;
+    // Block-exact FP4 asked for: refused here, where every rank hears of it, rather than at upload.
+    if (cuda::fp4_block_exact_requested() && cuda::fp4_takes_e4m3(layer.activation_quant(), true)) {
+        std::vector<const ExpertWeights*> all = mine;
+        if (layer.weights().has_shared) all.push_back(&layer.weights().shared);
+        return cuda::fp4_block_exact_blocker(all);
+    }
+    return {};
 }
 
 MoeOutput CudaEpMoeLayer::forward(const MoeInput& input, CudaEpStats* stats) const {

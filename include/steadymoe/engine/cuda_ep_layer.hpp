@@ -4,7 +4,9 @@
 // sum over the routing), runs the (token, expert) pairs it received through its experts' grouped GEMMs,
 // and sends the results home, where the shared expert (computed meanwhile on a second stream) and the
 // slots are combined in canonical order. Every pair's arithmetic is the one-GPU layer's, so a token's
-// output bytes are what CudaMoeLayer gives for it, on any number of GPUs and under any placement.
+// output bytes are what CudaMoeLayer gives for it (with its default Fp8Products::TensorCores, or
+// TensorCoresBlockExact where every rank runs with STEADYMOE_FP4_BLOCK_EXACT=1), on any number of GPUs and
+// under any placement.
 #pragma once
 
 #include "steadymoe/engine/moe_layer.hpp"

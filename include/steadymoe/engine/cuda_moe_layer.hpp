@@ -19,7 +19,7 @@ namespace steadymoe {
 enum class CudaPath { Auto, TensorCore, Portable };
 
 // How FP8 and FP4 weights meet FP8 activations (DeepSeek-V3's per-128 activation scales, V4's power-of-two
-// ones) on the tensor-core path of a Hopper. Either way a token's bits do not depend on its batch.
+// ones) on the tensor-core path of a Hopper. Whichever is chosen, a token's bits do not depend on its batch.
 enum class Fp8Products {
     // On the FP8 tensor cores, as DeepSeek runs them: the partial sums of each 128-wide block (FP8 weights)
     // or 32-wide group (FP4 weights, as e4m3 codes) are added up by the tensor cores, whose adder keeps

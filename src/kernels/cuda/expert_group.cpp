@@ -37,9 +37,7 @@ std::string fp4_scale_blocker(const WeightMatrix& w) {
             const uint8_t e = scale[r * blocks + b];
             if (e >= 2 && e <= 252) continue;
             const uint8_t* codes = data + r * (w.cols / 2) + b * (kMxBlockSize / 2);
-            bool zeros = e != 0xFF;
-            for (int64_t i = 0; i < kMxBlockSize / 2 && zeros; ++i) zeros = (codes[i] & 0x77) == 0;
-            if (!zeros)
+            if (e == 0xFF || fp4_group_has_value(codes))
                 return fmt::format("{}: scale 2^{} of row {} block {} is outside the range bf16 holds exactly",
                                    w.name, int(e) - 127, r, b);
         }
@@ -135,11 +133,11 @@ void put_in_e4m3_order(const uint8_t* src, uint8_t* dst, bool table) {
         }
 }
 
-// FP4 rows in e4m3 order ([n][k/2] codes and [n][k/32] e8m0 scales in GEMM row order) as one run per 64-row half
-// of an n-tile (the rows of one CTA of the e4m3 kernel, grouped_gemm_sm90_decode.cu), of one block per 128-wide
-// k block: its two stage tiles' codes (64 rows x 32 bytes each, put_in_e4m3_order) then the rows' four
-// exponents (64 x 4 bytes). Rows past n are zeros. Block-exact matrices give row r's 128-row block's exponents
-// ([k/128]) at block_exps[r], and each row's four exponents become its shift word (fp4_blocks.hpp).
+// FP4 rows in e4m3 order ([n][k/2] codes and [n][k/32] e8m0 scales in GEMM row order) as one run per 64-row
+// half of an n-tile (the rows of one CTA of the e4m3 kernel, grouped_gemm_sm90_decode.cu), of one block per
+// 128-wide k block: its two stage tiles' codes (64 rows x 32 bytes each, put_in_e4m3_order) then the rows'
+// four exponents (64 x 4 bytes). Rows past n are zeros. Block-exact matrices give row r's 128-row block's
+// exponents ([k/128]) at block_exps[r], and each row's four exponents become its shift word (fp4_blocks.hpp).
 constexpr int64_t kHalfRows = kTileN / 2;
 static_assert(kFp4E4m3BlockBytes == 2 * kHalfRows * kStageK / 2 + kHalfRows * 4, "two stage tiles' codes, then the exponents");
 std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales, int64_t n, int64_t k,
@@ -284,6 +282,18 @@ std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts
     return {};
 }
 
+std::string fp4_block_exact_blocker(const std::vector<const ExpertWeights*>& experts) {
+    for (const ExpertWeights* e : experts)
+        for (const WeightMatrix* w : {&e->gate, &e->up, &e->down})
+            if (w->format == ExpertFormat::Fp4 && !fp4_block_exponents(*w))
+                return fmt::format("{}: the FP4 scales of some 128x128 block (of its groups with a nonzero code) span more "
+                                   "than 11 binades, wider than the e4m3 codes the block-exact kernels make under one "
+                                   "scale, so it cannot take the block-exact arithmetic asked for "
+                                   "(Fp8Products::TensorCoresBlockExact or STEADYMOE_FP4_BLOCK_EXACT=1)",
+                                   w->name);
+    return {};
+}
+
 bool fp4_block_exact_requested() {
     static const bool requested = env_equals("STEADYMOE_FP4_BLOCK_EXACT", "1");
     return requested;
@@ -295,32 +305,25 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
     DeviceExpertGroup g;
     g.experts = int64_t(experts.size());
     g.intermediate = first.gate.rows;
-    // Block-exact FP4 (fp4_blocks.hpp): every matrix of every expert must be, so that no token's arithmetic
-    // depends on which experts a GPU holds.
-    const bool exact = fp4_block_exact && fp4_e4m3_order && first.gate.format == ExpertFormat::Fp4;
-    std::vector<BlockExponents> gate_exps, up_exps, down_exps;
-    for (const ExpertWeights* e : experts) {
-        if (!exact) break;
-        for (auto [w, out] : {std::pair{&e->gate, &gate_exps}, std::pair{&e->up, &up_exps}, std::pair{&e->down, &down_exps}}) {
-            std::optional<BlockExponents> exps = fp4_block_exponents(*w);
-            SMOE_CHECK(exps.has_value(), Unsupported,
-                       "{}: some 128x128 block has no exact e4m3 form under one scale (its FP4 scales span more than 11 "
-                       "binades, or lie below 2^-120), so it cannot take the block-exact arithmetic STEADYMOE_FP4_BLOCK_EXACT=1 asks for",
-                       w->name);
-            out->push_back(std::move(*exps));
-        }
+    // Block-exact FP4 (fp4_blocks.hpp): every FP4 matrix of every expert must be, so that no token's
+    // arithmetic depends on which experts a GPU holds.
+    const bool exact = fp4_block_exact && fp4_e4m3_order;
+    if (exact) {
+        const std::string why = fp4_block_exact_blocker(experts);
+        SMOE_CHECK(why.empty(), Unsupported, "{}", why);
     }
-    g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, exact);
-    g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, exact);
+    const bool gate_up_exact = exact && first.gate.format == ExpertFormat::Fp4, down_exact = exact && first.down.format == ExpertFormat::Fp4;
+    std::vector<BlockExponents> gate_exps(experts.size()), up_exps(experts.size()), down_exps(experts.size());
+    for (size_t i = 0; i < experts.size(); ++i) {
+        if (gate_up_exact) gate_exps[i] = *fp4_block_exponents(experts[i]->gate), up_exps[i] = *fp4_block_exponents(experts[i]->up);
+        if (down_exact) down_exps[i] = *fp4_block_exponents(experts[i]->down);
+    }
+    g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, gate_up_exact);
+    g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, down_exact);
     for (int64_t e = 0; e < g.experts; ++e) {
         const size_t i = size_t(e);
-        if (exact) {
-            upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up, gate_exps[i], up_exps[i]);
-            upload_plain(g.down, e, experts[i]->down, down_exps[i]);
-        } else {
-            upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up);
-            upload_plain(g.down, e, experts[i]->down);
-        }
+        upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up, gate_exps[i], up_exps[i]);
+        upload_plain(g.down, e, experts[i]->down, down_exps[i]);
     }
     return g;
 }

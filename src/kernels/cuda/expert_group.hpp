@@ -50,10 +50,14 @@ std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts
 
 // Whether FP4 weights meeting e4m3 activations take the block-exact arithmetic, the FP8 kernels'
 // (STEADYMOE_FP4_BLOCK_EXACT=1): not by default. On the decode kernel, which widens FP4 codes in registers,
-// deepseek-v4-flash's routed experts took 11-17% more time with it at 1 and 8 tokens and 6.5% less at 4096 and
-// 16384: a block's four MMAs add to one sum one after the other, where the per-32 arithmetic's four run at once
-// (bench/results/2026-12-04-cuda-fp4-block-exact.md).
+// deepseek-v4-flash's routed experts took 11-17% more time with it at 1 and 8 tokens and 6.5% less at 4096
+// and 16384: a block's four MMAs add to one sum one after the other, where the per-32 arithmetic's four run
+// at once (bench/results/2026-12-04-cuda-fp4-block-exact.md).
 bool fp4_block_exact_requested();
+
+// Why these experts cannot take the block-exact arithmetic ("" when they can): an FP4 matrix without the
+// exact e4m3 form per 128 x 128 block (fp4_blocks.hpp), named.
+std::string fp4_block_exact_blocker(const std::vector<const ExpertWeights*>& experts);
 
 // Uploads the experts (which must pass tensor_core_blocker), FP4 ones in e4m3 order where asked (for GEMMs
 // that take e4m3 activations: fp4_takes_e4m3), and then block-exact where asked: every FP4 matrix must be

@@ -1,14 +1,15 @@
-// The word in which FP4 weights meeting e4m3 activations are stored (expert_group.cpp packs it at upload, the
-// decode kernel widens it): eight e2m1 codes that become two registers of an MMA fragment, each four e4m3 codes
-// of 2^-6 times their values — exact for every e2m1 value, signed zeros too: e2m1's sign, two exponent bits
-// and mantissa bit are e4m3's sign, two low exponent bits and top mantissa bit, and e2m1's subnormal 0.5 is
-// e4m3's subnormal 2^-7.
+// The words in which FP4 weights meeting e4m3 activations are stored (expert_group.cpp packs them at upload,
+// the decode kernel widens them): for the per-32 arithmetic, eight e2m1 codes that become two registers of an
+// MMA fragment, each four e4m3 codes of 2^-6 times their values — exact for every e2m1 value, signed zeros
+// too: e2m1's sign, two exponent bits and mantissa bit are e4m3's sign, two low exponent bits and top
+// mantissa bit, and e2m1's subnormal 0.5 is e4m3's subnormal 2^-7. (Block-exact weights: the table word
+// below.)
 //
-// Why this bit order: widening is most of the FP4 decode kernel's work per stage and runs on the integer pipe.
-// The first register's codes sit in the word where e4m3 wants them, so a mask makes it; the second's, in the
-// bits left over, come by a rotate and a shift: five integer operations for the eight codes, where two
-// codes a byte in their nibbles took seven (deepseek-v4-flash's routed experts took 4.0%, 4.3% and 6.9% less time
-// at 8, 128 and 256 tokens: bench/results/2026-12-03-cuda-widening.md).
+// Why this bit order: widening is most of the FP4 decode kernel's work per stage and runs on the integer
+// pipe. The first register's codes sit in the word where e4m3 wants them, so a mask makes it; the second's,
+// in the bits left over, come by a rotate and a shift: five integer operations for the eight codes, where two
+// codes a byte in their nibbles took seven (deepseek-v4-flash's routed experts took 4.0%, 4.3% and 6.9% less
+// time at 8, 128 and 256 tokens: bench/results/2026-12-03-cuda-widening.md).
 #pragma once
 
 #include "steadymoe/core/numeric.hpp"
@@ -30,12 +31,13 @@ SMOE_HD constexpr uint32_t pack_e2m1x8_for_e4m3(const uint8_t (&first)[4], const
     return word;
 }
 
-// Block-exact FP4 (expert_group.cpp: a matrix whose every 128 x 128 block converts exactly to e4m3 codes under
-// one power-of-two scale, so its products take the FP8 kernels' arithmetic: grouped_gemm_sm90_fp4_exact.cuh): a
-// group's codes become e4m3 codes of their values times 2^(shift - 6), shift in [1, 12] per row and group, by a
-// byte table the shift builds, looked up with a byte permute. Its word: first[j]'s magnitude (e1 e0 m) at bits
-// 4j .. 4j + 2 and its sign at bit 8j + 7, second[j]'s magnitude at bits 16 + 4j .. and its sign at bit 8j + 3,
-// so that each register's four selectors are one masked half-word and its signs one masked (shifted) word.
+// Block-exact FP4 (expert_group.cpp: a matrix whose every 128 x 128 block converts exactly to e4m3 codes
+// under one power-of-two scale, so its products take the FP8 kernels' arithmetic:
+// grouped_gemm_sm90_fp4_exact.cuh): a group's codes become e4m3 codes of their values times 2^(shift - 6),
+// shift in [1, 12] per row and group, by a byte table the shift builds, looked up with a byte permute. Its
+// word: first[j]'s magnitude (e1 e0 m) at bits 4j .. 4j + 2 and its sign at bit 8j + 7, second[j]'s magnitude
+// at bits 16 + 4j .. and its sign at bit 8j + 3, so that each register's four selectors are one masked
+// half-word and its signs one masked (shifted) word.
 inline constexpr uint32_t kE4m3ShiftMin = 1, kE4m3ShiftMax = 12, kE4m3ShiftBias = 6;
 SMOE_HD constexpr uint32_t pack_e2m1x8_for_table(const uint8_t (&first)[4], const uint8_t (&second)[4]) {
     uint32_t word = 0;
@@ -46,9 +48,10 @@ SMOE_HD constexpr uint32_t pack_e2m1x8_for_table(const uint8_t (&first)[4], cons
     return word;
 }
 
-// The e4m3 magnitudes of the eight e2m1 magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6) times 2^(shift - 6), bytes 0..3
-// in lo and 4..7 in hi: 0.5 is 2^(shift - 7) (exponent field shift, a normal number for every shift from 1) and
-// each step of the exponent field is 8; at shift 12, 6 * 64 = 384 (0x7C) is the largest, below e4m3's 448.
+// The e4m3 magnitudes of the eight e2m1 magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6) times 2^(shift - 6), bytes
+// 0..3 in lo and 4..7 in hi: 0.5 is 2^(shift - 7) (exponent field shift, a normal number for every shift from
+// 1) and each step of the exponent field is 8; at shift 12, 6 * 64 = 384 (0x7C) is the largest, below e4m3's
+// 448.
 struct E4m3Table {
     uint32_t lo, hi;
 };
@@ -57,8 +60,9 @@ SMOE_HD constexpr E4m3Table e4m3_table(uint32_t shift) {
 }
 
 #if defined(__CUDACC__)
-// A table word's two registers of e4m3 codes (byte j: first[j], second[j]): the byte permute reads a selector's
-// low three bits (its fourth, which would replicate a byte's sign, is masked off) and the sign comes after.
+// A table word's two registers of e4m3 codes (byte j: first[j], second[j]): the byte permute reads a
+// selector's low three bits (its fourth, which would replicate a byte's sign, is masked off) and the sign
+// comes after.
 __device__ __forceinline__ uint2 e2m1x8_to_e4m3x8_by_table(uint32_t word, E4m3Table table) {
     const uint32_t first = __byte_perm(table.lo, table.hi, word & 0x7777u) | (word & 0x80808080u);
     const uint32_t second = __byte_perm(table.lo, table.hi, (word >> 16) & 0x7777u) | ((word << 4) & 0x80808080u);

@@ -11,9 +11,11 @@
 // sums accumulated by the tensor cores (exact products, summed with fewer bits than fp32). FP4 weights
 // meeting FP8 activations on Hopper follow DeepSeek-V4: one tensor-core sum per 32-wide k group (one e8m0
 // scale), scaled by the weight's 2^(e - 127) into a block sum (fp32 fma, in ascending groups; the e4m3
-// forms of the codes are 2^-6 times their values), and each block sum folded as c = fma(b, 64 * s_a, c).
-// Which runs depends on the GPU and the format, never on the batch. No row's result depends on another's,
-// so a token's bits do not depend on which tile, or how full a tile, it lands in.
+// forms of the codes are 2^-6 times their values), and each block sum folded as c = fma(b, 64 * s_a, c);
+// block-exact FP4 weights (fp4_block_exact: exact in e4m3 per 128 x 128 block, on request) take the FP8
+// weights' arithmetic instead. Which runs depends on the GPU, the format and that request, never on the
+// batch. No row's result depends on another's, so a token's bits do not depend on which tile, or how full a
+// tile, it lands in.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,7 +29,7 @@ inline constexpr int kTileN = 128;  // output features per tile
 // CTAs (64 tokens each) in a grid of at most 65535 rows.
 inline constexpr int64_t kMaxLaunchTiles = 65535 / 2;
 // FP4 weights in e4m3 order (DeviceMatrixSet::fp4_e4m3_order): bytes of one 128-wide k block of 64 rows, the
-// codes (64 x 64) then the e8m0 exponents (64 x 4).
+// codes (64 x 64) then the e8m0 exponents (64 x 4; block-exact weights: each row's shift word).
 inline constexpr int kFp4E4m3BlockBytes = 64 * 64 + 64 * 4;
 
 // Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): a tile list holds at most this many.

@@ -19,7 +19,8 @@
 // scaled) is the same multiply and fma — whichever operand the weights are and however many columns an
 // MMA has (tests/test_cuda_grouped_gemm.cpp compares this kernel's output with the tiled kernel's, bit
 // for bit). So a decode batch gives a token the bits a prefill batch gives it. FP4 weights meeting e4m3
-// tokens have their own arithmetic (fp4_e4m3_block), the same at every CTA width.
+// tokens have their own arithmetic (fp4_e4m3_block; block-exact weights fp4_exact::stage, the FP8
+// weights'), the same at every CTA width.
 #include "async_barrier.cuh"
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"

@@ -54,16 +54,17 @@ __device__ __forceinline__ void widen_group(const Fp4Block& blk, int g, uint32_t
     }
 }
 
-// Group g's MMA of a block into sums (written anew), after the fence that orders the fragment's registers and
-// the sums' before it. `tokens` describes the block's first token tile (stage_tokens): group g reads tile g / 2
+// Group g's MMA of a block into sums (written anew; with kScaleD 1 added to them, as block-exact weights'
+// chain does: grouped_gemm_sm90_fp4_exact.cuh), after the fence that orders the fragment's registers and the
+// sums' before it. `tokens` describes the block's first token tile (stage_tokens): group g reads tile g / 2
 // from k 32 * (g % 2), by adding to the descriptor's start address (16-byte units; a stage never reaches past
 // the field's 256 KB), where making a descriptor anew takes a handful of uniform operations each time.
-template <class S>
+template <class S, int kScaleD = 0>
 __device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t (&a)[4], uint64_t tokens, int g) {
     tokens += (g / 2) * (S::kTokenTileBytes / 16) + (32 * (g % 2)) / 16;
-    if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs(sums, a, tokens);
-    else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs(sums, a, tokens);
-    else wgmma_m64n64k32_e4m3_rs(sums, a, tokens);
+    if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs<kScaleD>(sums, a, tokens);
+    else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs<kScaleD>(sums, a, tokens);
+    else wgmma_m64n64k32_e4m3_rs<kScaleD>(sums, a, tokens);
 }
 
 // The descriptor of block b's first token tile in a stage.
@@ -97,8 +98,8 @@ struct StageScales {
     int ld;
 };
 
-// total = fma(block, 64 * s_a, total) with the block's token scales (element i: token 8 * (i / 4) + 2q + i % 2),
-// a lane's two tokens read as one pair (both places that hold them are 8-byte aligned).
+// total = fma(block, 64 * s_a, total) with the block's token scales (element i: token 8 * (i / 4) + 2q + i %
+// 2), a lane's two tokens read as one pair (both places that hold them are 8-byte aligned).
 template <class S>
 __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float (&block)[S::kAcc], const float* token_scale, int q) {
 #pragma unroll
@@ -111,14 +112,15 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 }
 
 // One block (b of its stage): its four groups' MMAs, kSets at once into sums of their own, each set committed
-// and waited for, the next set's fragments widened while it multiplies. kSets is as many as the CTA's registers
-// hold without ptxas serialising the MMAs (notice C7512, which makes each MMA wait for the one before it): all
-// four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM), one on 64-token ones
-// (32 accumulators). One wait for four MMAs against a wait after each: deepseek-v4-flash's one-token gate/up
-// took 35.4 against 43.7 µs (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on
-// 8-token CTAs six to an SM, block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas
-// serialised every MMA of the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256
-// tokens and the same elsewhere: bench/results/2026-12-03-cuda-widening.md. Four to an SM have those registers:
+// and waited for, the next set's fragments widened while it multiplies. kSets is as many as the CTA's
+// registers hold without ptxas serialising the MMAs (notice C7512, which makes each MMA wait for the one
+// before it): all four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM),
+// one on 64-token ones (32 accumulators). One wait for four MMAs against a wait after each:
+// deepseek-v4-flash's one-token gate/up took 35.4 against 43.7 µs
+// (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on 8-token CTAs six to an SM,
+// block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised every MMA of
+// the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256 tokens and the same
+// elsewhere: bench/results/2026-12-03-cuda-widening.md. Four to an SM have those registers:
 // fp4_e4m3_block_pair.)
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {

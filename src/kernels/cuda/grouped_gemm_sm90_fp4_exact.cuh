@@ -2,9 +2,9 @@
 // (expert_group.hpp: fp4_block_exact_requested): weights whose every 128 x 128 block converts exactly to e4m3
 // codes under one power-of-two scale 2^(b - 127) (fp4_blocks.hpp) take the FP8 kernels' arithmetic. Per
 // 128-wide block, each group's codes are widened to those e4m3 codes (its shift's byte table:
-// fp4_e4m3_word.hpp), four MMAs sum the block's products in one accumulator, the first anew, and
-// total = fma(sums, s_a * 2^(b - 127), total) with the token's 128-block scale s_a: the FP8 kernels' four MMAs
-// a block and their fold with the block's weight scale. One fold per block where the per-32 arithmetic
+// fp4_e4m3_word.hpp), four MMAs sum the block's products in one accumulator, the first anew, and total =
+// fma(sums, s_a * 2^(b - 127), total) with the token's 128-block scale s_a: the FP8 kernels' four MMAs a
+// block and their fold with the block's weight scale. One fold per block where the per-32 arithmetic
 // (grouped_gemm_sm90_fp4_e4m3.cuh) folds five times. Device code for sm_90a.
 #pragma once
 
@@ -33,20 +33,6 @@ __device__ __forceinline__ void widen_shifted_group(const Fp4Block& blk, int g, 
     }
 }
 
-// Group g's MMA of a block into sums: the first written anew, the others added (fp4_e4m3::group_mma's
-// operands).
-template <class S, int kGroup>
-__device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t (&a)[4], uint64_t tokens) {
-    constexpr int kScaleD = kGroup > 0 ? 1 : 0;
-    tokens += (kGroup / 2) * (S::kTokenTileBytes / 16) + (32 * (kGroup % 2)) / 16;
-    if constexpr (S::kTokens == 8)
-        wgmma_m64n8k32_e4m3_rs<kScaleD>(sums, a, tokens);
-    else if constexpr (S::kTokens == 16)
-        wgmma_m64n16k32_e4m3_rs<kScaleD>(sums, a, tokens);
-    else
-        wgmma_m64n64k32_e4m3_rs<kScaleD>(sums, a, tokens);
-}
-
 // A block's four groups widened and their MMAs issued and committed, after the fence that orders the
 // fragments' and the sums' registers.
 template <class S>
@@ -58,16 +44,16 @@ __device__ __forceinline__ void issue_block(float (&sums)[S::kAcc], uint32_t (&a
         fp4_e4m3::order_mma_registers(sums, a[g]);
     }
     wgmma_fence();
-    group_mma<S, 0>(sums, a[0], tokens);
-    group_mma<S, 1>(sums, a[1], tokens);
-    group_mma<S, 2>(sums, a[2], tokens);
-    group_mma<S, 3>(sums, a[3], tokens);
+    fp4_e4m3::group_mma<S, 0>(sums, a[0], tokens, 0);  // the first anew, the others added
+    fp4_e4m3::group_mma<S, 1>(sums, a[1], tokens, 1);
+    fp4_e4m3::group_mma<S, 1>(sums, a[2], tokens, 2);
+    fp4_e4m3::group_mma<S, 1>(sums, a[3], tokens, 3);
     wgmma_commit();
 }
 
-// total = fma(sums, s_a * 2^(b - 127), total), as the FP8 kernels fold (element i: token 8 * (i / 4) + 2q + i
-// % 2, weight row row + 8 * (i / 2 % 2), whose block exponent is bits 16..23 of its word), after the block's
-// wait.
+// total = fma(sums, s_a * 2^(b - 127), total), as the FP8 kernels fold (element i: token
+// 8 * (i / 4) + 2q + i % 2, weight row row + 8 * (i / 2 % 2), whose block exponent is bits 16..23 of its
+// word), after the block's wait.
 template <class S>
 __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], float (&sums)[S::kAcc],
                                            uint32_t (&a)[kFp4Groups][4], const Fp4Block& blk,
@@ -113,14 +99,13 @@ __device__ __forceinline__ void stage(float (&total)[S::kAcc], const char* stage
                     fp4_e4m3::order_mma_registers(sums[b], a[b][g]);
                 }
             wgmma_fence();
-            group_mma<S, 0>(sums[0], a[0][0], tokens[0]);
-            group_mma<S, 0>(sums[1], a[1][0], tokens[1]);
-            group_mma<S, 1>(sums[0], a[0][1], tokens[0]);
-            group_mma<S, 1>(sums[1], a[1][1], tokens[1]);
-            group_mma<S, 2>(sums[0], a[0][2], tokens[0]);
-            group_mma<S, 2>(sums[1], a[1][2], tokens[1]);
-            group_mma<S, 3>(sums[0], a[0][3], tokens[0]);
-            group_mma<S, 3>(sums[1], a[1][3], tokens[1]);
+            fp4_e4m3::group_mma<S, 0>(sums[0], a[0][0], tokens[0], 0);
+            fp4_e4m3::group_mma<S, 0>(sums[1], a[1][0], tokens[1], 0);
+#pragma unroll
+            for (int g = 1; g < kFp4Groups; ++g) {
+                fp4_e4m3::group_mma<S, 1>(sums[0], a[0][g], tokens[0], g);
+                fp4_e4m3::group_mma<S, 1>(sums[1], a[1][g], tokens[1], g);
+            }
             wgmma_commit();
             wgmma_wait<0>();
             fold_block<S>(total, sums[0], a[0], blk[0], sc.scales, q);
