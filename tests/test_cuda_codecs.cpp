@@ -158,15 +158,18 @@ TEST(CudaCodecs, WeightWideningIsExactForEveryCode) {
     }
 }
 
-// The e4m3-order word (fp4_e4m3_word.hpp) keeps every bit of its eight codes, each in a bit of its own:
-// packing a code with one bit set gives a word with one bit set, a different one for each of the 32.
-TEST(CudaCodecs, Fp4E4m3WordHoldsEveryCodeBitOnce) {
+namespace {
+
+// A packing of eight e2m1 codes keeps every bit of them, each in a bit of its own: packing a code with one bit
+// set gives a word with one bit set, a different one for each of the 32.
+template <class Pack>
+void expect_every_code_bit_once(Pack pack) {
     uint32_t seen = 0;
     for (int code = 0; code < 8; ++code)
         for (int bit = 0; bit < 4; ++bit) {
             uint8_t first[4] = {0, 0, 0, 0}, second[4] = {0, 0, 0, 0};
             (code < 4 ? first[code] : second[code - 4]) = uint8_t(1 << bit);
-            const uint32_t word = cuda::pack_e2m1x8_for_e4m3(first, second);
+            const uint32_t word = pack(first, second);
             EXPECT_EQ(std::popcount(word), 1) << "code " << code << " bit " << bit;
             EXPECT_EQ(word & seen, 0u) << "code " << code << " bit " << bit << " lands on another's bit";
             seen |= word;
@@ -174,19 +177,14 @@ TEST(CudaCodecs, Fp4E4m3WordHoldsEveryCodeBitOnce) {
     EXPECT_EQ(seen, 0xFFFFFFFFu);
 }
 
-// The table word (pack_e2m1x8_for_table) keeps every bit of its eight codes once too.
+}  // namespace
+
+// The e4m3-order word (fp4_e4m3_word.hpp) and the table word (block-exact weights) keep every code bit once.
+TEST(CudaCodecs, Fp4E4m3WordHoldsEveryCodeBitOnce) {
+    expect_every_code_bit_once([](const uint8_t(&f)[4], const uint8_t(&s)[4]) { return cuda::pack_e2m1x8_for_e4m3(f, s); });
+}
 TEST(CudaCodecs, Fp4TableWordHoldsEveryCodeBitOnce) {
-    uint32_t seen = 0;
-    for (int code = 0; code < 8; ++code)
-        for (int bit = 0; bit < 4; ++bit) {
-            uint8_t first[4] = {0, 0, 0, 0}, second[4] = {0, 0, 0, 0};
-            (code < 4 ? first[code] : second[code - 4]) = uint8_t(1 << bit);
-            const uint32_t word = cuda::pack_e2m1x8_for_table(first, second);
-            EXPECT_EQ(std::popcount(word), 1) << "code " << code << " bit " << bit;
-            EXPECT_EQ(word & seen, 0u) << "code " << code << " bit " << bit << " lands on another's bit";
-            seen |= word;
-        }
-    EXPECT_EQ(seen, 0xFFFFFFFFu);
+    expect_every_code_bit_once([](const uint8_t(&f)[4], const uint8_t(&s)[4]) { return cuda::pack_e2m1x8_for_table(f, s); });
 }
 
 // Block-exact FP4 (fp4_blocks.hpp): each of a table word's eight codes becomes the e4m3 code of its value
