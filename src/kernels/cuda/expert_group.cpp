@@ -220,7 +220,6 @@ void upload_rows(DeviceMatrixSet& s, int64_t e, const std::vector<const uint8_t*
     copy_to_device(s.scale, e * s.scale_expert_bytes, scale_tiles.data(), scale_tiles.size());
 }
 
-// Gate and up of one expert, rows interleaved by 8: rows 16j..16j+7 are gate rows 8j.., the next 8 up's.
 // Block-exact FP4 matrices' 128-row blocks' exponents (fp4_block_exponents), each [row block][k block].
 using BlockExponents = std::vector<uint8_t>;
 
@@ -229,6 +228,7 @@ const uint8_t* block_exp_row(const BlockExponents& exps, int64_t row, int64_t k)
     return exps.empty() ? nullptr : exps.data() + (row / 128) * (k / 128);
 }
 
+// Gate and up of one expert, rows interleaved by 8: rows 16j..16j+7 are gate rows 8j.., the next 8 up's.
 void upload_gate_up(DeviceMatrixSet& s, int64_t e, const WeightMatrix& gate, const WeightMatrix& up, const BlockExponents& gate_exps = {},
                     const BlockExponents& up_exps = {}) {
     const int64_t I = gate.rows, rb = row_bytes(gate), sb = gate.cols / kMxBlockSize;

@@ -697,6 +697,9 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 
 namespace {
 
+// FP4 x e4m3 launches, per-32 or block-exact, on the same shapes by the same rules. (Block-exact weights on
+// four to an SM in every decode launch, two blocks' MMAs interleaved, were slower than on six at 8 tokens:
+// bench/results/2026-12-04-cuda-fp4-block-exact.md, call 2.)
 template <bool kExact>
 cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
     using Shapes = Fp4E4m3Shapes<kExact>;
