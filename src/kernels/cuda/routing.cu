@@ -1,6 +1,7 @@
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm.hpp"
+#include "live_rows.cuh"
 #include "route_keys.cuh"
 #include "route_wide.hpp"
 #include "routing.hpp"
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(kPermuteThreads) chunk_count_kernel(const int3
                                                                       int32_t experts, int32_t* chunk_counts) {
     begin_dependent_kernel();
     __shared__ ChunkCounts<kPermuteThreads> c;
-    if (live) pairs = min(pairs, int64_t(*live));
+    pairs = live_count(pairs, live);
     for (int e = threadIdx.x; e < experts; e += kPermuteThreads) c.before[e] = 0;
     for (int round = 0; round < kChunkRounds; ++round) {
         (void)round_ranks(ids, pairs, experts, int64_t(blockIdx.x) * kPermuteChunk + round * kPermuteThreads + threadIdx.x, c);
@@ -292,7 +293,7 @@ __global__ void __launch_bounds__(kPermuteThreads) chunk_place_kernel(const int3
                                                                       const int32_t* chunk_rows_before, PermutationOut out) {
     begin_dependent_kernel();
     __shared__ ChunkCounts<kPermuteThreads> c;
-    if (live) pairs = min(pairs, int64_t(*live));
+    pairs = live_count(pairs, live);
     for (int e = threadIdx.x; e < experts; e += kPermuteThreads)
         c.before[e] = out.offsets[e] + chunk_rows_before[int64_t(blockIdx.x) * experts + e];
     for (int round = 0; round < kChunkRounds; ++round) {
@@ -316,7 +317,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_chunk_kernel(const int32
     static_assert(kRounds >= 1 && kPermuteChunk % kScanThreads == 0, "whole rounds cover the chunk");
     __shared__ ChunkCounts<kScanThreads> c;
     __shared__ OffsetScan::TempStorage temp;
-    if (live) pairs = min(pairs, int64_t(*live));
+    pairs = live_count(pairs, live);
     for (int e = threadIdx.x; e < experts; e += kScanThreads) c.before[e] = 0;
     for (int round = 0; round < kRounds; ++round) {
         (void)round_ranks(ids, pairs, experts, int64_t(round) * kScanThreads + threadIdx.x, c);
@@ -349,7 +350,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
     __shared__ OffsetScan::TempStorage temp;
     __shared__ int32_t id_of[kSmallPairs];
     __shared__ int32_t first_row[kMaxRoutedExperts];
-    const int pairs = int(live ? min(pairs_bound, int64_t(*live)) : pairs_bound);
+    const int pairs = int(live_count(pairs_bound, live));
     for (int i = threadIdx.x; i < pairs; i += blockDim.x) id_of[i] = ids[i];
     __syncthreads();
     const int e = threadIdx.x;

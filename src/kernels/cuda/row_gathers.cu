@@ -6,6 +6,7 @@
 
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
+#include "live_rows.cuh"
 #include "stage_math.cuh"
 
 namespace steadymoe::cuda {
@@ -21,11 +22,6 @@ struct PairRows {
     int64_t bound = 0;
     const int32_t* live = nullptr;
 };
-
-// Rows a launch for `bound` rows takes: those below *live_rows where it is given.
-__device__ __forceinline__ int64_t live_count(int64_t bound, const int32_t* live_rows) {
-    return live_rows ? min(bound, int64_t(*live_rows)) : bound;
-}
 
 // One warp per (row, 128-value group): the CPU's quantize_row_fp8, with the group maximum taken by
 // a warp reduction (max is exact in any order; NaN never becomes the maximum, as on the CPU); 4 values
