@@ -282,15 +282,30 @@ std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts
     return {};
 }
 
+namespace {
+
+// Why FP4 matrix `w` cannot take the block-exact arithmetic.
+std::string not_block_exact(const WeightMatrix& w) {
+    return fmt::format("{}: the FP4 scales of some 128x128 block (of its groups with a nonzero code) span more than 11 "
+                       "binades, wider than the e4m3 codes the block-exact kernels make under one scale, so it cannot "
+                       "take the block-exact arithmetic asked for (Fp8Products::TensorCoresBlockExact or "
+                       "STEADYMOE_FP4_BLOCK_EXACT=1)",
+                       w.name);
+}
+
+// Its block exponents (fp4_block_exponents), or Unsupported naming it.
+BlockExponents block_exponents_or_refuse(const WeightMatrix& w) {
+    std::optional<BlockExponents> exps = fp4_block_exponents(w);
+    SMOE_CHECK(exps.has_value(), Unsupported, "{}", not_block_exact(w));
+    return std::move(*exps);
+}
+
+}  // namespace
+
 std::string fp4_block_exact_blocker(const std::vector<const ExpertWeights*>& experts) {
     for (const ExpertWeights* e : experts)
         for (const WeightMatrix* w : {&e->gate, &e->up, &e->down})
-            if (w->format == ExpertFormat::Fp4 && !fp4_block_exponents(*w))
-                return fmt::format("{}: the FP4 scales of some 128x128 block (of its groups with a nonzero code) span more "
-                                   "than 11 binades, wider than the e4m3 codes the block-exact kernels make under one "
-                                   "scale, so it cannot take the block-exact arithmetic asked for "
-                                   "(Fp8Products::TensorCoresBlockExact or STEADYMOE_FP4_BLOCK_EXACT=1)",
-                                   w->name);
+            if (w->format == ExpertFormat::Fp4 && !fp4_block_exponents(*w)) return not_block_exact(*w);
     return {};
 }
 
@@ -306,17 +321,17 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
     g.experts = int64_t(experts.size());
     g.intermediate = first.gate.rows;
     // Block-exact FP4 (fp4_blocks.hpp): every FP4 matrix of every expert must be, so that no token's
-    // arithmetic depends on which experts a GPU holds.
+    // arithmetic depends on which experts a GPU holds; refused, naming the first that is not, before anything
+    // is uploaded.
     const bool exact = fp4_block_exact && fp4_e4m3_order;
-    if (exact) {
-        const std::string why = fp4_block_exact_blocker(experts);
-        SMOE_CHECK(why.empty(), Unsupported, "{}", why);
-    }
     const bool gate_up_exact = exact && first.gate.format == ExpertFormat::Fp4, down_exact = exact && first.down.format == ExpertFormat::Fp4;
     std::vector<BlockExponents> gate_exps(experts.size()), up_exps(experts.size()), down_exps(experts.size());
     for (size_t i = 0; i < experts.size(); ++i) {
-        if (gate_up_exact) gate_exps[i] = *fp4_block_exponents(experts[i]->gate), up_exps[i] = *fp4_block_exponents(experts[i]->up);
-        if (down_exact) down_exps[i] = *fp4_block_exponents(experts[i]->down);
+        if (gate_up_exact) {
+            gate_exps[i] = block_exponents_or_refuse(experts[i]->gate);
+            up_exps[i] = block_exponents_or_refuse(experts[i]->up);
+        }
+        if (down_exact) down_exps[i] = block_exponents_or_refuse(experts[i]->down);
     }
     g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, gate_up_exact);
     g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, down_exact);
