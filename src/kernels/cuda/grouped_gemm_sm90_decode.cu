@@ -151,33 +151,33 @@ using Fp8Thin = DecodeShape<WeightCode::Fp8, true, 8, 7>;
 using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
 constexpr int kBf16DeepLaunchCtasPerSm = 2;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
-using Fp4E4m3Thin = DecodeShape<WeightCode::Fp4, true, 8, 6>;  // decode batches of at most 4 rows per expert
-// 8-token FP4 x e4m3 CTAs four to an SM, four stages each, with the registers (up to 102) of a stage's eight
-// MMAs in flight (fp4_e4m3_block_pair). Launches of at most three CTAs an SM take them (deepseek-v4-flash's routed
-// experts at one token: 384 CTAs a GEMM): its one-token layer took 54.5-55.5 µs against 56.9-57.1 on six to an
-// SM, its routed gate/up 20.5-20.9 against 21.8-22.0 in the traces (bench/results/2026-12-04-cuda-fp4-four.md).
-// In launches of more (8 tokens: 3072 CTAs a gate/up) they were 2.9% slower than six to an SM;
-// STEADYMOE_FP4_THIN_CTAS_PER_SM=4 runs them there too, to compare. Three to an SM with six stages took all of
-// an SM's shared memory, so the shared expert's CTAs found no room beside them (that one-token gate/up took 25-31
-// µs). STEADYMOE_DEEP_STAGES=0 keeps launches of few CTAs six to an SM, to compare (the same bits).
-using Fp4E4m3ThinFour = DecodeShape<WeightCode::Fp4, true, 8>;
-constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
-using Fp4E4m3Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5>;  // other decode batches
-using Fp4E4m3Wide = DecodeShape<WeightCode::Fp4, true, 64>;    // the others
-// The block-exact twins of the FP4 x e4m3 shapes (DecodeShape's kExact).
+// The FP4 x e4m3 shapes, for the per-32 arithmetic (kExact false) and for block-exact weights (true): the same
+// shapes, taken by the same rules (launch_fp4_e4m3).
 template <bool kExact>
 struct Fp4E4m3Shapes {
-    using Thin = DecodeShape<WeightCode::Fp4, true, 8, 6, kExact>;
+    using Thin = DecodeShape<WeightCode::Fp4, true, 8, 6, kExact>;  // decode batches of at most 4 rows per expert
+    // 8-token FP4 x e4m3 CTAs four to an SM, four stages each, with the registers (up to 102) of a stage's
+    // eight MMAs in flight (fp4_e4m3_block_pair). Launches of at most three CTAs an SM take them
+    // (deepseek-v4-flash's routed experts at one token: 384 CTAs a GEMM): its one-token layer took 54.5-55.5
+    // µs against 56.9-57.1 on six to an SM, its routed gate/up 20.5-20.9 against 21.8-22.0 in the traces
+    // (bench/results/2026-12-04-cuda-fp4-four.md). In launches of more (8 tokens: 3072 CTAs a gate/up) they
+    // were 2.9% slower than six to an SM; STEADYMOE_FP4_THIN_CTAS_PER_SM=4 runs them there too, to compare.
+    // Three to an SM with six stages took all of an SM's shared memory, so the shared expert's CTAs found no
+    // room beside them (that one-token gate/up took 25-31 µs). STEADYMOE_DEEP_STAGES=0 keeps launches of few
+    // CTAs six to an SM, to compare (the same bits).
     using ThinFour = DecodeShape<WeightCode::Fp4, true, 8, 0, kExact>;
-    using Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5, kExact>;
-    using NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16, 0, kExact>;
-    using Wide = DecodeShape<WeightCode::Fp4, true, 64, 0, kExact>;
+    using Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5, kExact>;       // other decode batches
+    using NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16, 0, kExact>;  // STEADYMOE_DECODE_CTAS_PER_SM=fewer
+    using Wide = DecodeShape<WeightCode::Fp4, true, 64, 0, kExact>;         // the others
 };
-static_assert(std::is_same_v<Fp4E4m3Shapes<false>::Thin, Fp4E4m3Thin> && std::is_same_v<Fp4E4m3Shapes<false>::ThinFour, Fp4E4m3ThinFour> &&
-              std::is_same_v<Fp4E4m3Shapes<false>::Narrow, Fp4E4m3Narrow> && std::is_same_v<Fp4E4m3Shapes<false>::Wide, Fp4E4m3Wide>);
+using Fp4E4m3Thin = Fp4E4m3Shapes<false>::Thin;
+using Fp4E4m3ThinFour = Fp4E4m3Shapes<false>::ThinFour;
+constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
+using Fp4E4m3Narrow = Fp4E4m3Shapes<false>::Narrow;
+using Fp4E4m3Wide = Fp4E4m3Shapes<false>::Wide;
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8DecodeFewer = DecodeShape<WeightCode::Fp8, true, 32>;
-using Fp4E4m3NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16>;
+using Fp4E4m3NarrowFewer = Fp4E4m3Shapes<false>::NarrowFewer;
 static_assert(Fp4E4m3Thin::kTokens >= kMinTileRows && Bf16Decode::kTokens >= kMinTileRows, "hopper_decode_tile_rows");
 
 // A launch's row tiles hold at most tile_m rows (grouped_gemm.hpp): so many CTAs of kTokens share each.
