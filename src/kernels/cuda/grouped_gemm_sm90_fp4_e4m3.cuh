@@ -45,13 +45,20 @@ __device__ __forceinline__ Fp4Block load_fp4_block(const char* stage, int b, int
     return blk;
 }
 
-// Group g's A fragment: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..).
-__device__ __forceinline__ void widen_group(const Fp4Block& blk, int g, uint32_t (&a)[4]) {
+// Group g's A fragment: (row, k 4q..), (row + 8, k 4q..), (row, k 16 + 4q..), (row + 8, ..), each of the
+// group's words (row r's: `widen(word, r)`) widened to eight e4m3 codes.
+template <class Widen>
+__device__ __forceinline__ void widen_group(const Fp4Block& blk, int g, uint32_t (&a)[4], Widen widen) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const uint2 v = e2m1x8_to_e4m3x8(g % 2 ? blk.words[g / 2][r].y : blk.words[g / 2][r].x);
+        const uint2 v = widen(g % 2 ? blk.words[g / 2][r].y : blk.words[g / 2][r].x, r);
         a[r] = v.x, a[r + 2] = v.y;
     }
+}
+
+// The per-32 arithmetic's widening: the codes as e4m3 codes of 2^-6 times their values.
+__device__ __forceinline__ void widen_group(const Fp4Block& blk, int g, uint32_t (&a)[4]) {
+    widen_group(blk, g, a, [](uint32_t word, int) { return e2m1x8_to_e4m3x8(word); });
 }
 
 // Group g's MMA of a block into sums (written anew; with kScaleD 1 added to them, as block-exact weights'
@@ -98,17 +105,26 @@ struct StageScales {
     int ld;
 };
 
-// total = fma(block, 64 * s_a, total) with the block's token scales (element i: token 8 * (i / 4) + 2q + i %
-// 2), a lane's two tokens read as one pair (both places that hold them are 8-byte aligned).
-template <class S>
-__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float (&block)[S::kAcc], const float* token_scale, int q) {
+// total = fma(block, scale(s_a, r), total) with the block's token scales s_a (element i = 4j + r: token
+// 8j + 2q + r % 2, weight row row + 8 * (r / 2)), a lane's two tokens read as one pair (both places that
+// hold them are 8-byte aligned).
+template <int kAcc, class Scale>
+__device__ __forceinline__ void fold_token_pairs(float (&total)[kAcc], const float (&block)[kAcc],
+                                                 const float* token_scale, int q, Scale scale) {
 #pragma unroll
-    for (int j = 0; j < S::kAcc / 4; ++j) {
+    for (int j = 0; j < kAcc / 4; ++j) {
         const float2 pair = *reinterpret_cast<const float2*>(token_scale + 8 * j + 2 * q);
-        const float scale[2] = {__fmul_rn(pair.x, 64.0f), __fmul_rn(pair.y, 64.0f)};
 #pragma unroll
-        for (int r = 0; r < 4; ++r) total[4 * j + r] = __fmaf_rn(block[4 * j + r], scale[r & 1], total[4 * j + r]);
+        for (int r = 0; r < 4; ++r)
+            total[4 * j + r] = __fmaf_rn(block[4 * j + r], scale(r & 1 ? pair.y : pair.x, r), total[4 * j + r]);
     }
+}
+
+// total = fma(block, 64 * s_a, total): the per-32 arithmetic's fold of a block.
+template <class S>
+__device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float (&block)[S::kAcc],
+                                           const float* token_scale, int q) {
+    fold_token_pairs(total, block, token_scale, q, [](float sa, int) { return __fmul_rn(sa, 64.0f); });
 }
 
 // One block (b of its stage): its four groups' MMAs, kSets at once into sums of their own, each set committed

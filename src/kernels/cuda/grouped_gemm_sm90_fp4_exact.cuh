@@ -24,13 +24,9 @@ using fp4_e4m3::StageScales;
 // Group g's A fragment (fp4_e4m3::widen_group's registers), each row's codes by its group's shift (bits 4g..
 // of the row's word in Fp4Block::exps).
 __device__ __forceinline__ void widen_shifted_group(const Fp4Block& blk, int g, uint32_t (&a)[4]) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const uint2 codes = blk.words[g / 2][r];
-        const uint2 v =
-            e2m1x8_to_e4m3x8_by_table(g % 2 ? codes.y : codes.x, e4m3_table(blk.exps[r] >> (4 * g) & 0xFu));
-        a[r] = v.x, a[r + 2] = v.y;
-    }
+    fp4_e4m3::widen_group(blk, g, a, [&](uint32_t word, int r) {
+        return e2m1x8_to_e4m3x8_by_table(word, e4m3_table(blk.exps[r] >> (4 * g) & 0xFu));
+    });
 }
 
 // A block's four groups widened and their MMAs issued and committed, after the fence that orders the
@@ -62,15 +58,8 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], float (&sums
     for (int g = 0; g < kFp4Groups; ++g) fp4_e4m3::order_mma_registers(sums, a[g]);
     const float weight_scale[2] = {__uint_as_float((blk.exps[0] >> 16 & 0xFFu) << 23),
                                    __uint_as_float((blk.exps[1] >> 16 & 0xFFu) << 23)};
-#pragma unroll
-    for (int j = 0; j < S::kAcc / 4; ++j) {
-        const float2 pair = *reinterpret_cast<const float2*>(token_scale + 8 * j + 2 * q);
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const float scale = __fmul_rn(r & 1 ? pair.y : pair.x, weight_scale[r >> 1]);
-            total[4 * j + r] = __fmaf_rn(sums[4 * j + r], scale, total[4 * j + r]);
-        }
-    }
+    fp4_e4m3::fold_token_pairs(total, sums, token_scale, q,
+                               [&](float sa, int r) { return __fmul_rn(sa, weight_scale[r >> 1]); });
 }
 
 // A stage's `count` blocks. Two are multiplied at once where the CTA's registers hold both blocks' fragments
