@@ -187,35 +187,66 @@ TEST(CudaCodecs, Fp4TableWordHoldsEveryCodeBitOnce) {
     expect_every_code_bit_once([](const uint8_t(&f)[4], const uint8_t(&s)[4]) { return cuda::pack_e2m1x8_for_table(f, s); });
 }
 
-// Block-exact FP4 (fp4_blocks.hpp): each of a table word's eight codes becomes the e4m3 code of its value
-// times 2^(shift - 6), exactly, for every shift from 1 to 12 and every pattern of four codes in each
-// register (a sign must not leak into a neighbour, nor a shift into the next byte).
-TEST(CudaCodecs, Fp4ToE4m3ByTableIsExactForEveryShiftAndCodePattern) {
-    SMOE_SKIP_WITHOUT_GPU();
+namespace {
+
+// Every shift from 1 to 12 with every pattern of four codes in each register of a table word: the words,
+// their shifts and their codes (first[0..3], second[0..3]).
+struct TableCases {
     std::vector<uint32_t> words, shifts;
-    std::vector<std::array<uint8_t, 8>> codes;  // first[0..3], second[0..3]
+    std::vector<std::array<uint8_t, 8>> codes;
+};
+TableCases every_table_case() {
+    TableCases c;
     for (uint32_t shift = cuda::kE4m3ShiftMin; shift <= cuda::kE4m3ShiftMax; ++shift)
         for (uint32_t pattern = 0; pattern < 65536; ++pattern) {
             const uint32_t other = (pattern * 7919u + 13u + shift) & 0xFFFFu;
             uint8_t first[4], second[4];
             for (int j = 0; j < 4; ++j) first[j] = uint8_t(pattern >> (4 * j) & 15), second[j] = uint8_t(other >> (4 * j) & 15);
-            words.push_back(cuda::pack_e2m1x8_for_table(first, second));
-            shifts.push_back(shift);
-            codes.push_back({first[0], first[1], first[2], first[3], second[0], second[1], second[2], second[3]});
+            c.words.push_back(cuda::pack_e2m1x8_for_table(first, second));
+            c.shifts.push_back(shift);
+            c.codes.push_back({first[0], first[1], first[2], first[3], second[0], second[1], second[2], second[3]});
         }
-    std::vector<uint32_t> got(words.size() * 2);
-    ASSERT_EQ(run_widen_on_device(words.data(), shifts.data(), got.data(), int64_t(words.size()), kE2m1ToE4m3ByTable), 0);
+    return c;
+}
+
+// `got` holds each case's two registers: each code must be the e4m3 code of its value times 2^(shift - 6).
+void expect_exact_table_widening(const TableCases& c, const std::vector<uint32_t>& got) {
     int64_t bad = 0;
-    for (size_t i = 0; i < words.size(); ++i)
+    for (size_t i = 0; i < c.words.size(); ++i)
         for (int j = 0; j < 8; ++j) {
-            const uint8_t code = codes[i][size_t(j)];
+            const uint8_t code = c.codes[i][size_t(j)];
             const uint8_t have = uint8_t(got[2 * i + j / 4] >> (8 * (j % 4)));
-            const float want = std::ldexp(e2m1_to_f32(code), int(shifts[i]) - int(cuda::kE4m3ShiftBias));
+            const float want = std::ldexp(e2m1_to_f32(code), int(c.shifts[i]) - int(cuda::kE4m3ShiftBias));
             if (f32_bits(e4m3_to_f32(have)) != f32_bits(want) && ++bad <= 3)
-                ADD_FAILURE() << "e2m1 code " << int(code) << " at shift " << shifts[i] << " as " << (j < 4 ? "first" : "second") << "["
-                              << j % 4 << "]: got e4m3 0x" << std::hex << int(have);
+                ADD_FAILURE() << "e2m1 code " << int(code) << " at shift " << c.shifts[i] << " as " << (j < 4 ? "first" : "second")
+                              << "[" << j % 4 << "]: got e4m3 0x" << std::hex << int(have);
         }
     EXPECT_EQ(bad, 0);
+}
+
+}  // namespace
+
+// Block-exact FP4 (fp4_blocks.hpp): each of a table word's eight codes becomes the e4m3 code of its value
+// times 2^(shift - 6), exactly, for every shift from 1 to 12 and every pattern of four codes in each
+// register (a sign must not leak into a neighbour, nor a shift into the next byte).
+TEST(CudaCodecs, Fp4ToE4m3ByTableIsExactForEveryShiftAndCodePattern) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const TableCases c = every_table_case();
+    std::vector<uint32_t> got(c.words.size() * 2);
+    ASSERT_EQ(run_widen_on_device(c.words.data(), c.shifts.data(), got.data(), int64_t(c.words.size()), kE2m1ToE4m3ByTable), 0);
+    expect_exact_table_widening(c, got);
+}
+
+// The same lookup on the host, which host code that lays out converted tiles shares with the kernels
+// (fp4_exact_tiles.hpp).
+TEST(CudaCodecs, Fp4ToE4m3ByTableOnTheHostIsExactForEveryShiftAndCodePattern) {
+    const TableCases c = every_table_case();
+    std::vector<uint32_t> got(c.words.size() * 2);
+    for (size_t i = 0; i < c.words.size(); ++i) {
+        const cuda::E4m3Pair v = cuda::e2m1x8_to_e4m3_pair_by_table(c.words[i], cuda::e4m3_table(c.shifts[i]));
+        got[2 * i] = v.first, got[2 * i + 1] = v.second;
+    }
+    expect_exact_table_widening(c, got);
 }
 
 // FP4 codes meeting e4m3 activations: each of the eight codes of a packed word becomes the e4m3 code of

@@ -1,7 +1,7 @@
 #include "expert_group.hpp"
 #include "env_switch.hpp"
 #include "fp4_blocks.hpp"
-#include "fp4_e4m3_word.hpp"
+#include "weight_layouts.hpp"
 
 #include "steadymoe/core/numeric.hpp"
 
@@ -82,98 +82,6 @@ std::vector<float> fp8_scales(const WeightMatrix& w) {
 
 void copy_to_device(DeviceBuffer& dst, int64_t offset, const void* src, size_t bytes) {
     SMOE_CUDA_CHECK(cudaMemcpy(static_cast<char*>(dst.get()) + offset, src, bytes, cudaMemcpyHostToDevice));
-}
-
-constexpr int64_t kStageK = 64;  // k values per stage tile (grouped_gemm_stage.cuh)
-
-// Stored bytes of one stage tile: kTileN rows x 64 k values.
-int64_t stage_tile_bytes(WeightCode code) {
-    return kTileN * (code == WeightCode::Bf16 ? kStageK * 2 : code == WeightCode::Fp8 ? kStageK : kStageK / 2);
-}
-
-// The device layout of one matrix, from its rows in the order the GEMM uses ([n][row bytes]): n-tiles of
-// kTileN rows (the last padded with zero rows), each a run of K/64 stage tiles, so every stage the
-// kernel loads is one contiguous block. bf16 and FP8 tiles are stored swizzled — byte o of a tile is what
-// byte o of the shared-memory stage holds (128-byte rows in the 128-byte swizzle, 64-byte FP8 rows in
-// the 64-byte swizzle that Hopper's FP8 MMAs read) — FP4 tiles row-major.
-std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, WeightCode code) {
-    const int64_t n_tiles = (n + kTileN - 1) / kTileN, k_tiles = k / kStageK, tile = stage_tile_bytes(code);
-    const int64_t row_bytes = tile / kTileN * k_tiles;  // bytes of one stored row
-    const int64_t slice = tile / kTileN;                // bytes of one row within a stage tile
-    std::vector<uint8_t> out(size_t(n_tiles * k_tiles * tile), 0);
-    for (int64_t nt = 0; nt < n_tiles; ++nt)
-        for (int64_t kt = 0; kt < k_tiles; ++kt) {
-            uint8_t* dst = out.data() + (nt * k_tiles + kt) * tile;
-            for (int64_t r = 0; r < kTileN && nt * kTileN + r < n; ++r) {
-                const uint8_t* src = rows + (nt * kTileN + r) * row_bytes + kt * slice;
-                if (code == WeightCode::Fp4) {
-                    std::memcpy(dst + r * slice, src, size_t(slice));
-                    continue;
-                }
-                // 16-byte chunks, XOR-swizzled by row: bf16 by r % 8, FP8 by (r / 2) % 4.
-                const int64_t chunks = slice / 16, key = code == WeightCode::Bf16 ? (r & 7) : ((r >> 1) & 3);
-                for (int64_t c = 0; c < chunks; ++c) std::memcpy(dst + r * slice + ((c ^ key) << 4), src + c * 16, 16);
-            }
-        }
-    return out;
-}
-
-// The row's 64 FP4 codes of one stage tile (32 bytes) in e4m3 order: word 2q + s holds group s's (k 32s
-// onwards) codes 4q .. 4q + 3 and 16 + 4q .. 16 + 4q + 3, packed so that thread q of a decode MMA reads both
-// its words at once and widens each into its two fragment registers (fp4_e4m3_word.hpp). Codes stay in their
-// 32-wide group. Block-exact matrices (`table`) pack them for a byte table's lookup instead.
-void put_in_e4m3_order(const uint8_t* src, uint8_t* dst, bool table) {
-    const auto code = [&](int k) { return uint8_t((src[k / 2] >> (4 * (k % 2))) & 0xF); };
-    for (int s = 0; s < 2; ++s)
-        for (int q = 0; q < 4; ++q) {
-            uint8_t first[4], second[4];
-            for (int j = 0; j < 4; ++j) first[j] = code(32 * s + 4 * q + j), second[j] = code(32 * s + 16 + 4 * q + j);
-            const uint32_t word = table ? pack_e2m1x8_for_table(first, second) : pack_e2m1x8_for_e4m3(first, second);
-            std::memcpy(dst + 4 * (2 * q + s), &word, 4);  // little-endian, as the GPU reads it
-        }
-}
-
-// FP4 rows in e4m3 order ([n][k/2] codes and [n][k/32] e8m0 scales in GEMM row order) as one run per 64-row
-// half of an n-tile (the rows of one CTA of the e4m3 kernel, grouped_gemm_sm90_decode.cu), of one block per
-// 128-wide k block: its two stage tiles' codes (64 rows x 32 bytes each, put_in_e4m3_order) then the rows'
-// four exponents (64 x 4 bytes). Rows past n are zeros. Block-exact matrices give row r's 128-row block's
-// exponents ([k/128]) at block_exps[r], and each row's four exponents become its shift word (fp4_blocks.hpp).
-constexpr int64_t kHalfRows = kTileN / 2;
-static_assert(kFp4E4m3BlockBytes == 2 * kHalfRows * kStageK / 2 + kHalfRows * 4, "two stage tiles' codes, then the exponents");
-std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales, int64_t n, int64_t k,
-                                     const std::vector<const uint8_t*>& block_exps) {
-    const bool exact = !block_exps.empty();
-    const int64_t halves = (n + kTileN - 1) / kTileN * 2, k_blocks = k / 128;
-    std::vector<uint8_t> out(size_t(halves * k_blocks * kFp4E4m3BlockBytes), 0);
-    for (int64_t h = 0; h < halves; ++h)
-        for (int64_t kb = 0; kb < k_blocks; ++kb) {
-            uint8_t* block = out.data() + (h * k_blocks + kb) * kFp4E4m3BlockBytes;
-            for (int64_t r = 0; r < kHalfRows && h * kHalfRows + r < n; ++r) {
-                const int64_t row = h * kHalfRows + r;
-                const uint8_t* codes = rows + row * (k / 2) + kb * (2 * kStageK / 2);
-                for (int64_t sub = 0; sub < 2; ++sub)
-                    put_in_e4m3_order(codes + sub * (kStageK / 2), block + (sub * kHalfRows + r) * (kStageK / 2), exact);
-                uint8_t* exps = block + 2 * kHalfRows * (kStageK / 2) + r * 4;
-                if (!exact) {
-                    std::memcpy(exps, scales + row * (k / 32) + kb * 4, 4);
-                    continue;
-                }
-                const uint32_t word = fp4_block_shift_word(codes, scales + row * (k / 32) + kb * 4, block_exps[size_t(row)][kb]);
-                std::memcpy(exps, &word, 4);
-            }
-        }
-    return out;
-}
-
-// FP4 e8m0 scales ([n][k/32] in GEMM row order) per (n-tile, 128-wide k block): kTileN rows x 4 bytes.
-std::vector<uint8_t> tile_fp4_scales(const uint8_t* scales, int64_t n, int64_t k) {
-    const int64_t n_tiles = (n + kTileN - 1) / kTileN, k_blocks = k / 128;
-    std::vector<uint8_t> out(size_t(n_tiles * k_blocks * kTileN * 4), 0);
-    for (int64_t nt = 0; nt < n_tiles; ++nt)
-        for (int64_t kb = 0; kb < k_blocks; ++kb)
-            for (int64_t r = 0; r < kTileN && nt * kTileN + r < n; ++r)
-                std::memcpy(out.data() + ((nt * k_blocks + kb) * kTileN + r) * 4, scales + (nt * kTileN + r) * (k / 32) + kb * 4, 4);
-    return out;
 }
 
 DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, const std::string& what, bool fp4_e4m3_order = false,

@@ -59,14 +59,35 @@ SMOE_HD constexpr E4m3Table e4m3_table(uint32_t shift) {
     return {shift * 0x08080800u + 0x0C080000u, shift * 0x08080808u + 0x1C181410u};
 }
 
-#if defined(__CUDACC__)
+// Bytes of the table selected by four 3-bit selectors (bits 4j .. 4j + 2: byte j of the result), as the GPU's
+// byte permute selects them (on the host: the same selection, so that host code converts as the kernels do).
+SMOE_HD inline uint32_t e4m3_table_lookup(E4m3Table table, uint32_t selectors) {
+#if defined(__CUDA_ARCH__)
+    return __byte_perm(table.lo, table.hi, selectors);
+#else
+    const uint64_t bytes = uint64_t(table.hi) << 32 | table.lo;
+    uint32_t out = 0;
+    for (int j = 0; j < 4; ++j) out |= uint32_t(bytes >> (8 * (selectors >> (4 * j) & 7u)) & 0xFFu) << (8 * j);
+    return out;
+#endif
+}
+
 // A table word's two registers of e4m3 codes (byte j: first[j], second[j]): the byte permute reads a
 // selector's low three bits (its fourth, which would replicate a byte's sign, is masked off) and the sign
 // comes after.
+struct E4m3Pair {
+    uint32_t first, second;
+};
+SMOE_HD inline E4m3Pair e2m1x8_to_e4m3_pair_by_table(uint32_t word, E4m3Table table) {
+    return {e4m3_table_lookup(table, word & 0x7777u) | (word & 0x80808080u),
+            e4m3_table_lookup(table, (word >> 16) & 0x7777u) | ((word << 4) & 0x80808080u)};
+}
+
+#if defined(__CUDACC__)
+// The same as the two registers of an MMA fragment.
 __device__ __forceinline__ uint2 e2m1x8_to_e4m3x8_by_table(uint32_t word, E4m3Table table) {
-    const uint32_t first = __byte_perm(table.lo, table.hi, word & 0x7777u) | (word & 0x80808080u);
-    const uint32_t second = __byte_perm(table.lo, table.hi, (word >> 16) & 0x7777u) | ((word << 4) & 0x80808080u);
-    return make_uint2(first, second);
+    const E4m3Pair v = e2m1x8_to_e4m3_pair_by_table(word, table);
+    return make_uint2(v.first, v.second);
 }
 
 // The two registers of e4m3 codes (byte j: first[j], second[j]).
