@@ -9,8 +9,10 @@
 #include "../src/kernels/cuda/env_switch.hpp"
 #include "../src/kernels/cuda/expert_group.hpp"
 #include "../src/kernels/cuda/fp4_blocks.hpp"
+#include "../src/kernels/cuda/fp4_exact_tiles.hpp"
 #include "../src/kernels/cuda/grouped_gemm.hpp"
 #include "../src/kernels/cuda/tensor_map.hpp"
+#include "../src/kernels/cuda/weight_layouts.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -610,6 +612,87 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
             << "FP8 decode kernel, tiles of " << tile_m << " rows (0: 128)";
         EXPECT_EQ(std::memcmp(want.data(), run(p, true, true, true, {}, 1, tile_m).data(), want.size() * 4), 0)
             << "FP4 decode batch, tiles of " << tile_m << " rows (0: 128)";
+    }
+}
+
+namespace {
+
+// A block-exact FP4 matrix [rows][cols] of random codes: per (128-row block, 128-wide k block) a random
+// exponent, each group's up to 10 binades above it; about one group in eight holds only zeros (signed too).
+WeightMatrix random_block_exact_fp4(int64_t rows, int64_t cols, std::mt19937& rng, const std::string& name) {
+    std::vector<uint8_t> codes(size_t(rows * cols)), exps(size_t(rows * cols / 32));
+    std::vector<uint8_t> base(size_t((rows + 127) / 128 * (cols / 128)));
+    for (uint8_t& b : base) b = uint8_t(100 + rng() % 31);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < cols / 32; ++g) {
+            exps[size_t(r * (cols / 32) + g)] = uint8_t(base[size_t(r / 128 * (cols / 128) + g / 4)] + rng() % 11);
+            const bool zeros = rng() % 8 == 0;
+            for (int64_t k = 32 * g; k < 32 * g + 32; ++k) codes[size_t(r * cols + k)] = uint8_t(zeros ? (rng() % 2) * 8 : rng() % 16);
+        }
+    return fp4_matrix(rows, cols, codes, exps, name);
+}
+
+}  // namespace
+
+// The tiled kernel's conversion of block-exact FP4 weights (fp4_exact_tiles.hpp), run on the host: each
+// stage's block, stored in e4m3 order for the decode kernel, becomes byte for byte the stored tiles of the
+// same weights as FP8 codes with their block scales (the FP8 weights' upload), and the two weight scales the
+// FP8 tiled kernel's fold reads. Gate and up rows interleaved (each from its own blocks) and plain rows,
+// with n-tiles partly past the matrix (the second plain one's odd fragment wholly).
+TEST(CudaGroupedGemm, Fp4BlockConversionGivesTheFp8StoredTiles) {
+    constexpr int64_t kCols = 384;  // three k blocks
+    std::mt19937 rng(7);
+    const WeightMatrix gate = random_block_exact_fp4(96, kCols, rng, "gate"), up = random_block_exact_fp4(96, kCols, rng, "up");
+    const WeightMatrix plain = random_block_exact_fp4(136, kCols, rng, "down");
+    struct Case {
+        const char* what;
+        std::vector<std::pair<const WeightMatrix*, int64_t>> rows;  // GEMM row r: row .second of matrix .first
+    };
+    Case interleaved{"gate and up interleaved", {}}, in_order{"plain rows", {}};
+    for (int64_t r = 0; r < 2 * gate.rows; ++r)  // as expert_group.cpp uploads them: 8 gate rows, then 8 up rows
+        interleaved.rows.emplace_back(r / 8 % 2 ? &up : &gate, r / 16 * 8 + r % 8);
+    for (int64_t r = 0; r < plain.rows; ++r) in_order.rows.emplace_back(&plain, r);
+    for (const Case& c : {interleaved, in_order}) {
+        SCOPED_TRACE(c.what);
+        const int64_t n = int64_t(c.rows.size()), k = kCols, k_blocks = k / 128;
+        std::vector<uint8_t> codes, scales, fp8_codes(size_t(n * k));
+        std::vector<std::vector<uint8_t>> exps;
+        for (const WeightMatrix* w : {&gate, &up, &plain}) exps.push_back(*cuda::fp4_block_exponents(*w));
+        const auto exps_of = [&](const WeightMatrix* w) -> const std::vector<uint8_t>& { return exps[w == &gate ? 0 : w == &up ? 1 : 2]; };
+        std::vector<const uint8_t*> block_exp_rows;
+        for (int64_t r = 0; r < n; ++r) {
+            const auto& [w, row] = c.rows[size_t(r)];
+            const auto* data = static_cast<const uint8_t*>(w->data.raw()) + row * (k / 2);
+            const auto* exp = static_cast<const uint8_t*>(w->scale.raw()) + row * (k / 32);
+            codes.insert(codes.end(), data, data + k / 2);
+            scales.insert(scales.end(), exp, exp + k / 32);
+            block_exp_rows.push_back(exps_of(w).data() + row / 128 * k_blocks);
+            for (int64_t i = 0; i < k; ++i) {
+                const float value = e2m1_to_f32(uint8_t(data[i / 2] >> (4 * (i % 2)) & 15)) * std::ldexp(1.0f, int(exp[i / 32]) - 127);
+                const float scaled = value / std::ldexp(1.0f, int(block_exp_rows.back()[i / 128]) - 127);
+                fp8_codes[size_t(r * k + i)] = f32_to_e4m3(scaled);
+                ASSERT_EQ(f32_bits(e4m3_to_f32(fp8_codes[size_t(r * k + i)])), f32_bits(scaled)) << "row " << r << " k " << i;
+            }
+        }
+        const std::vector<uint8_t> stored = cuda::fp4_e4m3_blocks(codes.data(), scales.data(), n, k, block_exp_rows);
+        const std::vector<uint8_t> want = cuda::tile_matrix(fp8_codes.data(), n, k, cuda::WeightCode::Fp8);
+        for (int64_t nt = 0; nt < (n + 127) / 128; ++nt)
+            for (int64_t kb = 0; kb < k_blocks; ++kb) {
+                std::vector<uint8_t> stage(2 * cuda::kFp4E4m3BlockBytes), tile(cuda::fp4_tiles::kE4m3BlockBytes, 0xAB);
+                for (int64_t h = 0; h < 2; ++h)
+                    std::memcpy(stage.data() + h * cuda::kFp4E4m3BlockBytes,
+                                stored.data() + ((2 * nt + h) * k_blocks + kb) * cuda::kFp4E4m3BlockBytes, cuda::kFp4E4m3BlockBytes);
+                float fragment_scales[2] = {-1.0f, -1.0f};
+                for (int t = 0; t < cuda::fp4_tiles::kConvertThreads; ++t)
+                    cuda::fp4_tiles::convert_row(stage.data(), tile.data(), fragment_scales, t);
+                EXPECT_EQ(std::memcmp(tile.data(), want.data() + (nt * k_blocks + kb) * tile.size(), tile.size()), 0)
+                    << "n-tile " << nt << ", k block " << kb;
+                for (int p = 0; p < 2; ++p) {
+                    const int64_t r = nt * 128 + 8 * p;  // the fragment's first row
+                    const float scale = r < n ? std::ldexp(1.0f, int(block_exp_rows[size_t(r)][kb]) - 127) : 0.0f;
+                    EXPECT_EQ(fragment_scales[p], scale) << "n-tile " << nt << ", k block " << kb << ", fragment parity " << p;
+                }
+            }
     }
 }
 

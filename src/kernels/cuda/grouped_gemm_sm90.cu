@@ -47,12 +47,25 @@ using namespace sm90;
 template <int kWG, bool kParked>
 constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps : 0);
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// A consumer thread's share of converting a stage's block-exact FP4 block (fp4_exact_tiles.hpp) into a spare
+// tile, and the block's two weight scales where the fold reads them, as FP8 weights' stages hold them.
+template <class L>
+__device__ __forceinline__ void convert_stage(char* stage, char* tile) {
+    static_assert(Cta<2>::kConsumers == fp4_tiles::kConvertThreads);
+    fp4_tiles::convert_row(reinterpret_cast<const uint8_t*>(stage + L::kSub * L::kA), reinterpret_cast<uint8_t*>(tile),
+                           reinterpret_cast<float*>(stage + L::kScales) + Cta<2>::kRows, int(threadIdx.x));
+}
+#endif
+
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false>
 __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(!kFp8A || (kCode == WeightCode::Fp8 && kScaled));
+    static_assert(!kFp8A || (kCode != WeightCode::Bf16 && kScaled));
+    constexpr bool kConvert = kConverts<kCode, kFp8A>;  // block-exact FP4 weights, converted per stage
+    static_assert(!kConvert || kWG == 2, "a stage's block is converted by a thread per row of each half and sub-tile");
     static_assert(!kPersistent || kWG == 2);
     static_assert(!kParked || kPersistent);
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
@@ -90,8 +103,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     constexpr int kStageBytes = L::kBytes;
     constexpr int kS = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm>;
     static_assert(kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
-    char* widened = smem + kS * kStageBytes;  // two bf16 tiles: one may still be read by the previous MMAs
-    float* parked_block = reinterpret_cast<float*>(widened + (kWiden ? 2 * kBTileBytes : 0));
+    // Two bf16 tiles (converted: e4m3 ones): one may still be read by the previous MMAs.
+    char* widened = smem + kS * kStageBytes;
+    float* parked_block = reinterpret_cast<float*>(widened + (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0));
     uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytes : 0));
     uint64_t* empty = full + kS;
     // Parked epilogues: `parked` completes once every consumer warp has parked an item's results, `drained`
@@ -201,6 +215,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     const uint64_t desc_a0 = smem_descriptor<kAtom>(smem + wg * 64 * kARowBytes), desc_b0 = smem_descriptor<kAtom>(smem + L::kSub * L::kA);
     int s = 0, last = kS - 1;  // this stage and the one before
     uint32_t parity = 0, parked_items = 0;
+    int spare = 0;  // converted: the spare tile that this stage's block takes (they alternate, across items too)
     Tile t = t0;
     for (int w = first; w < items; w += step) {
         // The next item's tile is read from global memory now and used an item later (persistent CTAs): its
@@ -232,10 +247,19 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 fence_async_shared();
                 barrier::sync_threads(1, kConsumers);
             }
+            if constexpr (kConvert) {
+                // An item's first block is converted here, each later one while the MMAs of the block before it
+                // run (below). Past this barrier every thread's rows of it are in its spare tile, and both
+                // warpgroups are past the MMAs of the block before (which read the other spare tile).
+                if (kt == 0) convert_stage<L>(smem + s * kStageBytes, widened + spare * kBTileBytes);
+                fence_async_shared();  // the converted tile, for the MMAs' (async) proxy
+                barrier::sync_threads(1, kConsumers);
+                desc_b = smem_descriptor<512>(widened + spare * kBTileBytes);
+            }
             if (live) {
                 const uint64_t desc_a = desc_a0 + stage_offset;
                 if constexpr (kFp8A) {
-                    e4m3_stage_mmas<L::kA, L::kB>(acc, desc_a, desc_b);
+                    e4m3_stage_mmas<L::kA, kConvert ? fp4_tiles::kE4m3SubTileBytes : L::kB>(acc, desc_a, desc_b);
                 } else {
                     fence_operands(acc);
                     wgmma_fence();
@@ -244,12 +268,20 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                     wgmma_commit();
                 }
             }
+            if constexpr (kConvert) {
+                spare ^= 1;
+                if (kt + 1 < ktiles) {  // the next block, into the other spare tile, while this one's MMAs run
+                    const bool wraps = s + 1 == kS;
+                    barrier::wait(full_at + 8 * (wraps ? 0 : s + 1), wraps ? parity ^ 1 : parity);
+                    convert_stage<L>(smem + (wraps ? 0 : s + 1) * kStageBytes, widened + spare * kBTileBytes);
+                }
+            }
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
                     if (live) {
                         // (the scales are read while the MMAs run)
-                        const BlockScales scales =
-                            block_scales<kCode, kRows>(stage + L::kScales, kFp8A || g.a_scale, wg * 64 + warp * 16 + (lane >> 2));
+                        const BlockScales scales = block_scales<kCode == WeightCode::Fp8 || kConvert, kRows>(
+                            stage + L::kScales, kFp8A || g.a_scale, wg * 64 + warp * 16 + (lane >> 2));
                         wgmma_wait<0>();
                         fence_operands(acc);
                         fold_block<kFp8A>(total, acc, scales);
@@ -333,7 +365,7 @@ template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = fals
 constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm>;
 template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false>
 constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> * StageLayout<kCode, kFp8A, kWG>::kBytes +
-                           (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytes : 0) +
+                           (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytes : 0) +
                            (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> + 2) * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
@@ -544,11 +576,18 @@ bool hopper_gemm_available() {
     return answers.get([](int) { return probe_hopper() ? 1 : 0; }, 0) == 1;
 }
 
+bool hopper_fp4_exact_tiled() {
+    static const bool on = env_equals("STEADYMOE_FP4_EXACT_TILED", "1");
+    return on;
+}
+
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
     if (hopper_decode(g)) return launch_decode_sm90(g);
     const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
-        if (g.code != WeightCode::Fp8 || !g.a_scale) return cudaErrorInvalidValue;
+        if (!g.a_scale) return cudaErrorInvalidValue;
+        if (g.code == WeightCode::Fp4 && g.fp4_block_exact && !half) return launch_tiled<WeightCode::Fp4, true, true>(g);
+        if (g.code != WeightCode::Fp8) return cudaErrorInvalidValue;
         return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g);
     }
     if (half && g.code == WeightCode::Bf16)

@@ -30,6 +30,11 @@ int hopper_few_row_ctas_per_sm();
 uint64_t hopper_paired_launches();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);
+// Whether block-exact FP4 weights meeting e4m3 activations take the tiled kernel in launches other than
+// few-row ones (STEADYMOE_FP4_EXACT_TILED=1): each stage's block converted to FP8 weights' tiles
+// (fp4_exact_tiles.hpp) and multiplied as those are, the same bits as the decode kernel's. Off unless asked:
+// not yet measured on a GPU.
+bool hopper_fp4_exact_tiled();
 // Whether `launch` takes the decode kernel (grouped_gemm_sm90_decode.cu: the weights as the MMAs' A operand;
 // launches with few rows, and every launch of FP4 weights meeting e4m3 activations), that kernel's launch, and
 // how many of its CTAs the current GPU keeps on one SM for weights `code` in decode batches (FP4: with bf16

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "async_barrier.cuh"
+#include "fp4_exact_tiles.hpp"
 #include "grouped_gemm_stage.cuh"
 #include "wgmma.cuh"
 
@@ -40,11 +41,17 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // bulk copy brings a stage's weights: a CTA's stream is limited per copy more than by the bytes in
 // flight, and 8 KB copies streamed slower than bf16's 16 KB ones
 // (bench/results/2026-12-01-cuda-streaming.md). The MMAs and folds are those of two 64-wide stages.
+// FP4 weights meeting e4m3 activations (kConverts): block-exact weights only, stored in e4m3 order for the
+// decode kernel; a stage holds a 128-wide block's two stored 64-row halves, converted to FP8 weights' tiles
+// (fp4_exact_tiles.hpp) and multiplied as those are.
+template <WeightCode kCode, bool kFp8A>
+constexpr bool kConverts = kCode == WeightCode::Fp4 && kFp8A;
 template <WeightCode kCode, bool kFp8A, int kWG>
 struct StageLayout {
     static constexpr int kSub = kFp8A ? 2 : 1;
     static constexpr int kA = Cta<kWG>::kRows * a_row_bytes(kFp8A);  // one sub-stage's activation rows
-    static constexpr int kB = raw_b_bytes(kCode);          // one sub-stage's stored weights (and FP4 scales)
+    // One sub-stage's stored weights (and FP4 scales); where converted, one stored half block.
+    static constexpr int kB = kConverts<kCode, kFp8A> ? kFp4E4m3BlockBytes : raw_b_bytes(kCode);
     static constexpr int kScales = kSub * (kA + kB);       // offset of the rows' then the fragments' scales
     static constexpr int kBytes = (kScales + kScaleBytes + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
 };
@@ -55,9 +62,12 @@ struct StageLayout {
 template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm>
 constexpr int kStages = kWG == 1 ? 4 : kPerSm == 2 ? 3 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
 // FP8 / FP4 weights meeting bf16 activations are widened to bf16 in two spare tiles (one may still be
-// read by the previous stage's MMAs).
+// read by the previous stage's MMAs); converted FP4 weights take them as e4m3 tiles.
 template <WeightCode kCode, bool kFp8A>
 constexpr bool kWidens = kCode != WeightCode::Bf16 && !kFp8A;
+template <WeightCode kCode, bool kFp8A>
+constexpr bool kSpareTiles = kWidens<kCode, kFp8A> || kConverts<kCode, kFp8A>;
+static_assert(fp4_tiles::kE4m3BlockBytes == kBTileBytes, "a spare tile holds a converted block");
 
 // Parked epilogues (persistent CTAs): the consumers leave an item's 128 x 128 results in shared memory and go
 // on to the next item's MMAs, while three epilogue warps run the item's epilogue from there. Rows are padded
@@ -70,7 +80,7 @@ constexpr int kEpilogueWarps = 3;
 constexpr int kSmemPerCta = 227 * 1024;  // the most shared memory a Hopper CTA may have
 template <WeightCode kCode, bool kFp8A>
 constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>,
-                                       (kSmemPerCta - kParkBytes - (kWidens<kCode, kFp8A> ? 2 * kBTileBytes : 0) - 2 * 1024) /
+                                       (kSmemPerCta - kParkBytes - (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) - 2 * 1024) /
                                            StageLayout<kCode, kFp8A, 2>::kBytes);
 
 
@@ -98,25 +108,37 @@ __device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG>
 struct StageProducer {
     using L = StageLayout<kCode, kFp8A, kWG>;
-    static constexpr uint32_t kWeightBytes = kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
-    static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 ? kTileN * 4 : 0;  // per 128-wide k block
+    static constexpr bool kConvert = kConverts<kCode, kFp8A>;
+    // Per sub-stage; where converted, per stored half block (of 128 k).
+    static constexpr uint32_t kWeightBytes = kConvert ? kFp4E4m3BlockBytes
+                                             : kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
+    static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 && !kConvert ? kTileN * 4 : 0;  // per 128-wide k block
 
     const GroupedGemmLaunch& g;
     const Tile& t;
     int lane;
     const CUtensorMap* rows_map;  // activation rows by tensor copies, or null (cp.async)
     int pair_rank;                // paired CTAs: this CTA's rank, whose half of the box it copies to both; else -1
-    const char* weights;     // this n-tile's stage tiles, contiguous
+    const char* weights;     // this n-tile's stage tiles, contiguous (converted: its first half's blocks)
     const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
     const char* scales;      // the expert's FP8 weight scales
+    int64_t half_stride;     // converted: from the n-tile's first half's blocks to its second's
 
     __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id, const CUtensorMap* map,
                                              int rank)
         : g(launch), t(tile), lane(lane_id), rows_map(map), pair_rank(rank) {
-        const int64_t tiles_before = int64_t(t.n0 / kTileN) * (g.k / kBK);
-        weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes + tiles_before * kWeightBytes;
-        scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
-        fp4_scales = scales + int64_t(t.n0 / kTileN) * (g.k / 128) * kFp4ScaleBytes;
+        if constexpr (kConvert) {  // (weight_layouts.hpp: fp4_e4m3_blocks; no w_scale)
+            half_stride = g.k / 128 * int64_t(kWeightBytes);
+            weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes +
+                      int64_t(t.n0 / kTileN) * 2 * half_stride;
+            scales = fp4_scales = nullptr;
+        } else {
+            const int64_t tiles_before = int64_t(t.n0 / kTileN) * (g.k / kBK);
+            weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes + tiles_before * kWeightBytes;
+            scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
+            fp4_scales = scales + int64_t(t.n0 / kTileN) * (g.k / 128) * kFp4ScaleBytes;
+            half_stride = 0;
+        }
     }
 
     // Stage `ks` of the tile's k range: 64-wide sub-stages kt = ks * kSub, ... (the stored weight tiles
@@ -135,7 +157,13 @@ struct StageProducer {
             } else if (rows_map) {
                 for (int h = 0; h < L::kSub; ++h) barrier::tensor_copy_2d(stage + h * L::kA, rows_map, (kt + h) * kBK, t.row0, full);
             }
-            barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
+            if constexpr (kConvert) {  // the block's two stored halves
+                for (int h = 0; h < 2; ++h)
+                    barrier::bulk_copy(b_tile + h * kWeightBytes, weights + h * half_stride + int64_t(block) * kWeightBytes,
+                                       kWeightBytes, full);
+            } else {
+                barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
+            }
             if constexpr (kFp4ScaleBytes > 0)
                 barrier::bulk_copy(b_tile + kWeightBytes, fp4_scales + int64_t(block) * kFp4ScaleBytes, kFp4ScaleBytes, full);
         }
@@ -276,12 +304,13 @@ __device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const T
 
 // A 128-wide block's scales for one thread's accumulators, kept at `scales` in the block's (last) stage: the
 // tile's rows' activation scales (where row_scales), then two weight scales, for the even and the odd
-// fragments of 8 features (see StageProducer). `row` is the thread's first row of the tile. Read once the
+// fragments of 8 features (see StageProducer; converted FP4 weights' are written by the conversion:
+// fp4_exact_tiles.hpp), where kWeightScales. `row` is the thread's first row of the tile. Read once the
 // stage's MMAs are issued, while they run: the fold after them then waits on no shared-memory load.
 struct BlockScales {
     float s[2][2];  // [fragment parity][row, row + 8]
 };
-template <WeightCode kCode, int kRows>
+template <bool kWeightScales, int kRows>
 __device__ __forceinline__ BlockScales block_scales(const char* scales, bool row_scales, int row) {
     const float* row_scale = reinterpret_cast<const float*>(scales);
     const float* fragment_scale = row_scale + kRows;
@@ -290,7 +319,7 @@ __device__ __forceinline__ BlockScales block_scales(const char* scales, bool row
 #pragma unroll
     for (int p = 0; p < 2; ++p)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) b.s[p][h] = __fmul_rn(sa[h], kCode == WeightCode::Fp8 ? fragment_scale[p] : 1.0f);
+        for (int h = 0; h < 2; ++h) b.s[p][h] = __fmul_rn(sa[h], kWeightScales ? fragment_scale[p] : 1.0f);
     return b;
 }
 

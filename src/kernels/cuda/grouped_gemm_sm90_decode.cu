@@ -2,7 +2,8 @@
 // weight rows and a few tokens to a CTA. It runs decode batches (BF16 weights and FP8 weights meeting e4m3
 // tokens read by the MMAs from their stage as stored; FP4 weights widened from e2m1 codes straight into
 // registers) and every batch of FP4 weights meeting e4m3 tokens (widened to e4m3; 8 or 16 tokens to a CTA
-// in decode batches, 64 in others), which no other kernel multiplies.
+// in decode batches, 64 in others), which no other kernel multiplies (but block-exact ones in other batches
+// on request: hopper_fp4_exact_tiled).
 //
 // Why a kernel of its own: the tiled kernel (grouped_gemm_sm90.cu) multiplies 64 or 128 rows, mostly
 // padding in a decode batch, against 128 features per CTA. Its activation tiles take shared memory from
@@ -689,8 +690,12 @@ bool hopper_decode_prefers_rows_in_order(const GroupedGemmLaunch& g) {
 }
 
 bool hopper_decode(const GroupedGemmLaunch& g) {
-    if (g.code == WeightCode::Fp4 && g.a_fp8)  // only this kernel multiplies them
+    if (g.code == WeightCode::Fp4 && g.a_fp8) {
+        // Only this kernel multiplies them, but for block-exact weights in batches other than decode ones where
+        // the tiled kernel takes those (hopper_fp4_exact_tiled).
+        if (g.fp4_block_exact && !g.few_rows && hopper_fp4_exact_tiled()) return false;
         return g.a_scale && int64_t(g.max_tiles) * decode_chunks(g, fp4_e4m3_tokens(g)) <= 65535;
+    }
     if (!g.few_rows || !decode_form(g.code, g.a_fp8) || (g.a_fp8 && !g.a_scale)) return false;
     return int64_t(g.max_tiles) * decode_chunks(g, decode_tokens(g.code)) <= 65535;  // grid.y
 }
