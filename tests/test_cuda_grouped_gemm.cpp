@@ -576,7 +576,8 @@ TEST(CudaGroupedGemm, BlockExactUploadRefusesWeightsWithoutAnExactForm) {
 
 // Block-exact FP4 weights take the FP8 kernels' arithmetic: converted exactly to e4m3 codes with a scale per
 // 128 x 128 block (here by the test itself), they give the same bits on the FP8 kernels — the tiled kernel
-// and the decode kernel — as on the FP4 ones, in every batch's form.
+// and the decode kernel — as on the FP4 ones, in every batch's form (other batches on the decode kernel, or on
+// the tiled kernel where asked: STEADYMOE_FP4_EXACT_TILED=1).
 TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
@@ -607,6 +608,17 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     }
     const std::vector<float> want = run(fp8, true, false);  // the FP8 tiled kernel
     EXPECT_EQ(std::memcmp(want.data(), run(p, true, false).data(), want.size() * 4), 0) << "FP4, other batches";
+    // Other batches take the tiled kernel where asked (STEADYMOE_FP4_EXACT_TILED=1): every schedule, with rows
+    // by tensor copies and by the producer's cp.async (a launch that gives no row count).
+    for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent, cuda::TiledSchedule::Parked})
+        for (const bool row_copies : {true, false}) {
+            const auto adjust = [&](cuda::GroupedGemmLaunch& g) {
+                g.schedule = schedule;
+                if (!row_copies) g.a_rows = 0;
+            };
+            EXPECT_EQ(std::memcmp(want.data(), run(p, true, false, true, adjust).data(), want.size() * 4), 0)
+                << "FP4, other batches, schedule " << int(schedule) << (row_copies ? ", rows by tensor copies" : ", rows by cp.async");
+        }
     for (int32_t tile_m : {0, 16, 8}) {
         EXPECT_EQ(std::memcmp(want.data(), run(fp8, true, true, true, {}, 1, tile_m).data(), want.size() * 4), 0)
             << "FP8 decode kernel, tiles of " << tile_m << " rows (0: 128)";
