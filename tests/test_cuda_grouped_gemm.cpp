@@ -610,6 +610,7 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     EXPECT_EQ(std::memcmp(want.data(), run(p, true, false).data(), want.size() * 4), 0) << "FP4, other batches";
     // Other batches take the tiled kernel where asked (STEADYMOE_FP4_EXACT_TILED=1): every schedule, with rows
     // by tensor copies and by the producer's cp.async (a launch that gives no row count).
+    std::printf("block-exact FP4, other batches: the %s kernel\n", cuda::grouped_gemm_fp4_exact_tiled() ? "tiled" : "decode");
     for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent, cuda::TiledSchedule::Parked})
         for (const bool row_copies : {true, false}) {
             const auto adjust = [&](cuda::GroupedGemmLaunch& g) {
