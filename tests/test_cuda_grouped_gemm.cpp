@@ -645,6 +645,28 @@ WeightMatrix random_block_exact_fp4(int64_t rows, int64_t cols, std::mt19937& rn
     return fp4_matrix(rows, cols, codes, exps, name);
 }
 
+// A block-exact FP4 matrix as FP8 weights: each value the e4m3 code of it over its 128 x 128 block's scale
+// 2^(b - 127) (fp4_block_exponents), exactly, with those scales as the FP8 block scales.
+WeightMatrix fp8_twin(const WeightMatrix& fp4) {
+    const std::vector<uint8_t> exps = *cuda::fp4_block_exponents(fp4);
+    const int64_t k_blocks = fp4.cols / 128;
+    std::vector<float> scales(exps.size());
+    for (size_t i = 0; i < exps.size(); ++i) scales[i] = std::ldexp(1.0f, int(exps[i]) - 127);
+    const auto* data = static_cast<const uint8_t*>(fp4.data.raw());
+    const auto* exp = static_cast<const uint8_t*>(fp4.scale.raw());
+    std::vector<uint8_t> codes(size_t(fp4.rows * fp4.cols));
+    for (int64_t r = 0; r < fp4.rows; ++r)
+        for (int64_t k = 0; k < fp4.cols; ++k) {
+            const float value = e2m1_to_f32(uint8_t(data[r * (fp4.cols / 2) + k / 2] >> (4 * (k % 2)) & 15)) *
+                                std::ldexp(1.0f, int(exp[r * (fp4.cols / 32) + k / 32]) - 127);
+            const float scaled = value / scales[size_t(r / 128 * k_blocks + k / 128)];
+            uint8_t& code = codes[size_t(r * fp4.cols + k)];
+            code = f32_to_e4m3(scaled);
+            EXPECT_EQ(f32_bits(e4m3_to_f32(code)), f32_bits(scaled)) << fp4.name << " row " << r << " k " << k << " has no exact e4m3 form";
+        }
+    return fp8_matrix(fp4.rows, fp4.cols, codes, scales, fp4.name);
+}
+
 }  // namespace
 
 // The tiled kernel's conversion of block-exact FP4 weights (fp4_exact_tiles.hpp), run on the host: each
@@ -665,27 +687,28 @@ TEST(CudaGroupedGemm, Fp4BlockConversionGivesTheFp8StoredTiles) {
     for (int64_t r = 0; r < 2 * gate.rows; ++r)  // as expert_group.cpp uploads them: 8 gate rows, then 8 up rows
         interleaved.rows.emplace_back(r / 8 % 2 ? &up : &gate, r / 16 * 8 + r % 8);
     for (int64_t r = 0; r < plain.rows; ++r) in_order.rows.emplace_back(&plain, r);
+    std::vector<std::vector<uint8_t>> exps;
+    std::vector<WeightMatrix> twins;
+    for (const WeightMatrix* w : {&gate, &up, &plain}) exps.push_back(*cuda::fp4_block_exponents(*w)), twins.push_back(fp8_twin(*w));
     for (const Case& c : {interleaved, in_order}) {
         SCOPED_TRACE(c.what);
         const int64_t n = int64_t(c.rows.size()), k = kCols, k_blocks = k / 128;
-        std::vector<uint8_t> codes, scales, fp8_codes(size_t(n * k));
-        std::vector<std::vector<uint8_t>> exps;
-        for (const WeightMatrix* w : {&gate, &up, &plain}) exps.push_back(*cuda::fp4_block_exponents(*w));
-        const auto exps_of = [&](const WeightMatrix* w) -> const std::vector<uint8_t>& { return exps[w == &gate ? 0 : w == &up ? 1 : 2]; };
+        std::vector<uint8_t> codes, scales, fp8_codes;
         std::vector<const uint8_t*> block_exp_rows;
+        std::vector<float> block_scales;  // per GEMM row and k block
         for (int64_t r = 0; r < n; ++r) {
             const auto& [w, row] = c.rows[size_t(r)];
+            const size_t which = w == &gate ? 0 : w == &up ? 1 : 2;
+            const WeightMatrix& fp8 = twins[which];
             const auto* data = static_cast<const uint8_t*>(w->data.raw()) + row * (k / 2);
             const auto* exp = static_cast<const uint8_t*>(w->scale.raw()) + row * (k / 32);
+            const auto* fp8_row = static_cast<const uint8_t*>(fp8.data.raw()) + row * k;
             codes.insert(codes.end(), data, data + k / 2);
             scales.insert(scales.end(), exp, exp + k / 32);
-            block_exp_rows.push_back(exps_of(w).data() + row / 128 * k_blocks);
-            for (int64_t i = 0; i < k; ++i) {
-                const float value = e2m1_to_f32(uint8_t(data[i / 2] >> (4 * (i % 2)) & 15)) * std::ldexp(1.0f, int(exp[i / 32]) - 127);
-                const float scaled = value / std::ldexp(1.0f, int(block_exp_rows.back()[i / 128]) - 127);
-                fp8_codes[size_t(r * k + i)] = f32_to_e4m3(scaled);
-                ASSERT_EQ(f32_bits(e4m3_to_f32(fp8_codes[size_t(r * k + i)])), f32_bits(scaled)) << "row " << r << " k " << i;
-            }
+            fp8_codes.insert(fp8_codes.end(), fp8_row, fp8_row + k);
+            block_exp_rows.push_back(exps[which].data() + row / 128 * k_blocks);
+            const float* fp8_scale = static_cast<const float*>(fp8.scale.raw()) + row / 128 * k_blocks;
+            block_scales.insert(block_scales.end(), fp8_scale, fp8_scale + k_blocks);
         }
         const std::vector<uint8_t> stored = cuda::fp4_e4m3_blocks(codes.data(), scales.data(), n, k, block_exp_rows);
         const std::vector<uint8_t> want = cuda::tile_matrix(fp8_codes.data(), n, k, cuda::WeightCode::Fp8);
@@ -702,10 +725,62 @@ TEST(CudaGroupedGemm, Fp4BlockConversionGivesTheFp8StoredTiles) {
                     << "n-tile " << nt << ", k block " << kb;
                 for (int p = 0; p < 2; ++p) {
                     const int64_t r = nt * 128 + 8 * p;  // the fragment's first row
-                    const float scale = r < n ? std::ldexp(1.0f, int(block_exp_rows[size_t(r)][kb]) - 127) : 0.0f;
+                    const float scale = r < n ? block_scales[size_t(r * k_blocks + kb)] : 0.0f;
                     EXPECT_EQ(fragment_scales[p], scale) << "n-tile " << nt << ", k block " << kb << ", fragment parity " << p;
                 }
             }
+    }
+}
+
+// Block-exact FP4 weights over many n-blocks (more items than persistent CTAs, so each walks several, its
+// blocks' spare tiles alternating across them), with k of one block and of three: the bits of their FP8 form
+// on the FP8 tiled kernel, on every schedule, rows by tensor copies and by cp.async (other batches: the decode
+// kernel, or the tiled one where asked, STEADYMOE_FP4_EXACT_TILED=1).
+TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBitsOverManyItems) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
+    constexpr int64_t N = 151 * 128, rows = 150;
+    std::mt19937 rng(23);
+    const std::vector<float> e4m3 = every_e4m3_value();
+    for (const int64_t K : {int64_t(128), int64_t(384)}) {
+        SCOPED_TRACE("k = " + std::to_string(K));
+        ExpertWeights fp4, fp8;  // (the launches multiply the down weights; every FP4 matrix must be block-exact)
+        fp4.gate = random_block_exact_fp4(K, N, rng, "gate"), fp4.up = random_block_exact_fp4(K, N, rng, "up");
+        fp4.down = random_block_exact_fp4(N, K, rng, "down");
+        fp8.gate = fp8_twin(fp4.gate), fp8.up = fp8_twin(fp4.up), fp8.down = fp8_twin(fp4.down);
+        const cuda::DeviceExpertGroup fp4_group = cuda::upload_expert_group({&fp4}, "fp4 experts", true, true);
+        const cuda::DeviceExpertGroup fp8_group = cuda::upload_expert_group({&fp8}, "fp8 experts");
+        std::vector<uint8_t> a(size_t(rows * K));
+        for (uint8_t& code : a) code = f32_to_e4m3(pick_from(e4m3, rng));
+        std::vector<float> scales(size_t(rows * (K / 128)));
+        for (float& v : scales) v = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
+        const std::vector<int32_t> tile_list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3};  // experts, first rows, rows, count
+        cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(a.size(), "a"), scale_buf(scales.size() * 4, "scales"),
+            out_buf(size_t(rows * N) * 4, "out");
+        tile_buf.upload(tile_list.data(), tile_list.size() * 4);
+        a_buf.upload(a.data(), a.size());
+        scale_buf.upload(scales.data(), scales.size() * 4);
+        const auto launch = [&](const cuda::DeviceMatrixSet& m, cuda::TiledSchedule schedule, bool row_copies) {
+            cuda::GroupedGemmLaunch g;
+            const int32_t* t = tile_buf.as<int32_t>();
+            g.tile_expert = t, g.tile_row0 = t + 3, g.tile_rows = t + 6, g.tile_count = t + 9, g.max_tiles = 3;
+            g.a_fp8 = a_buf.as<uint8_t>(), g.a_scale = scale_buf.as<float>(), g.scaled = true, g.a_rows = row_copies ? rows : 0;
+            g.code = m.code, g.fp4_e4m3_order = m.fp4_e4m3_order, g.fp4_block_exact = m.fp4_block_exact;
+            g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.w_scale = m.scale.get(), g.scale_expert_bytes = m.scale_expert_bytes;
+            g.n = m.n, g.k = m.k, g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
+            EXPECT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
+            EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
+            EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            std::vector<float> got(size_t(rows * N));
+            out_buf.download(got.data(), got.size() * 4);
+            return got;
+        };
+        const std::vector<float> want = launch(fp8_group.down, cuda::TiledSchedule::Automatic, true);
+        EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
+        for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent, cuda::TiledSchedule::Parked})
+            for (const bool row_copies : {true, false})
+                EXPECT_EQ(std::memcmp(want.data(), launch(fp4_group.down, schedule, row_copies).data(), want.size() * 4), 0)
+                    << "schedule " << int(schedule) << (row_copies ? ", rows by tensor copies" : ", rows by cp.async");
     }
 }
 

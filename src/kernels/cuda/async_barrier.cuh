@@ -53,6 +53,20 @@ __device__ __forceinline__ void wait(uint32_t address, uint32_t parity) {
     } while (!done);
 }
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) { wait(shared_address(bar), parity); }
+// Whether the phase of the given parity has completed, without waiting.
+__device__ __forceinline__ bool completed(uint32_t address, uint32_t parity) {
+    uint32_t done = 0;
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+    return done != 0;
+}
 
 // Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory in
 // one asynchronous operation that completes its bytes on `bar`.

@@ -215,7 +215,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     const uint64_t desc_a0 = smem_descriptor<kAtom>(smem + wg * 64 * kARowBytes), desc_b0 = smem_descriptor<kAtom>(smem + L::kSub * L::kA);
     int s = 0, last = kS - 1;  // this stage and the one before
     uint32_t parity = 0, parked_items = 0;
-    int spare = 0;  // converted: the spare tile that this stage's block takes (they alternate, across items too)
+    int spare = 0;        // converted: the spare tile that this stage's block takes (they alternate, across items too)
+    bool converted = false;  // converted: whether this thread converted its rows of this stage's block already
     Tile t = t0;
     for (int w = first; w < items; w += step) {
         // The next item's tile is read from global memory now and used an item later (persistent CTAs): its
@@ -248,10 +249,11 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 barrier::sync_threads(1, kConsumers);
             }
             if constexpr (kConvert) {
-                // An item's first block is converted here, each later one while the MMAs of the block before it
-                // run (below). Past this barrier every thread's rows of it are in its spare tile, and both
-                // warpgroups are past the MMAs of the block before (which read the other spare tile).
-                if (kt == 0) convert_stage<L>(smem + s * kStageBytes, widened + spare * kBTileBytes);
+                // A block is converted while the MMAs of the block before it run (below) where its copy has
+                // landed by then, else here (an item's first always). Past this barrier every thread's rows of it
+                // are in its spare tile, and both warpgroups are past the MMAs of the block before (which read
+                // the other spare tile).
+                if (kt == 0 || !converted) convert_stage<L>(smem + s * kStageBytes, widened + spare * kBTileBytes);
                 fence_async_shared();  // the converted tile, for the MMAs' (async) proxy
                 barrier::sync_threads(1, kConsumers);
                 desc_b = smem_descriptor<512>(widened + spare * kBTileBytes);
@@ -269,12 +271,12 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 }
             }
             if constexpr (kConvert) {
+                // The next block, into the other spare tile, while this one's MMAs run — if its copy has landed:
+                // waiting for it would hold this block's fold and its stage's release.
                 spare ^= 1;
-                if (kt + 1 < ktiles) {  // the next block, into the other spare tile, while this one's MMAs run
-                    const bool wraps = s + 1 == kS;
-                    barrier::wait(full_at + 8 * (wraps ? 0 : s + 1), wraps ? parity ^ 1 : parity);
-                    convert_stage<L>(smem + (wraps ? 0 : s + 1) * kStageBytes, widened + spare * kBTileBytes);
-                }
+                const bool wraps = s + 1 == kS;
+                converted = kt + 1 < ktiles && barrier::completed(full_at + 8 * (wraps ? 0 : s + 1), wraps ? parity ^ 1 : parity);
+                if (converted) convert_stage<L>(smem + (wraps ? 0 : s + 1) * kStageBytes, widened + spare * kBTileBytes);
             }
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
@@ -586,7 +588,8 @@ cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
     const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
         if (!g.a_scale) return cudaErrorInvalidValue;
-        if (g.code == WeightCode::Fp4 && g.fp4_block_exact && !half) return launch_tiled<WeightCode::Fp4, true, true>(g);
+        if (g.code == WeightCode::Fp4 && g.fp4_block_exact && !g.few_rows && !half && hopper_fp4_exact_tiled())
+            return launch_tiled<WeightCode::Fp4, true, true>(g);
         if (g.code != WeightCode::Fp8) return cudaErrorInvalidValue;
         return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g);
     }
