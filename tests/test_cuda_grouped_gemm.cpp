@@ -886,8 +886,10 @@ TEST(CudaGroupedGemm, RefusesTilesTallerThanItsCtas) {
 // partial tile first in the list; rows by the producer's cp.async and by tensor copies (whose boxes also bring
 // the other tiles' rows, and for the last tile zeros past the buffer). On small integers every sum is exact, so each schedule must give the float64
 // result bit for bit, with and without activation scales (powers of two); on random values every
-// schedule must give the bits of one CTA per tile. An odd and an even count of n-blocks: with the even
-// one, persistent CTAs with rows by tensor copies run in pairs that share those copies.
+// schedule must give the bits of one CTA per tile. An odd and two even counts of n-blocks: with the even
+// ones, persistent CTAs with rows by tensor copies run in pairs that share those copies. (With
+// STEADYMOE_WIDE_CTAS=1 unscaled persistent CTAs take 256 features an item where they can: 75 and 76 of them
+// for the even counts, the first unpaired.)
 class EveryTiledSchedule : public ::testing::TestWithParam<int64_t> {};
 TEST_P(EveryTiledSchedule, GivesTheExactResult) {
     SMOE_SKIP_WITHOUT_GPU();
@@ -941,7 +943,11 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
                 g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
                 const bool persistent = schedule == cuda::TiledSchedule::Persistent || schedule == cuda::TiledSchedule::Parked;
-                const bool pairs = persistent && tensor_copies && GetParam() % 2 == 0 &&
+                // Wide CTAs (STEADYMOE_WIDE_CTAS=1) take 256 features an item where they can: pairs of those.
+                const bool wide = cuda::env_equals("STEADYMOE_WIDE_CTAS", "1") && !scaled &&
+                                  schedule == cuda::TiledSchedule::Persistent && N % 256 == 0;
+                const int64_t items_across = wide ? N / 256 : GetParam();
+                const bool pairs = persistent && tensor_copies && items_across % 2 == 0 &&
                                    !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
                 const uint64_t paired_before = cuda::grouped_gemm_paired_launches();
@@ -966,7 +972,7 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(NBlocks, EveryTiledSchedule, ::testing::Values(int64_t(151), int64_t(150)));
+INSTANTIATE_TEST_SUITE_P(NBlocks, EveryTiledSchedule, ::testing::Values(int64_t(151), int64_t(150), int64_t(152)));
 
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16
 // of the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the

@@ -58,7 +58,7 @@ __device__ __forceinline__ void convert_stage(char* stage, char* tile) {
 }
 #endif
 
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false, bool kWide = false>
 __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
@@ -68,11 +68,14 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(!kConvert || kWG == 2, "a stage's block is converted by a thread per row of each half and sub-tile");
     static_assert(!kPersistent || kWG == 2);
     static_assert(!kParked || kPersistent);
+    static_assert(!kWide || (kCode == WeightCode::Bf16 && !kScaled && !kFp8A && kWG == 2 && kPersistent && !kParked),
+                  "wide CTAs: unscaled bf16, persistent, epilogues from registers");
+    constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
-    using L = StageLayout<kCode, kFp8A, kWG>;
+    using L = StageLayout<kCode, kFp8A, kWG, kWide>;
     static_assert(!kWiden || (L::kSub == 1 && kWG == 2));
     // The tiles come from the permutation's output. The next kernel may start once every CTA is at its
     // (last) epilogue: where every CTA let it start at once, a many-wave launch's next kernel sat on SMs
@@ -82,7 +85,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     wait_for_prior_kernels();
     // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item; a paired
     // CTA's items are its cluster's, each of them n-block 2j + rank of an item's pair j.
-    const int n_blocks = int((g.n + kTileN - 1) / kTileN), tiles = kPersistent ? tile_count(g) : 1;
+    const int n_blocks = int((g.n + kCols - 1) / kCols), tiles = kPersistent ? tile_count(g) : 1;
     const int pair_rank = kPersistent && paired ? int(barrier::cluster_rank()) : -1;
     const int n_items = pair_rank >= 0 ? n_blocks / 2 : n_blocks, units = pair_rank >= 0 ? 2 : 1;
     const int items = kPersistent ? tiles * n_items * g.k_splits : 1;
@@ -90,7 +93,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     auto item_tile = [&](int w) -> Tile {
         if constexpr (kPersistent) {
             const int rest = w / n_items, n_block = pair_rank >= 0 ? 2 * (w % n_items) + pair_rank : w % n_items;
-            return tile_at(g, rest % tiles, n_block, rest / tiles);
+            return tile_at(g, rest % tiles, kWide ? 2 * n_block : n_block, rest / tiles);  // (n0: 128 a block)
         } else {
             return hopper_tile<kWG>(g);
         }
@@ -101,7 +104,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
-    constexpr int kS = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm>;
+    constexpr int kS = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
     static_assert(kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
     // Two bf16 tiles (converted: e4m3 ones): one may still be read by the previous MMAs.
     char* widened = smem + kS * kStageBytes;
@@ -168,7 +171,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
         for (int w = first; w < items; w += step) {
             const Tile t = w == first ? t0 : item_tile(w);
-            const StageProducer<kCode, kScaled, kFp8A, kWG> producer(g, t, lane, by_map ? &rows_map : nullptr, pair_rank);
+            const StageProducer<kCode, kScaled, kFp8A, kWG, kWide> producer(g, t, lane, by_map ? &rows_map : nullptr, pair_rank);
             const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
             for (int kt = 0; kt < ktiles; ++kt) {
                 if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
@@ -225,10 +228,10 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         const int ktiles = t.ktiles / L::kSub;
         // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
         const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
-        float acc[64];
+        float acc[kAcc];
         float total[kScaled ? 64 : 1];
 #pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 #pragma unroll
         for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
@@ -266,7 +269,10 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                     fence_operands(acc);
                     wgmma_fence();
 #pragma unroll
-                    for (int ks = 0; ks < kBK / 16; ++ks) wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);  // +32 bytes
+                    for (int ks = 0; ks < kBK / 16; ++ks) {  // +32 bytes
+                        if constexpr (kWide) wgmma_m64n256k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);
+                        else wgmma_m64n128k16(acc, desc_a + 2 * ks, desc_b + 2 * ks);
+                    }
                     wgmma_commit();
                 }
             }
@@ -363,12 +369,13 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
 #endif
 }
 
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false>
-constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm>;
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false>
-constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> * StageLayout<kCode, kFp8A, kWG>::kBytes +
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false>
+constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false>
+constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
                            (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytes : 0) +
-                           (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked> + 2) * int(sizeof(uint64_t)) + 1024;  // barriers, alignment
+                           (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide> + 2) * int(sizeof(uint64_t)) +
+                           1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
 // Whether activation rows (bf16 or e4m3) come by tensor copies where the launch says how many rows its
@@ -383,9 +390,9 @@ bool row_tensor_copies(const GroupedGemmLaunch& g) {
 // Whether persistent launches pair their CTAs in clusters of two that share their rows' copies (the
 // kernel's `paired`), where the rows come by tensor copies and the n-blocks pair up: the same bits either
 // way; STEADYMOE_PAIRED_CTAS=0 keeps every CTA on its own, to compare.
-bool pairs_ctas(const GroupedGemmLaunch& g) {
+bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) {
     static const bool none = env_equals("STEADYMOE_PAIRED_CTAS", "0");
-    return !none && row_tensor_copies(g) && tile_grid(g).x % 2 == 0;
+    return !none && row_tensor_copies(g) && n_blocks % 2 == 0;
 }
 
 std::atomic<uint64_t> paired_launches{0};
@@ -418,20 +425,22 @@ int concurrent_pairs(int threads, int smem) {
         0);
 }
 
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false,
+          bool kWide = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked>;
+    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
-    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide>;
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     const cudaError_t err = allow_shared_memory<kernel>(kSmem);
     if (err != cudaSuccess) return err;
-    const int pairs = kPersistent && pairs_ctas(g) ? concurrent_pairs<kernel>(kThreads, kSmem) : 0;
+    dim3 grid = tile_grid(g);
+    if (kWide) grid.x = unsigned((g.n + 2 * kTileN - 1) / (2 * kTileN));  // 256 features an item
+    const int pairs = kPersistent && pairs_ctas(g, int(grid.x)) ? concurrent_pairs<kernel>(kThreads, kSmem) : 0;
     CUtensorMap rows_map{};
     const bool by_map = row_tensor_copies(g) && encode_row_map(rows_map, kFp8A ? static_cast<const void*>(g.a_fp8) : g.a, g.a_rows, g.k,
                                                                kFp8A ? RowElement::E4m3 : RowElement::Bf16, Cta<kWG>::kRows / (pairs > 0 ? 2 : 1));
     const bool paired = pairs > 0 && by_map;
-    dim3 grid = tile_grid(g);
     const int64_t items = int64_t(grid.x) * grid.y * grid.z;
     if (paired)  // as many clusters as run at once, or fewer where the batch's bound has fewer items
         grid = dim3(unsigned(2 * std::min<int64_t>(items / 2, pairs)), 1, 1);
@@ -459,6 +468,15 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 bool parked_epilogues(const GroupedGemmLaunch& g) {
     static const bool never = env_equals("STEADYMOE_PARKED_EPILOGUES", "0"), always = env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
     return !never && (always || (!g.few_rows && g.k / g.k_splits >= 32 * 128));
+}
+
+// Whether an unscaled bf16 persistent launch takes wide CTAs (kWide: 256 features an item, one m64n256 MMA per k
+// step reading its rows once for both halves; the same sums, so the same bits): with STEADYMOE_WIDE_CTAS=1,
+// where the features are a multiple of 256 and the launch is not a few-row one. Off unless asked: not yet
+// measured on a GPU.
+bool wide_ctas(const GroupedGemmLaunch& g) {
+    static const bool on = env_equals("STEADYMOE_WIDE_CTAS", "1");
+    return on && !g.few_rows && g.n % (2 * kTileN) == 0;
 }
 
 // STEADYMOE_TILED_SCHEDULE names a schedule for every tiled launch (to compare them; the bits are the
@@ -492,6 +510,8 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
         schedule = kScaled || g.epilogue != GemmEpilogue::Store ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
     if (schedule == TiledSchedule::Parked || (schedule == TiledSchedule::Persistent && parked_epilogues(g)))
         return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
+    if constexpr (kCode == WeightCode::Bf16 && !kScaled && !kFp8A)
+        if (schedule == TiledSchedule::Persistent && wide_ctas(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, false, true>(g);
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
     if constexpr (!kScaled)
         if (schedule == TiledSchedule::TwoPerSm) return launch_typed<kCode, kScaled, kFp8A, 2, 2>(g);

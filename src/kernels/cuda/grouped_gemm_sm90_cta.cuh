@@ -44,14 +44,17 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // FP4 weights meeting e4m3 activations (kConverts): block-exact weights only, stored in e4m3 order for the
 // decode kernel; a stage holds a 128-wide block's two stored 64-row halves, converted to FP8 weights' tiles
 // (fp4_exact_tiles.hpp) and multiplied as those are.
+// Wide CTAs (kWide: bf16 weights and activations, unscaled, persistent) take 256 features a stage, two n-tiles'
+// stored tiles one after the other: one m64n256 MMA reads its A rows once for both, and a stage's bytes from L2
+// serve twice the products.
 template <WeightCode kCode, bool kFp8A>
 constexpr bool kConverts = kCode == WeightCode::Fp4 && kFp8A;
-template <WeightCode kCode, bool kFp8A, int kWG>
+template <WeightCode kCode, bool kFp8A, int kWG, bool kWide = false>
 struct StageLayout {
     static constexpr int kSub = kFp8A ? 2 : 1;
     static constexpr int kA = Cta<kWG>::kRows * a_row_bytes(kFp8A);  // one sub-stage's activation rows
-    // One sub-stage's stored weights (and FP4 scales); where converted, one stored half block.
-    static constexpr int kB = kConverts<kCode, kFp8A> ? kFp4E4m3BlockBytes : raw_b_bytes(kCode);
+    // One sub-stage's stored weights (and FP4 scales); where converted, one stored half block; wide, two tiles.
+    static constexpr int kB = kConverts<kCode, kFp8A> ? kFp4E4m3BlockBytes : (kWide ? 2 : 1) * raw_b_bytes(kCode);
     static constexpr int kScales = kSub * (kA + kB);       // offset of the rows' then the fragments' scales
     static constexpr int kBytes = (kScales + kScaleBytes + 1023) / 1024 * 1024;  // 1024-aligned (swizzle atoms)
 };
@@ -59,8 +62,8 @@ struct StageLayout {
 // (which only stream weights) keep many bytes in flight.
 // e4m3 activations halve the A tile, and FP8 weights need no widened copy: more bytes fit. Two 64-row
 // CTAs share an SM's shared memory, four stages each; two 128-row CTAs, three each.
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm>
-constexpr int kStages = kWG == 1 ? 4 : kPerSm == 2 ? 3 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kWide = false>
+constexpr int kStages = kWide ? 4 : kWG == 1 ? 4 : kPerSm == 2 ? 3 : kFp8A ? 6 : kCode == WeightCode::Bf16 ? 6 : kCode == WeightCode::Fp8 ? 7 : 8;
 // FP8 / FP4 weights meeting bf16 activations are widened to bf16 in two spare tiles (one may still be
 // read by the previous stage's MMAs); converted FP4 weights take them as e4m3 tiles.
 template <WeightCode kCode, bool kFp8A>
@@ -105,11 +108,11 @@ __device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
 // (given a map) or with cp.async, the stage's 128-block scales with cp.async, and announces all of it
 // on the stage's "full" barrier. A tensor copy brings the CTA's whole box of rows: past the tile's own
 // come other tiles' rows (or zeros past the matrix), whose products stay in rows the epilogue skips.
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, bool kWide = false>
 struct StageProducer {
-    using L = StageLayout<kCode, kFp8A, kWG>;
+    using L = StageLayout<kCode, kFp8A, kWG, kWide>;
     static constexpr bool kConvert = kConverts<kCode, kFp8A>;
-    // Per sub-stage; where converted, per stored half block (of 128 k).
+    // Per sub-stage (wide: per n-tile of the two); where converted, per stored half block (of 128 k).
     static constexpr uint32_t kWeightBytes = kConvert ? kFp4E4m3BlockBytes
                                              : kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
     static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 && !kConvert ? kTileN * 4 : 0;  // per 128-wide k block
@@ -147,7 +150,7 @@ struct StageProducer {
         const int kt = ks * L::kSub, block = kt * kBK / 128;
         char* b_tile = stage + L::kSub * L::kA;
         if (lane == 0) {
-            barrier::arrive_expect_bytes(full, L::kSub * (kWeightBytes + (rows_map ? L::kA : 0)) + kFp4ScaleBytes);
+            barrier::arrive_expect_bytes(full, L::kSub * ((kWide ? 2 : 1) * kWeightBytes + (rows_map ? L::kA : 0)) + kFp4ScaleBytes);
             // One box of 64 k per sub-stage; paired CTAs each copy half of it (their map's box) to both.
             if (rows_map && pair_rank >= 0) {
                 constexpr int kHalf = Cta<kWG>::kRows / 2;
@@ -161,6 +164,10 @@ struct StageProducer {
                 for (int h = 0; h < 2; ++h)
                     barrier::bulk_copy(b_tile + h * kWeightBytes, weights + h * half_stride + int64_t(block) * kWeightBytes,
                                        kWeightBytes, full);
+            } else if constexpr (kWide) {  // this n-tile's stage tile, then the next one's
+                for (int h = 0; h < 2; ++h)
+                    barrier::bulk_copy(b_tile + h * kWeightBytes, weights + (h * int64_t(g.k / kBK) + kt) * kWeightBytes, kWeightBytes,
+                                       full);
             } else {
                 barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
             }
@@ -207,16 +214,17 @@ struct StageProducer {
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A warp's 16 x 128 results through the launch's epilogue straight from the accumulators (element 4j + r:
-// row `row` + 8 * (r / 2), feature 8j + 2 * (lane % 4) + r % 2). SwiGLU's gate fragment 2f and its up
-// partner 2f + 1 sit in the same thread.
-__device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch& g, const Tile& t, const float (&v)[64],
+// A warp's 16 x 128 results (wide CTAs: 16 x 256) through the launch's epilogue straight from the
+// accumulators (element 4j + r: row `row` + 8 * (r / 2), feature 8j + 2 * (lane % 4) + r % 2). SwiGLU's gate
+// fragment 2f and its up partner 2f + 1 sit in the same thread.
+template <int kAcc>
+__device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch& g, const Tile& t, const float (&v)[kAcc],
                                                         int row, int lane) {
     const int q2 = 2 * (lane & 3);
     const EpilogueRow rows[2] = {epilogue_row(g, t, row), epilogue_row(g, t, row + 8)};  // each thread's two rows
     if (g.epilogue == GemmEpilogue::SwiGlu) {
 #pragma unroll
-        for (int f = 0; f < 8; ++f)
+        for (int f = 0; f < kAcc / 8; ++f)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
                 epilogue_pair(g, t, rows[h], 16 * f + q2, make_float2(v[8 * f + 2 * h], v[8 * f + 2 * h + 1]),
@@ -232,7 +240,7 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
             const int room = int(g.n - t.n0) - q2;  // pair j is stored where 8j < room (N is a multiple of 8)
             const float w = rows[h].weight;
 #pragma unroll
-            for (int j = 0; j < 16; ++j) {
+            for (int j = 0; j < kAcc / 4; ++j) {
                 float a = v[4 * j + 2 * h], b = v[4 * j + 2 * h + 1];
                 if (!g.weight_before_down) a = w * a, b = w * b;
                 if (8 * j < room) *reinterpret_cast<uint32_t*>(out + 8 * j) = f32x2_to_bf16x2(a, b);
@@ -240,7 +248,7 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
         }
     } else {
 #pragma unroll
-        for (int j = 0; j < 16; ++j)
+        for (int j = 0; j < kAcc / 4; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const float2 pair = make_float2(v[4 * j + 2 * h], v[4 * j + 2 * h + 1]);
