@@ -29,30 +29,23 @@ SMOE_HD constexpr int e4m3_tile_offset(int row, int k) {
     return k / kSubK * kE4m3SubTileBytes + row * kSubK + (((k % kSubK / 16) ^ (row >> 1 & 3)) << 4) + k % 16;
 }
 
-// 16- and 4-byte accesses: single shared-memory instructions on the device (every address here is aligned).
-SMOE_HD inline uint4 load16(const uint8_t* p) {
+// A value of type T at p: one shared-memory access on the device (every address here is aligned to it).
+template <class T>
+SMOE_HD inline T load_as(const uint8_t* p) {
 #if defined(__CUDA_ARCH__)
-    return *reinterpret_cast<const uint4*>(p);
+    return *reinterpret_cast<const T*>(p);
 #else
-    uint4 v;
-    std::memcpy(&v, p, 16);
+    T v;
+    std::memcpy(&v, p, sizeof(T));
     return v;
 #endif
 }
-SMOE_HD inline void store16(uint8_t* p, uint4 v) {
+template <class T>
+SMOE_HD inline void store_as(uint8_t* p, T v) {
 #if defined(__CUDA_ARCH__)
-    *reinterpret_cast<uint4*>(p) = v;
+    *reinterpret_cast<T*>(p) = v;
 #else
-    std::memcpy(p, &v, 16);
-#endif
-}
-SMOE_HD inline uint32_t load4(const uint8_t* p) {
-#if defined(__CUDA_ARCH__)
-    return *reinterpret_cast<const uint32_t*>(p);
-#else
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
+    std::memcpy(p, &v, sizeof(T));
 #endif
 }
 
@@ -72,10 +65,10 @@ SMOE_HD inline void convert_row(const uint8_t* stored, uint8_t* tile, float* fra
               row = half * kHalfRows + r;
     const uint8_t* half_block = stored + half * kFp4E4m3BlockBytes;
     // word 2q + g: group g's codes 4q.. and 16 + 4q.. (weight_layouts.cpp: put_in_e4m3_order)
-    const uint4 low = load16(half_block + (sub * kHalfRows + r) * (kSubK / 2)),
-                high = load16(half_block + (sub * kHalfRows + r) * (kSubK / 2) + 16);
+    const uint4 low = load_as<uint4>(half_block + (sub * kHalfRows + r) * (kSubK / 2)),
+                high = load_as<uint4>(half_block + (sub * kHalfRows + r) * (kSubK / 2) + 16);
     const uint32_t words[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
-    const uint32_t shift_word = load4(half_block + kCodeBytes + r * 4);
+    const uint32_t shift_word = load_as<uint32_t>(half_block + kCodeBytes + r * 4);
     for (int g = 0; g < 2; ++g) {
         const E4m3Table table = e4m3_table(shift_word >> (4 * (2 * sub + g)) & 0xFu);
         uint32_t first[4], second[4];  // k 32g + 0..15 and 32g + 16..31 of the sub-tile
@@ -83,10 +76,10 @@ SMOE_HD inline void convert_row(const uint8_t* stored, uint8_t* tile, float* fra
             const E4m3Pair v = e2m1x8_to_e4m3_pair_by_table(words[2 * q + g], table);
             first[q] = v.first, second[q] = v.second;
         }
-        store16(tile + e4m3_tile_offset(row, kSubK * sub + 32 * g),
-                make_uint4(first[0], first[1], first[2], first[3]));
-        store16(tile + e4m3_tile_offset(row, kSubK * sub + 32 * g + 16),
-                make_uint4(second[0], second[1], second[2], second[3]));
+        store_as(tile + e4m3_tile_offset(row, kSubK * sub + 32 * g),
+                 make_uint4(first[0], first[1], first[2], first[3]));
+        store_as(tile + e4m3_tile_offset(row, kSubK * sub + 32 * g + 16),
+                 make_uint4(second[0], second[1], second[2], second[3]));
     }
     if (t == 0 || t == 8) fragment_scales[t / 8] = block_scale(shift_word);
 }
