@@ -944,8 +944,8 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
                 const bool persistent = schedule == cuda::TiledSchedule::Persistent || schedule == cuda::TiledSchedule::Parked;
                 // Wide CTAs (STEADYMOE_WIDE_CTAS=1) take 256 features an item where they can: pairs of those.
-                const bool wide = cuda::env_equals("STEADYMOE_WIDE_CTAS", "1") && !scaled &&
-                                  schedule == cuda::TiledSchedule::Persistent && N % 256 == 0;
+                const bool wide = cuda::env_equals("STEADYMOE_WIDE_CTAS", "1") && !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1") &&
+                                  !scaled && schedule == cuda::TiledSchedule::Persistent && N % 256 == 0;
                 const int64_t items_across = wide ? N / 256 : GetParam();
                 const bool pairs = persistent && tensor_copies && items_across % 2 == 0 &&
                                    !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
@@ -977,10 +977,13 @@ INSTANTIATE_TEST_SUITE_P(NBlocks, EveryTiledSchedule, ::testing::Values(int64_t(
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16
 // of the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the
 // consumers' registers (persistent CTAs: the scatter's own path), from shared memory (one CTA per tile) and
-// parked (epilogue warps).
+// parked (epilogue warps); and every schedule stores the bits of the first. FP8 weights (scaled) and bf16 ones
+// with bf16 activations (unscaled: persistent CTAs take 256 features an item where STEADYMOE_WIDE_CTAS=1).
 TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
     SMOE_SKIP_WITHOUT_GPU();
-    const Problem p = make_problem({-3.0f, -1.0f, -0.375f, 0.5f, 1.25f, 2.0f}, {-1.5f, -0.25f, 0.75f, 1.0f}, {0.5f, 1.0f, 2.0f}, 11);
+    Problem fp8 = make_problem({-3.0f, -1.0f, -0.375f, 0.5f, 1.25f, 2.0f}, {-1.5f, -0.25f, 0.75f, 1.0f}, {0.5f, 1.0f, 2.0f}, 11);
+    Problem bf16_weights = fp8;
+    bf16_weights.bf16 = true;
     std::mt19937 rng(5);
     std::vector<float> weights(static_cast<size_t>(kRows));
     std::vector<int64_t> dest(static_cast<size_t>(kRows));
@@ -991,27 +994,32 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
     w_buf.upload(weights.data(), weights.size() * 4);
     dest_buf.upload(dest.data(), dest.size() * 8);
     for (const auto epilogue : {cuda::GemmEpilogue::SwiGlu, cuda::GemmEpilogue::Scatter})
-        for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Parked})
+        for (const Problem* p : {&fp8, &bf16_weights})
             for (bool fp8_a : {false, true}) {
-                if (fp8_a && !fp8_path_here(false)) continue;
-                const bool swiglu = epilogue == cuda::GemmEpilogue::SwiGlu;
-                SCOPED_TRACE(std::string(swiglu ? "SwiGLU" : "scatter") + (fp8_a ? ", e4m3 activations" : ", bf16 activations") +
-                             ", schedule " + std::to_string(int(schedule)));
-                const int64_t width = swiglu ? kN / 2 : kN;
-                auto stage = [&](cuda::GroupedGemmLaunch& g) {
-                    g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width, g.schedule = schedule;
-                    g.row_weight = w_buf.as<float>(), g.row_dest = swiglu ? nullptr : dest_buf.as<int64_t>();
-                };
-                const std::vector<float> f32 = run(p, fp8_a, false, true, stage);
-                (void)run(p, fp8_a, false, true, [&](cuda::GroupedGemmLaunch& g) {
-                    stage(g);
-                    g.out = nullptr, g.out_bf16 = bf16_buf.as<uint16_t>();
-                });
-                std::vector<uint16_t> bf16(size_t(kRows * width));
-                bf16_buf.download(bf16.data(), bf16.size() * 2);
-                int64_t wrong = 0;
-                for (size_t i = 0; i < bf16.size(); ++i)
-                    if (bf16[i] != f32_to_bf16(f32[i]) || round_to_bf16(f32[i]) != f32[i]) ++wrong;
-                EXPECT_EQ(wrong, 0);
+                if (fp8_a && (p->bf16 || !fp8_path_here(false))) continue;
+                const bool swiglu = epilogue == cuda::GemmEpilogue::SwiGlu, scaled = !p->bf16;
+                std::vector<float> first;  // the first schedule's f32 results
+                for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Parked}) {
+                    SCOPED_TRACE(std::string(swiglu ? "SwiGLU" : "scatter") + (p->bf16 ? ", bf16 weights" : ", FP8 weights") +
+                                 (fp8_a ? ", e4m3 activations" : ", bf16 activations") + ", schedule " + std::to_string(int(schedule)));
+                    const int64_t width = swiglu ? kN / 2 : kN;
+                    auto stage = [&](cuda::GroupedGemmLaunch& g) {
+                        g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width, g.schedule = schedule;
+                        g.row_weight = w_buf.as<float>(), g.row_dest = swiglu ? nullptr : dest_buf.as<int64_t>();
+                    };
+                    const std::vector<float> f32 = run(*p, fp8_a, false, scaled, stage);
+                    (void)run(*p, fp8_a, false, scaled, [&](cuda::GroupedGemmLaunch& g) {
+                        stage(g);
+                        g.out = nullptr, g.out_bf16 = bf16_buf.as<uint16_t>();
+                    });
+                    std::vector<uint16_t> bf16(size_t(kRows * width));
+                    bf16_buf.download(bf16.data(), bf16.size() * 2);
+                    int64_t wrong = 0;
+                    for (size_t i = 0; i < bf16.size(); ++i)
+                        if (bf16[i] != f32_to_bf16(f32[i]) || round_to_bf16(f32[i]) != f32[i]) ++wrong;
+                    EXPECT_EQ(wrong, 0);
+                    if (first.empty()) first = f32;
+                    else EXPECT_EQ(std::memcmp(first.data(), f32.data(), f32.size() * 4), 0) << "against the persistent schedule's";
+                }
             }
 }
