@@ -44,6 +44,10 @@ using namespace sm90;
 // kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
 // its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
 // longer wait for every epilogue.
+// kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
+// one m64n256 MMA a k step over two n-tiles' weight tiles.
+// Block-exact FP4 weights meeting e4m3 activations (kConverts, on request: hopper_fp4_exact_tiled): the FP8
+// path's MMAs and folds on each stage's block converted to FP8 weights' tiles by the consumers.
 template <int kWG, bool kParked>
 constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps : 0);
 
