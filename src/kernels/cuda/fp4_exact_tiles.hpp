@@ -16,12 +16,10 @@
 namespace steadymoe::cuda::fp4_tiles {
 
 constexpr int kSubK = 64;                               // k of one stored sub-tile (a stage holds two)
-constexpr int kHalfRows = kTileN / 2;                   // rows of a stored half block
-constexpr int kCodeBytes = 2 * kHalfRows * kSubK / 2;   // a half block's codes, then its rows' words
+constexpr int kHalfRows = kFp4E4m3HalfRows;             // rows of a stored half block
 constexpr int kE4m3SubTileBytes = kTileN * kSubK;       // one e4m3 sub-tile: 128 rows x 64 codes
 constexpr int kE4m3BlockBytes = 2 * kE4m3SubTileBytes;  // the block's two
 constexpr int kConvertThreads = 2 * 2 * kHalfRows;      // a thread per (half, sub-tile, row)
-static_assert(kFp4E4m3BlockBytes == kCodeBytes + kHalfRows * 4, "codes, then a word per row");
 
 // Byte offset of (row, k) in a block's two e4m3 sub-tiles as FP8 weights' stored tiles hold it: 64-byte
 // rows in wgmma's 64-byte swizzle (16-byte chunk c of row r at chunk c ^ (r / 2 % 4)).
@@ -68,7 +66,7 @@ SMOE_HD inline void convert_row(const uint8_t* stored, uint8_t* tile, float* fra
     const uint4 low = load_as<uint4>(half_block + (sub * kHalfRows + r) * (kSubK / 2)),
                 high = load_as<uint4>(half_block + (sub * kHalfRows + r) * (kSubK / 2) + 16);
     const uint32_t words[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
-    const uint32_t shift_word = load_as<uint32_t>(half_block + kCodeBytes + r * 4);
+    const uint32_t shift_word = load_as<uint32_t>(half_block + kFp4E4m3CodeBytes + r * 4);
     for (int g = 0; g < 2; ++g) {
         const E4m3Table table = e4m3_table(shift_word >> (4 * (2 * sub + g)) & 0xFu);
         uint32_t first[4], second[4];  // k 32g + 0..15 and 32g + 16..31 of the sub-tile

@@ -28,9 +28,11 @@ inline constexpr int kTileN = 128;  // output features per tile
 // Row tiles one launch takes: the kernel for FP4 weights meeting e4m3 activations gives a tile two rows of
 // CTAs (64 tokens each) in a grid of at most 65535 rows.
 inline constexpr int64_t kMaxLaunchTiles = 65535 / 2;
-// FP4 weights in e4m3 order (DeviceMatrixSet::fp4_e4m3_order): bytes of one 128-wide k block of 64 rows, the
-// codes (64 x 64) then the e8m0 exponents (64 x 4; block-exact weights: each row's shift word).
-inline constexpr int kFp4E4m3BlockBytes = 64 * 64 + 64 * 4;
+// FP4 weights in e4m3 order (DeviceMatrixSet::fp4_e4m3_order): bytes of one 128-wide k block of 64 rows (half an
+// n-tile), the codes (64 x 64) then the e8m0 exponents (64 x 4; block-exact weights: each row's shift word).
+inline constexpr int kFp4E4m3HalfRows = kTileN / 2;
+inline constexpr int kFp4E4m3CodeBytes = kFp4E4m3HalfRows * 128 / 2;
+inline constexpr int kFp4E4m3BlockBytes = kFp4E4m3CodeBytes + kFp4E4m3HalfRows * 4;
 
 // Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): a tile list holds at most this many.
 int grouped_gemm_tile_rows();
@@ -38,8 +40,8 @@ int grouped_gemm_tile_rows();
 inline constexpr int kMinTileRows = 8;
 
 // Weights are stored per expert as n-tiles of kTileN rows (zero rows pad the last), each a run of K/64
-// stage tiles of kTileN rows x 64 k values, contiguous (expert_group.cpp: tile_matrix); FP4 weights for e4m3
-// activations in e4m3 order instead (kFp4E4m3BlockBytes, expert_group.cpp: fp4_e4m3_blocks, no w_scale).
+// stage tiles of kTileN rows x 64 k values, contiguous (weight_layouts.hpp: tile_matrix); FP4 weights for e4m3
+// activations in e4m3 order instead (kFp4E4m3BlockBytes, weight_layouts.hpp: fp4_e4m3_blocks, no w_scale).
 enum class WeightCode : int {
     Bf16 = 0,  // bf16 stage tiles, pre-swizzled as the shared-memory stage holds them
     Fp8 = 1,   // e4m3 stage tiles, in wgmma's 64-byte swizzle; f32 scales [ceil(N/128)][K/128] (see fp8_half_blocks)

@@ -284,9 +284,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 // The next block, into the other spare tile, while this one's MMAs run — if its copy has landed:
                 // waiting for it would hold this block's fold and its stage's release.
                 spare ^= 1;
-                const bool wraps = s + 1 == kS;
-                converted = kt + 1 < ktiles && barrier::completed(full_at + 8 * (wraps ? 0 : s + 1), wraps ? parity ^ 1 : parity);
-                if (converted) convert_stage<L>(smem + (wraps ? 0 : s + 1) * kStageBytes, widened + spare * kBTileBytes);
+                const int next = s + 1 == kS ? 0 : s + 1;
+                converted = kt + 1 < ktiles && barrier::completed(full_at + 8 * next, next == 0 ? parity ^ 1 : parity);
+                if (converted) convert_stage<L>(smem + next * kStageBytes, widened + spare * kBTileBytes);
             }
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales

@@ -125,22 +125,24 @@ struct StageProducer {
     const char* weights;     // this n-tile's stage tiles, contiguous (converted: its first half's blocks)
     const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
     const char* scales;      // the expert's FP8 weight scales
-    int64_t half_stride;     // converted: from the n-tile's first half's blocks to its second's
+    // Converted and wide: a stage's weights are two runs' pieces, this far apart (the n-tile's second half's
+    // blocks; the next n-tile's stage tiles).
+    int64_t second_run;
 
     __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id, const CUtensorMap* map,
                                              int rank)
         : g(launch), t(tile), lane(lane_id), rows_map(map), pair_rank(rank) {
         if constexpr (kConvert) {  // (weight_layouts.hpp: fp4_e4m3_blocks; no w_scale)
-            half_stride = g.k / 128 * int64_t(kWeightBytes);
+            second_run = g.k / 128 * int64_t(kWeightBytes);
             weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes +
-                      int64_t(t.n0 / kTileN) * 2 * half_stride;
+                      int64_t(t.n0 / kTileN) * 2 * second_run;
             scales = fp4_scales = nullptr;
         } else {
             const int64_t tiles_before = int64_t(t.n0 / kTileN) * (g.k / kBK);
             weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes + tiles_before * kWeightBytes;
             scales = static_cast<const char*>(g.w_scale) + int64_t(t.expert) * g.scale_expert_bytes;
             fp4_scales = scales + int64_t(t.n0 / kTileN) * (g.k / 128) * kFp4ScaleBytes;
-            half_stride = 0;
+            second_run = g.k / kBK * int64_t(kWeightBytes);
         }
     }
 
@@ -160,13 +162,9 @@ struct StageProducer {
             } else if (rows_map) {
                 for (int h = 0; h < L::kSub; ++h) barrier::tensor_copy_2d(stage + h * L::kA, rows_map, (kt + h) * kBK, t.row0, full);
             }
-            if constexpr (kConvert) {  // the block's two stored halves
+            if constexpr (kConvert || kWide) {  // the block's two stored halves; two n-tiles' stage tiles (kSub 1)
                 for (int h = 0; h < 2; ++h)
-                    barrier::bulk_copy(b_tile + h * kWeightBytes, weights + h * half_stride + int64_t(block) * kWeightBytes,
-                                       kWeightBytes, full);
-            } else if constexpr (kWide) {  // this n-tile's stage tile, then the next one's
-                for (int h = 0; h < 2; ++h)
-                    barrier::bulk_copy(b_tile + h * kWeightBytes, weights + (h * int64_t(g.k / kBK) + kt) * kWeightBytes, kWeightBytes,
+                    barrier::bulk_copy(b_tile + h * kWeightBytes, weights + h * second_run + int64_t(ks) * kWeightBytes, kWeightBytes,
                                        full);
             } else {
                 barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);

@@ -51,10 +51,10 @@ std::vector<uint8_t> tile_matrix(const uint8_t* rows, int64_t n, int64_t k, Weig
     return out;
 }
 
-constexpr int64_t kHalfRows = kTileN / 2;
-static_assert(kFp4E4m3BlockBytes == 2 * kHalfRows * kStageK / 2 + kHalfRows * 4, "two stage tiles' codes, then the exponents");
 std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales, int64_t n, int64_t k,
                                      const std::vector<const uint8_t*>& block_exps) {
+    constexpr int64_t kHalfRows = kFp4E4m3HalfRows;
+    static_assert(kFp4E4m3CodeBytes == 2 * kHalfRows * kStageK / 2, "two stage tiles' codes, then the exponents");
     const bool exact = !block_exps.empty();
     const int64_t halves = (n + kTileN - 1) / kTileN * 2, k_blocks = k / 128;
     std::vector<uint8_t> out(size_t(halves * k_blocks * kFp4E4m3BlockBytes), 0);
@@ -66,7 +66,7 @@ std::vector<uint8_t> fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales,
                 const uint8_t* codes = rows + row * (k / 2) + kb * (2 * kStageK / 2);
                 for (int64_t sub = 0; sub < 2; ++sub)
                     put_in_e4m3_order(codes + sub * (kStageK / 2), block + (sub * kHalfRows + r) * (kStageK / 2), exact);
-                uint8_t* exps = block + 2 * kHalfRows * (kStageK / 2) + r * 4;
+                uint8_t* exps = block + kFp4E4m3CodeBytes + r * 4;
                 if (!exact) {
                     std::memcpy(exps, scales + row * (k / 32) + kb * 4, 4);
                     continue;
