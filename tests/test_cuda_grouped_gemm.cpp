@@ -574,6 +574,47 @@ TEST(CudaGroupedGemm, BlockExactUploadRefusesWeightsWithoutAnExactForm) {
     }
 }
 
+namespace {
+
+// A block-exact FP4 matrix [rows][cols] of random codes: per (128-row block, 128-wide k block) a random
+// exponent, each group's up to 10 binades above it; about one group in eight holds only zeros (signed too).
+WeightMatrix random_block_exact_fp4(int64_t rows, int64_t cols, std::mt19937& rng, const std::string& name) {
+    std::vector<uint8_t> codes(size_t(rows * cols)), exps(size_t(rows * cols / 32));
+    std::vector<uint8_t> base(size_t((rows + 127) / 128 * (cols / 128)));
+    for (uint8_t& b : base) b = uint8_t(100 + rng() % 31);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < cols / 32; ++g) {
+            exps[size_t(r * (cols / 32) + g)] = uint8_t(base[size_t(r / 128 * (cols / 128) + g / 4)] + rng() % 11);
+            const bool zeros = rng() % 8 == 0;
+            for (int64_t k = 32 * g; k < 32 * g + 32; ++k) codes[size_t(r * cols + k)] = uint8_t(zeros ? (rng() % 2) * 8 : rng() % 16);
+        }
+    return fp4_matrix(rows, cols, codes, exps, name);
+}
+
+// A block-exact FP4 matrix as FP8 weights: each value the e4m3 code of it over its 128 x 128 block's scale
+// 2^(b - 127) (fp4_block_exponents), exactly, with those scales as the FP8 block scales.
+WeightMatrix fp8_twin(const WeightMatrix& fp4) {
+    const std::vector<uint8_t> exps = cuda::fp4_block_exponents(fp4).value();  // (throws where none)
+    const int64_t k_blocks = fp4.cols / 128;
+    std::vector<float> scales(exps.size());
+    for (size_t i = 0; i < exps.size(); ++i) scales[i] = std::ldexp(1.0f, int(exps[i]) - 127);
+    const auto* data = static_cast<const uint8_t*>(fp4.data.raw());
+    const auto* exp = static_cast<const uint8_t*>(fp4.scale.raw());
+    std::vector<uint8_t> codes(size_t(fp4.rows * fp4.cols));
+    for (int64_t r = 0; r < fp4.rows; ++r)
+        for (int64_t k = 0; k < fp4.cols; ++k) {
+            const float value = e2m1_to_f32(uint8_t(data[r * (fp4.cols / 2) + k / 2] >> (4 * (k % 2)) & 15)) *
+                                std::ldexp(1.0f, int(exp[r * (fp4.cols / 32) + k / 32]) - 127);
+            const float scaled = value / scales[size_t(r / 128 * k_blocks + k / 128)];
+            uint8_t& code = codes[size_t(r * fp4.cols + k)];
+            code = f32_to_e4m3(scaled);
+            EXPECT_EQ(f32_bits(e4m3_to_f32(code)), f32_bits(scaled)) << fp4.name << " row " << r << " k " << k << " has no exact e4m3 form";
+        }
+    return fp8_matrix(fp4.rows, fp4.cols, codes, scales, fp4.name);
+}
+
+}  // namespace
+
 // Block-exact FP4 weights take the FP8 kernels' arithmetic: converted exactly to e4m3 codes with a scale per
 // 128 x 128 block (here by the test itself), they give the same bits on the FP8 kernels — the tiled kernel
 // and the decode kernel — as on the FP4 ones, in every batch's form (other batches on the decode kernel, or on
@@ -589,23 +630,10 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     ASSERT_TRUE(upload(p, true).down.fp4_block_exact);
     Problem fp8 = p;
     fp8.fp4 = false, fp8.block_exact = false;
-    const int64_t kb = p.kdim / 128;
-    fp8.w_scale.assign(size_t((kN / 128) * kb), 0.0f);
-    for (int64_t block = 0; block < (kN / 128) * kb; ++block) {
-        const int64_t n0 = block / kb * 128, k0 = block % kb * 128;
-        int top = -1;
-        for (int64_t n = n0; n < n0 + 128; ++n)
-            for (int64_t k = k0; k < k0 + 128; ++k)
-                if (e2m1_to_f32(p.w[size_t(n * p.kdim + k)]) != 0.0f) top = std::max(top, int(p.w_exp[size_t(n * (p.kdim / 32) + k / 32)]));
-        fp8.w_scale[size_t(block)] = std::ldexp(1.0f, top - 6 - 127);
-        for (int64_t n = n0; n < n0 + 128; ++n)
-            for (int64_t k = k0; k < k0 + 128; ++k) {
-                const double value = p.weight(n, k) / fp8.w_scale[size_t(block)];
-                const uint8_t code = f32_to_e4m3(float(value));
-                ASSERT_EQ(double(e4m3_to_f32(code)), value) << "weight " << n << ", " << k << " is not exact in e4m3";
-                fp8.w[size_t(n * p.kdim + k)] = code;
-            }
-    }
+    const WeightMatrix twin = fp8_twin(fp4_matrix(kN, p.kdim, p.w, p.w_exp, "down"));
+    ASSERT_FALSE(::testing::Test::HasFailure()) << "the weights have no exact e4m3 form";
+    fp8.w.assign(static_cast<const uint8_t*>(twin.data.raw()), static_cast<const uint8_t*>(twin.data.raw()) + kN * p.kdim);
+    fp8.w_scale.assign(static_cast<const float*>(twin.scale.raw()), static_cast<const float*>(twin.scale.raw()) + twin.scale.numel());
     const std::vector<float> want = run(fp8, true, false);  // the FP8 tiled kernel
     EXPECT_EQ(std::memcmp(want.data(), run(p, true, false).data(), want.size() * 4), 0) << "FP4, other batches";
     // Other batches take the tiled kernel where asked (STEADYMOE_FP4_EXACT_TILED=1): every schedule, with rows
@@ -628,47 +656,6 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     }
 }
 
-namespace {
-
-// A block-exact FP4 matrix [rows][cols] of random codes: per (128-row block, 128-wide k block) a random
-// exponent, each group's up to 10 binades above it; about one group in eight holds only zeros (signed too).
-WeightMatrix random_block_exact_fp4(int64_t rows, int64_t cols, std::mt19937& rng, const std::string& name) {
-    std::vector<uint8_t> codes(size_t(rows * cols)), exps(size_t(rows * cols / 32));
-    std::vector<uint8_t> base(size_t((rows + 127) / 128 * (cols / 128)));
-    for (uint8_t& b : base) b = uint8_t(100 + rng() % 31);
-    for (int64_t r = 0; r < rows; ++r)
-        for (int64_t g = 0; g < cols / 32; ++g) {
-            exps[size_t(r * (cols / 32) + g)] = uint8_t(base[size_t(r / 128 * (cols / 128) + g / 4)] + rng() % 11);
-            const bool zeros = rng() % 8 == 0;
-            for (int64_t k = 32 * g; k < 32 * g + 32; ++k) codes[size_t(r * cols + k)] = uint8_t(zeros ? (rng() % 2) * 8 : rng() % 16);
-        }
-    return fp4_matrix(rows, cols, codes, exps, name);
-}
-
-// A block-exact FP4 matrix as FP8 weights: each value the e4m3 code of it over its 128 x 128 block's scale
-// 2^(b - 127) (fp4_block_exponents), exactly, with those scales as the FP8 block scales.
-WeightMatrix fp8_twin(const WeightMatrix& fp4) {
-    const std::vector<uint8_t> exps = *cuda::fp4_block_exponents(fp4);
-    const int64_t k_blocks = fp4.cols / 128;
-    std::vector<float> scales(exps.size());
-    for (size_t i = 0; i < exps.size(); ++i) scales[i] = std::ldexp(1.0f, int(exps[i]) - 127);
-    const auto* data = static_cast<const uint8_t*>(fp4.data.raw());
-    const auto* exp = static_cast<const uint8_t*>(fp4.scale.raw());
-    std::vector<uint8_t> codes(size_t(fp4.rows * fp4.cols));
-    for (int64_t r = 0; r < fp4.rows; ++r)
-        for (int64_t k = 0; k < fp4.cols; ++k) {
-            const float value = e2m1_to_f32(uint8_t(data[r * (fp4.cols / 2) + k / 2] >> (4 * (k % 2)) & 15)) *
-                                std::ldexp(1.0f, int(exp[r * (fp4.cols / 32) + k / 32]) - 127);
-            const float scaled = value / scales[size_t(r / 128 * k_blocks + k / 128)];
-            uint8_t& code = codes[size_t(r * fp4.cols + k)];
-            code = f32_to_e4m3(scaled);
-            EXPECT_EQ(f32_bits(e4m3_to_f32(code)), f32_bits(scaled)) << fp4.name << " row " << r << " k " << k << " has no exact e4m3 form";
-        }
-    return fp8_matrix(fp4.rows, fp4.cols, codes, scales, fp4.name);
-}
-
-}  // namespace
-
 // The tiled kernel's conversion of block-exact FP4 weights (fp4_exact_tiles.hpp), run on the host: each
 // stage's block, stored in e4m3 order for the decode kernel, becomes byte for byte the stored tiles of the
 // same weights as FP8 codes with their block scales (the FP8 weights' upload), and the two weight scales the
@@ -689,7 +676,7 @@ TEST(CudaGroupedGemm, Fp4BlockConversionGivesTheFp8StoredTiles) {
     for (int64_t r = 0; r < plain.rows; ++r) in_order.rows.emplace_back(&plain, r);
     std::vector<std::vector<uint8_t>> exps;
     std::vector<WeightMatrix> twins;
-    for (const WeightMatrix* w : {&gate, &up, &plain}) exps.push_back(*cuda::fp4_block_exponents(*w)), twins.push_back(fp8_twin(*w));
+    for (const WeightMatrix* w : {&gate, &up, &plain}) exps.push_back(cuda::fp4_block_exponents(*w).value()), twins.push_back(fp8_twin(*w));
     for (const Case& c : {interleaved, in_order}) {
         SCOPED_TRACE(c.what);
         const int64_t n = int64_t(c.rows.size()), k = kCols, k_blocks = k / 128;
