@@ -11,6 +11,7 @@
 #include "../src/kernels/cuda/fp4_blocks.hpp"
 #include "../src/kernels/cuda/fp4_exact_tiles.hpp"
 #include "../src/kernels/cuda/grouped_gemm.hpp"
+#include "../src/kernels/cuda/grouped_gemm_items.hpp"
 #include "../src/kernels/cuda/tensor_map.hpp"
 #include "../src/kernels/cuda/weight_layouts.hpp"
 #include "test_util.hpp"
@@ -184,13 +185,14 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
                        const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}, int32_t splits = 1, int32_t tile_m = 0) {
     const cuda::DeviceExpertGroup group = upload(p, fp8_a && p.fp4);
     const int32_t tm = tile_m > 0 ? tile_m : cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
-    std::vector<int32_t> tile_list(size_t(3 * tiles + 1));
+    std::vector<int32_t> tile_list(size_t(3 * tiles + 3));  // experts, first rows, rows; the count; the expert's tiles
     for (int32_t t = 0; t < tiles; ++t) {
         tile_list[size_t(t)] = 0;                                                  // expert
         tile_list[size_t(tiles + t)] = t * tm;                                     // first row
         tile_list[size_t(2 * tiles + t)] = int32_t(std::min<int64_t>(tm, kRows - t * tm));  // rows
     }
     tile_list[size_t(3 * tiles)] = tiles;
+    tile_list[size_t(3 * tiles + 1)] = 0, tile_list[size_t(3 * tiles + 2)] = tiles;  // (STEADYMOE_ITEM_ORDER=experts)
     cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(size_t(kRows * p.kdim) * 2, "a"),
         scale_buf(p.a_scale.size() * 4, "a scales"), out_buf(size_t(splits * kRows * kN) * 4, "out");
     tile_buf.upload(tile_list.data(), tile_list.size() * 4);
@@ -199,6 +201,7 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
     cuda::GroupedGemmLaunch g;
     const int32_t* t = tile_buf.as<int32_t>();
     g.tile_expert = t, g.tile_row0 = t + tiles, g.tile_rows = t + 2 * tiles, g.tile_count = t + 3 * tiles;
+    g.expert_first_tile = t + 3 * tiles + 1;
     g.max_tiles = tiles;
     g.tile_m = tile_m;
     if (fp8_a) {
@@ -656,6 +659,34 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     }
 }
 
+// Persistent items by expert (grouped_gemm_items.hpp), on the host: an expert's items keep their range of the
+// tile order and take each of its tiles' items once; consecutive items take one n-block item over the
+// expert's tiles in turn (so the CTAs reading a weight block run together).
+TEST(CudaGroupedGemm, ItemsByExpertTakeEachOfTheExpertsItemsOnce) {
+    for (const int n_items : {1, 2, 7, 16})
+        for (const int first : {0, 3, 11})
+            for (const int count : {1, 2, 5}) {
+                SCOPED_TRACE("n_items " + std::to_string(n_items) + ", first tile " + std::to_string(first) + ", tiles " +
+                             std::to_string(count));
+                std::vector<int> taken(size_t(count * n_items), 0);
+                cuda::ItemPlace before{-1, -1};
+                for (int u = first * n_items; u < (first + count) * n_items; ++u) {
+                    const cuda::ItemPlace place = cuda::item_by_expert(u, n_items, first, count);
+                    ASSERT_GE(place.tile, first);
+                    ASSERT_LT(place.tile, first + count);
+                    ASSERT_GE(place.item_n, 0);
+                    ASSERT_LT(place.item_n, n_items);
+                    ++taken[size_t((place.tile - first) * n_items + place.item_n)];
+                    if (place.tile == first)  // the next n-block item begins at the expert's first tile
+                        EXPECT_EQ(place.item_n, before.item_n + 1) << "item " << u;
+                    else  // the same n-block item on the next tile
+                        EXPECT_TRUE(place.item_n == before.item_n && place.tile == before.tile + 1) << "item " << u;
+                    before = place;
+                }
+                EXPECT_EQ(std::count(taken.begin(), taken.end(), 1), int64_t(taken.size())) << "every item taken once";
+            }
+}
+
 // The tiled kernel's conversion of block-exact FP4 weights (fp4_exact_tiles.hpp), run on the host: each
 // stage's block, stored in e4m3 order for the decode kernel, becomes byte for byte the stored tiles of the
 // same weights as FP8 codes with their block scales (the FP8 weights' upload), and the two weight scales the
@@ -741,7 +772,9 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBitsOverManyItems) {
         for (uint8_t& code : a) code = f32_to_e4m3(pick_from(e4m3, rng));
         std::vector<float> scales(size_t(rows * (K / 128)));
         for (float& v : scales) v = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
-        const std::vector<int32_t> tile_list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3};  // experts, first rows, rows, count
+        // experts, first rows, rows, count; the expert's first tile and the tile count (persistent CTAs take
+        // their items by expert with STEADYMOE_ITEM_ORDER=experts: each n-block over the three tiles in turn)
+        const std::vector<int32_t> tile_list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3, 0, 3};
         cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(a.size(), "a"), scale_buf(scales.size() * 4, "scales"),
             out_buf(size_t(rows * N) * 4, "out");
         tile_buf.upload(tile_list.data(), tile_list.size() * 4);
@@ -751,6 +784,7 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBitsOverManyItems) {
             cuda::GroupedGemmLaunch g;
             const int32_t* t = tile_buf.as<int32_t>();
             g.tile_expert = t, g.tile_row0 = t + 3, g.tile_rows = t + 6, g.tile_count = t + 9, g.max_tiles = 3;
+            g.expert_first_tile = t + 10;
             g.a_fp8 = a_buf.as<uint8_t>(), g.a_scale = scale_buf.as<float>(), g.scaled = true, g.a_rows = row_copies ? rows : 0;
             g.code = m.code, g.fp4_e4m3_order = m.fp4_e4m3_order, g.fp4_block_exact = m.fp4_block_exact;
             g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.w_scale = m.scale.get(), g.scale_expert_bytes = m.scale_expert_bytes;
@@ -896,7 +930,9 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
         for (uint16_t& v : a) v = f32_to_bf16(integers ? float(small(rng)) : normal(rng));
         std::vector<float> scales(size_t(rows * (K / 128)));
         for (float& s : scales) s = std::ldexp(1.0f, small(rng) % 2);  // 0.5, 1 or 2
-        const std::vector<int32_t> tile_list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3};  // experts, first rows, rows, count
+        // experts, first rows, rows, count; the expert's first tile and the tile count (persistent CTAs take
+        // their items by expert with STEADYMOE_ITEM_ORDER=experts: each n-block over the three tiles in turn)
+        const std::vector<int32_t> tile_list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3, 0, 3};
         cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(a.size() * 2, "a"), scale_buf(scales.size() * 4, "scales"),
             out_buf(size_t(rows * N) * 4, "out");
         tile_buf.upload(tile_list.data(), tile_list.size() * 4);
@@ -924,6 +960,7 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 cuda::GroupedGemmLaunch g;
                 const int32_t* t = tile_buf.as<int32_t>();
                 g.tile_expert = t, g.tile_row0 = t + 3, g.tile_rows = t + 6, g.tile_count = t + 9, g.max_tiles = 3;
+                g.expert_first_tile = t + 10;
                 g.a = a_buf.as<uint16_t>(), g.a_scale = scaled ? scale_buf.as<float>() : nullptr, g.scaled = scaled;
                 g.a_rows = tensor_copies ? rows : 0;
                 const cuda::DeviceMatrixSet& m = group.down;
