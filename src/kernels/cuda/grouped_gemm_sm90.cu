@@ -33,10 +33,10 @@ using namespace sm90;
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
 // kParked below). The items and their arithmetic are the same as one CTA each; only who computes them
 // differs. The items' order and lookup: grouped_gemm_sm90_items.cuh (a lookup loads the tile's entries
-// without loading the tile count first, which every item's start waited on before). Items handed out in turn from a counter, in groups of 8 row tiles (an n-block over the group's
-// tiles, so that the CTAs running together read the same weights), took deepseek-v3's gate/up 1-6% less time
-// and its down GEMM 10-17% more at 16384 tokens, qwen3's the same: not kept
-// (bench/results/2026-12-02-cuda-decode-occupancy.md).
+// without loading the tile count first, which every item's start waited on before). Items handed out in turn
+// from a counter, in groups of 8 row tiles (an n-block over the group's tiles, so that the CTAs running
+// together read the same weights), took deepseek-v3's gate/up 1-6% less time and its down GEMM 10-17% more at
+// 16384 tokens, qwen3's the same: not kept (bench/results/2026-12-02-cuda-decode-occupancy.md).
 // rows_map / by_map: activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
 // paired (persistent, by_map, launched in clusters of two): the two CTAs of a cluster take the two
 // n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
