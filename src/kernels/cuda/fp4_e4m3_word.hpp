@@ -59,6 +59,12 @@ SMOE_HD constexpr E4m3Table e4m3_table(uint32_t shift) {
     return {shift * 0x08080800u + 0x0C080000u, shift * 0x08080808u + 0x1C181410u};
 }
 
+// A block-exact row's word for one 128-wide block (fp4_blocks.hpp: fp4_block_shift_word), read: group g's
+// shift (bits 4g..), and the block's weight scale 2^(b - 127) from its exponent b (bits 16..23). A row past
+// the matrix has a word of 0, and its scale is 0, as FP8 weights' scales past the matrix are.
+SMOE_HD constexpr uint32_t shift_word_group_shift(uint32_t word, int g) { return word >> (4 * g) & 0xFu; }
+SMOE_HD inline float shift_word_block_scale(uint32_t word) { return f32_from_bits((word >> 16 & 0xFFu) << 23); }
+
 // Bytes of the table selected by four 3-bit selectors (bits 4j .. 4j + 2: byte j of the result), as the GPU's
 // byte permute selects them (on the host: the same selection, so that host code converts as the kernels do).
 SMOE_HD inline uint32_t e4m3_table_lookup(E4m3Table table, uint32_t selectors) {

@@ -47,12 +47,6 @@ SMOE_HD inline void store_as(uint8_t* p, T v) {
 #endif
 }
 
-// The block's weight scale 2^(b - 127) from a row's word (its exponent b at bits 16..23; a row past the
-// matrix has none, and its scale is 0, as FP8 weights' scales past the matrix are).
-SMOE_HD inline float block_scale(uint32_t shift_word) {
-    return f32_from_bits((shift_word >> 16 & 0xFFu) << 23);
-}
-
 // Converting thread t's share of a stage's block (`stored`: its two half blocks, one after the other): row
 // t % 64 of half t / 128's sub-tile t / 64 % 2 — 64 codes, each group's widened by its shift — as one 64-byte
 // row of `tile` (kE4m3BlockBytes). Threads 0 and 8 also write the two weight scales where the FP8 tiled
@@ -68,7 +62,7 @@ SMOE_HD inline void convert_row(const uint8_t* stored, uint8_t* tile, float* fra
     const uint32_t words[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
     const uint32_t shift_word = load_as<uint32_t>(half_block + kFp4E4m3CodeBytes + r * 4);
     for (int g = 0; g < 2; ++g) {
-        const E4m3Table table = e4m3_table(shift_word >> (4 * (2 * sub + g)) & 0xFu);
+        const E4m3Table table = e4m3_table(shift_word_group_shift(shift_word, 2 * sub + g));
         uint32_t first[4], second[4];  // k 32g + 0..15 and 32g + 16..31 of the sub-tile
         for (int q = 0; q < 4; ++q) {
             const E4m3Pair v = e2m1x8_to_e4m3_pair_by_table(words[2 * q + g], table);
@@ -79,7 +73,7 @@ SMOE_HD inline void convert_row(const uint8_t* stored, uint8_t* tile, float* fra
         store_as(tile + e4m3_tile_offset(row, kSubK * sub + 32 * g + 16),
                  make_uint4(second[0], second[1], second[2], second[3]));
     }
-    if (t == 0 || t == 8) fragment_scales[t / 8] = block_scale(shift_word);
+    if (t == 0 || t == 8) fragment_scales[t / 8] = shift_word_block_scale(shift_word);
 }
 
 }  // namespace steadymoe::cuda::fp4_tiles

@@ -25,7 +25,7 @@ using fp4_e4m3::StageScales;
 // of the row's word in Fp4Block::exps).
 __device__ __forceinline__ void widen_shifted_group(const Fp4Block& blk, int g, uint32_t (&a)[4]) {
     fp4_e4m3::widen_group(blk, g, a, [&](uint32_t word, int r) {
-        return e2m1x8_to_e4m3x8_by_table(word, e4m3_table(blk.exps[r] >> (4 * g) & 0xFu));
+        return e2m1x8_to_e4m3x8_by_table(word, e4m3_table(shift_word_group_shift(blk.exps[r], g)));
     });
 }
 
@@ -56,8 +56,7 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], float (&sums
                                            const float* token_scale, int q) {
 #pragma unroll
     for (int g = 0; g < kFp4Groups; ++g) fp4_e4m3::order_mma_registers(sums, a[g]);
-    const float weight_scale[2] = {__uint_as_float((blk.exps[0] >> 16 & 0xFFu) << 23),
-                                   __uint_as_float((blk.exps[1] >> 16 & 0xFFu) << 23)};
+    const float weight_scale[2] = {shift_word_block_scale(blk.exps[0]), shift_word_block_scale(blk.exps[1])};
     fp4_e4m3::fold_token_pairs(total, sums, token_scale, q,
                                [&](float sa, int r) { return __fmul_rn(sa, weight_scale[r >> 1]); });
 }
