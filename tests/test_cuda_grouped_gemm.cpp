@@ -594,6 +594,21 @@ WeightMatrix random_block_exact_fp4(int64_t rows, int64_t cols, std::mt19937& rn
     return fp4_matrix(rows, cols, codes, exps, name);
 }
 
+// Three tiles of one expert over 150 rows (22, 100 and 28 rows), uploaded for the schedule tests' launches,
+// with the expert's first tile and the tile count (persistent CTAs take their items by expert with
+// STEADYMOE_ITEM_ORDER=experts: each n-block over the three tiles in turn).
+struct ThreeTiles {
+    static constexpr int64_t kRows = 150;
+    const std::vector<int32_t> list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3, 0, 3};  // experts, first rows, rows, count
+    cuda::DeviceBuffer buf{list.size() * 4, "tiles"};
+    ThreeTiles() { buf.upload(list.data(), list.size() * 4); }
+    void set(cuda::GroupedGemmLaunch& g) const {
+        const int32_t* t = buf.as<int32_t>();
+        g.tile_expert = t, g.tile_row0 = t + 3, g.tile_rows = t + 6, g.tile_count = t + 9, g.max_tiles = 3;
+        g.expert_first_tile = t + 10;
+    }
+};
+
 // A block-exact FP4 matrix as FP8 weights: each value the e4m3 code of it over its 128 x 128 block's scale
 // 2^(b - 127) (fp4_block_exponents), exactly, with those scales as the FP8 block scales.
 WeightMatrix fp8_twin(const WeightMatrix& fp4) {
@@ -757,7 +772,7 @@ TEST(CudaGroupedGemm, Fp4BlockConversionGivesTheFp8StoredTiles) {
 TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBitsOverManyItems) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
-    constexpr int64_t N = 151 * 128, rows = 150;
+    constexpr int64_t N = 151 * 128, rows = ThreeTiles::kRows;
     std::mt19937 rng(23);
     const std::vector<float> e4m3 = every_e4m3_value();
     for (const int64_t K : {int64_t(128), int64_t(384)}) {
@@ -772,19 +787,14 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBitsOverManyItems) {
         for (uint8_t& code : a) code = f32_to_e4m3(pick_from(e4m3, rng));
         std::vector<float> scales(size_t(rows * (K / 128)));
         for (float& v : scales) v = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
-        // experts, first rows, rows, count; the expert's first tile and the tile count (persistent CTAs take
-        // their items by expert with STEADYMOE_ITEM_ORDER=experts: each n-block over the three tiles in turn)
-        const std::vector<int32_t> tile_list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3, 0, 3};
-        cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(a.size(), "a"), scale_buf(scales.size() * 4, "scales"),
+        const ThreeTiles tiles;
+        cuda::DeviceBuffer a_buf(a.size(), "a"), scale_buf(scales.size() * 4, "scales"),
             out_buf(size_t(rows * N) * 4, "out");
-        tile_buf.upload(tile_list.data(), tile_list.size() * 4);
         a_buf.upload(a.data(), a.size());
         scale_buf.upload(scales.data(), scales.size() * 4);
         const auto launch = [&](const cuda::DeviceMatrixSet& m, cuda::TiledSchedule schedule, bool row_copies) {
             cuda::GroupedGemmLaunch g;
-            const int32_t* t = tile_buf.as<int32_t>();
-            g.tile_expert = t, g.tile_row0 = t + 3, g.tile_rows = t + 6, g.tile_count = t + 9, g.max_tiles = 3;
-            g.expert_first_tile = t + 10;
+            tiles.set(g);
             g.a_fp8 = a_buf.as<uint8_t>(), g.a_scale = scale_buf.as<float>(), g.scaled = true, g.a_rows = row_copies ? rows : 0;
             g.code = m.code, g.fp4_e4m3_order = m.fp4_e4m3_order, g.fp4_block_exact = m.fp4_block_exact;
             g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.w_scale = m.scale.get(), g.scale_expert_bytes = m.scale_expert_bytes;
@@ -916,7 +926,7 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
     const int64_t N = GetParam() * 128;
-    constexpr int64_t K = 256, rows = 150;
+    constexpr int64_t K = 256, rows = ThreeTiles::kRows;
     std::mt19937 rng(21);
     std::uniform_int_distribution<int> small(-3, 3);
     std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -930,12 +940,9 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
         for (uint16_t& v : a) v = f32_to_bf16(integers ? float(small(rng)) : normal(rng));
         std::vector<float> scales(size_t(rows * (K / 128)));
         for (float& s : scales) s = std::ldexp(1.0f, small(rng) % 2);  // 0.5, 1 or 2
-        // experts, first rows, rows, count; the expert's first tile and the tile count (persistent CTAs take
-        // their items by expert with STEADYMOE_ITEM_ORDER=experts: each n-block over the three tiles in turn)
-        const std::vector<int32_t> tile_list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3, 0, 3};
-        cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(a.size() * 2, "a"), scale_buf(scales.size() * 4, "scales"),
+        const ThreeTiles tiles;
+        cuda::DeviceBuffer a_buf(a.size() * 2, "a"), scale_buf(scales.size() * 4, "scales"),
             out_buf(size_t(rows * N) * 4, "out");
-        tile_buf.upload(tile_list.data(), tile_list.size() * 4);
         a_buf.upload(a.data(), a.size() * 2);
         scale_buf.upload(scales.data(), scales.size() * 4);
         CUtensorMap map;  // what the kernel's launch encodes: if it could not, "tensor copies" would test cp.async
@@ -958,9 +965,7 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 SCOPED_TRACE(std::string(integers ? "small integers, " : "random values, ") + (scaled ? "scaled, " : "unscaled, ") +
                              "schedule " + std::to_string(int(schedule)) + (tensor_copies ? ", rows by tensor copies" : ""));
                 cuda::GroupedGemmLaunch g;
-                const int32_t* t = tile_buf.as<int32_t>();
-                g.tile_expert = t, g.tile_row0 = t + 3, g.tile_rows = t + 6, g.tile_count = t + 9, g.max_tiles = 3;
-                g.expert_first_tile = t + 10;
+                tiles.set(g);
                 g.a = a_buf.as<uint16_t>(), g.a_scale = scaled ? scale_buf.as<float>() : nullptr, g.scaled = scaled;
                 g.a_rows = tensor_copies ? rows : 0;
                 const cuda::DeviceMatrixSet& m = group.down;
