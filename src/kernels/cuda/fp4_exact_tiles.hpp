@@ -15,7 +15,7 @@
 
 namespace steadymoe::cuda::fp4_tiles {
 
-constexpr int kSubK = 64;                               // k of one stored sub-tile (a stage holds two)
+constexpr int kSubK = kStageK;                          // k of one stored sub-tile (a stage holds two)
 constexpr int kHalfRows = kFp4E4m3HalfRows;             // rows of a stored half block
 constexpr int kE4m3SubTileBytes = kTileN * kSubK;       // one e4m3 sub-tile: 128 rows x 64 codes
 constexpr int kE4m3BlockBytes = 2 * kE4m3SubTileBytes;  // the block's two

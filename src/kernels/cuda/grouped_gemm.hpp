@@ -25,6 +25,8 @@
 namespace steadymoe::cuda {
 
 inline constexpr int kTileN = 128;  // output features per tile
+// k values per stored weight tile (weight_layouts.hpp) and per pipeline (sub-)stage of the kernels that read them.
+inline constexpr int kStageK = 64;
 // Row tiles one launch takes: the kernel for FP4 weights meeting e4m3 activations gives a tile two rows of
 // CTAs (64 tokens each) in a grid of at most 65535 rows.
 inline constexpr int64_t kMaxLaunchTiles = 65535 / 2;

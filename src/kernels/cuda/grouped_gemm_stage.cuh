@@ -20,7 +20,7 @@
 
 namespace steadymoe::cuda::stage {
 
-constexpr int kBK = 64;               // k per stored weight tile and per (sub-)stage: two make one 128-wide scale block
+constexpr int kBK = kStageK;          // k per stored weight tile and per (sub-)stage: two make one 128-wide scale block
 constexpr int kRowBytes = kBK * 2;    // one bf16 row of a stage: 128 bytes, 8 chunks of 16
 constexpr int kBTileBytes = kTileN * kRowBytes;
 constexpr int kScaleBytes = 1024;     // per stage: the 128-block scales of the rows, then of the fragments

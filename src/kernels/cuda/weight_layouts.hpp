@@ -10,8 +10,6 @@
 
 namespace steadymoe::cuda {
 
-inline constexpr int64_t kStageK = 64;  // k values per stage tile (grouped_gemm_stage.cuh)
-
 // Stored bytes of one stage tile: kTileN rows x 64 k values.
 int64_t stage_tile_bytes(WeightCode code);
 
