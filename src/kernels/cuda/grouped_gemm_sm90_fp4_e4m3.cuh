@@ -220,7 +220,8 @@ __device__ __forceinline__ void fp4_e4m3_block_pair(float (&total)[S::kAcc], con
 // and a chunk's products are those of the whole width's MMA (a row's tensor-core sum does not depend on the
 // MMA's width): the same bits. A chunk's block goes into its totals once its fourth group is in.
 // (128-token CTAs so, four chunks, two sets of sums: ptxas left out six of their sixteen MMAs, the folds then
-// reading another chunk's sums; with a set a chunk they spilled at 168 registers. Neither is kept.)
+// reading another chunk's sums — bench/sass_mma_check.py shows it without a GPU; with a set a chunk they spilled
+// at 168 registers. Neither is kept. On 64-token CTAs the check finds the eight MMAs, folded in order.)
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_chunked_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
     static_assert(S::kChunkedMmas && S::kTokens == 64);

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""What the compiler made of each kernel's warpgroup MMAs, read from a SASS listing (`cuobjdump -sass FILE.cubin`),
+without a GPU. Per kernel (functions whose name contains FILTER, if given), in the listing's order (branches are
+not followed):
+- MMAs: the wgmma instructions (QGMMA / HGMMA), and how many of them are placeholders (`GMMA ... RZ, gdesc[URZ]`:
+  an MMA whose results the compiler found unused and dropped — where the source reads them, the kernel computes
+  something else);
+- early reads / early writes: instructions that read an MMA's accumulators before a `WARPGROUP.DEPBAR` has let it
+  complete, or write its accumulators or register operands (its A fragment) while it may still be in flight;
+- fold order: the MMAs (numbered as issued) whose accumulators the floating-point instructions after them read,
+  in the order they start reading each: the MMAs a source folds in order should appear in that order.
+usage: sass_mma_check.py LISTING [FILTER]"""
+import re
+import sys
+
+ADDRESSED = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?);")
+MMA = re.compile(r"(?:@!?U?P\w+\s+)?[QH]GMMA\.64x(\d+)x\d+\S*\s+(R\d+|RZ), (R\d+|gdesc)")
+WAIT = re.compile(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x([0-9a-f]+)")
+DEST = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s+R(\d+)")
+NOT_WRITES = ("ST", "RED", "ATOM", "SYNCS", "BAR", "BRA", "QGMMA", "HGMMA", "WARPGROUP")
+
+
+def functions(path):
+    name, body = None, []
+    for line in open(path, encoding="utf-8", errors="replace"):
+        found = re.search(r"Function : (\S+)", line)
+        if found:
+            if name:
+                yield name, body
+            name, body = found.group(1), []
+            continue
+        ins = ADDRESSED.search(line)
+        if name and ins:
+            body.append(ins.group(1))
+    if name:
+        yield name, body
+
+
+def written_registers(ins):
+    dest = DEST.match(ins)
+    if not dest or dest.group(1).startswith(NOT_WRITES):
+        return set()
+    width = 4 if ".128" in dest.group(1) else 2 if re.search(r"\.64\b|\.WIDE\b", dest.group(1)) else 1
+    return set(range(int(dest.group(2)), int(dest.group(2)) + width))
+
+
+def check(body):
+    mmas = placeholders = early_reads = early_writes = 0
+    in_flight = []   # (mma, accumulator registers, every register it uses)
+    writer = {}      # accumulator register -> (mma, complete)
+    order = []
+    for ins in body:
+        mma = MMA.match(ins)
+        if mma:
+            acc = set()
+            if mma.group(2) == "RZ":
+                placeholders += 1
+            else:
+                first = int(mma.group(2)[1:])
+                acc = set(range(first, first + int(mma.group(1)) // 2))
+            used = set(acc)
+            if mma.group(3).startswith("R"):
+                used |= set(range(int(mma.group(3)[1:]), int(mma.group(3)[1:]) + 4))
+            for r in acc:
+                writer[r] = (mmas, False)
+            in_flight.append((mmas, acc, used))
+            mmas += 1
+            continue
+        wait = WAIT.match(ins)
+        if wait:
+            keep = int(wait.group(1), 16)
+            done = {m for m, _, _ in (in_flight[:len(in_flight) - keep] if keep else in_flight)}
+            in_flight = in_flight[len(in_flight) - keep:] if keep else []
+            writer = {r: (m, c or m in done) for r, (m, c) in writer.items()}
+            continue
+        operands = ins.split(",", 1)[1] if "," in ins else ""
+        for r in map(int, re.findall(r"\bR(\d+)\b", operands)):
+            if r in writer:
+                m, complete = writer[r]
+                early_reads += not complete
+                if ins.startswith(("FFMA", "FMUL", "FADD")) and (not order or order[-1] != m):
+                    order.append(m)
+        written = written_registers(ins)
+        early_writes += sum(1 for _, _, used in in_flight if used & written)
+        for r in written:
+            writer.pop(r, None)
+    return mmas, placeholders, early_reads, early_writes, order
+
+
+def main(path, name_filter):
+    for name, body in functions(path):
+        if name_filter and name_filter not in name:
+            continue
+        mmas, placeholders, early_reads, early_writes, order = check(body)
+        if mmas == 0:
+            continue
+        print(f"{name}\n  MMAs {mmas}, placeholders {placeholders}, early reads {early_reads}, early writes {early_writes}; "
+              f"fold order {order}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "")
