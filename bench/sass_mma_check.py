@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""What the compiler made of each kernel's warpgroup MMAs, read from a SASS listing (`cuobjdump -sass FILE.cubin`),
-without a GPU. Per kernel (functions whose name contains FILTER, if given), in the listing's order (branches are
-not followed):
-- MMAs: the wgmma instructions (QGMMA / HGMMA), and how many of them are placeholders (`GMMA ... RZ, gdesc[URZ]`:
-  an MMA whose results the compiler found unused and dropped — where the source reads them, the kernel computes
-  something else);
-- early reads / early writes: instructions that read an MMA's accumulators before a `WARPGROUP.DEPBAR` has let it
-  complete, or write its accumulators or register operands (its A fragment) while it may still be in flight;
-- fold order: the MMAs (numbered as issued) whose accumulators the floating-point instructions after them read,
-  in the order they start reading each: the MMAs a source folds in order should appear in that order.
+"""What the compiler made of each kernel's warpgroup MMAs, read from a SASS listing (`cuobjdump -sass
+FILE.cubin`), without a GPU. Per kernel (functions whose name contains FILTER, if given), in the listing's
+order (branches are not followed):
+- MMAs: the wgmma instructions (QGMMA / HGMMA), and how many are placeholders (`GMMA ... RZ, gdesc[URZ]`: the
+  compiler's filler for a commit group left empty; where the source put an MMA in that group, it was dropped);
+- early reads / early writes: instructions that read an MMA's accumulators before a `WARPGROUP.DEPBAR.LE
+  gsb0, N` has let its commit group complete (groups end at the MMAs marked gsb0; N of them may stay
+  pending), or that write its accumulators or register operands (its A fragment) while it may be in flight;
+- fold order: the MMAs (numbered as issued) whose accumulators floating-point instructions read, in the
+  order they start reading each. The MMAs a source folds in order should appear in that order: a necessary
+  check, not a sufficient one (it does not follow each element's chain of operations).
 usage: sass_mma_check.py LISTING [FILTER]"""
 import re
 import sys
@@ -16,7 +17,7 @@ import sys
 ADDRESSED = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?);")
 MMA = re.compile(r"(?:@!?U?P\w+\s+)?[QH]GMMA\.64x(\d+)x\d+\S*\s+(R\d+|RZ), (R\d+|gdesc)")
 WAIT = re.compile(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x([0-9a-f]+)")
-DEST = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s+R(\d+)")
+DEST = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s+(?:U?P\w+, )?R(\d+)")  # (a predicate written first)
 NOT_WRITES = ("ST", "RED", "ATOM", "SYNCS", "BAR", "BRA", "QGMMA", "HGMMA", "WARPGROUP")
 
 
@@ -40,13 +41,14 @@ def written_registers(ins):
     dest = DEST.match(ins)
     if not dest or dest.group(1).startswith(NOT_WRITES):
         return set()
-    width = 4 if ".128" in dest.group(1) else 2 if re.search(r"\.64\b|\.WIDE\b", dest.group(1)) else 1
+    width = 4 if ".128" in dest.group(1) else 2 if re.search(r"\.U?64\b|\.WIDE\b", dest.group(1)) else 1
     return set(range(int(dest.group(2)), int(dest.group(2)) + width))
 
 
 def check(body):
     mmas = placeholders = early_reads = early_writes = 0
-    in_flight = []   # (mma, accumulator registers, every register it uses)
+    open_group = []  # the MMAs since the last group's end: (mma, every register it uses)
+    groups = []      # committed groups not known complete, oldest first
     writer = {}      # accumulator register -> (mma, complete)
     order = []
     for ins in body:
@@ -63,14 +65,17 @@ def check(body):
                 used |= set(range(int(mma.group(3)[1:]), int(mma.group(3)[1:]) + 4))
             for r in acc:
                 writer[r] = (mmas, False)
-            in_flight.append((mmas, acc, used))
+            open_group.append((mmas, used))
             mmas += 1
+            if re.search(r"\bgsb0\s*$", ins):
+                groups.append(open_group)
+                open_group = []
             continue
         wait = WAIT.match(ins)
         if wait:
             keep = int(wait.group(1), 16)
-            done = {m for m, _, _ in (in_flight[:len(in_flight) - keep] if keep else in_flight)}
-            in_flight = in_flight[len(in_flight) - keep:] if keep else []
+            done = {m for group in groups[:len(groups) - keep] for m, _ in group}
+            groups = groups[len(groups) - keep:] if keep else []
             writer = {r: (m, c or m in done) for r, (m, c) in writer.items()}
             continue
         operands = ins.split(",", 1)[1] if "," in ins else ""
@@ -81,7 +86,8 @@ def check(body):
                 if ins.startswith(("FFMA", "FMUL", "FADD")) and (not order or order[-1] != m):
                     order.append(m)
         written = written_registers(ins)
-        early_writes += sum(1 for _, _, used in in_flight if used & written)
+        in_flight = [used for group in groups for _, used in group] + [used for _, used in open_group]
+        early_writes += sum(1 for used in in_flight if used & written)
         for r in written:
             writer.pop(r, None)
     return mmas, placeholders, early_reads, early_writes, order
@@ -94,8 +100,8 @@ def main(path, name_filter):
         mmas, placeholders, early_reads, early_writes, order = check(body)
         if mmas == 0:
             continue
-        print(f"{name}\n  MMAs {mmas}, placeholders {placeholders}, early reads {early_reads}, early writes {early_writes}; "
-              f"fold order {order}")
+        print(f"{name}\n  MMAs {mmas}, placeholders {placeholders}, early reads {early_reads}, "
+              f"early writes {early_writes}; fold order {order}")
 
 
 if __name__ == "__main__":

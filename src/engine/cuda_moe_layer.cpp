@@ -108,7 +108,7 @@ std::string CudaMoeLayer::fp4_arithmetic() const {
     const bool chunked = !routed.gate_up.fp4_block_exact && cuda::grouped_gemm_fp4_chunked_mmas();
     return fmt::format("gate/up {}, down {}{}{}", name(routed.gate_up), name(routed.down),
                        tiled ? "; block-exact ones on the tiled kernel in other batches than decode ones" : "",
-                       chunked ? "; per-32 ones' MMAs in 32-token chunks in other batches than decode ones" : "");
+                       chunked ? "; per-32 ones' 64-token CTAs with their MMAs in 32-token chunks" : "");
 }
 
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path, Fp8Products fp8)

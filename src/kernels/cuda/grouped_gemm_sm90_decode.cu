@@ -179,11 +179,11 @@ using Fp4E4m3ThinFour = Fp4E4m3Shapes<false>::ThinFour;
 constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4E4m3Narrow = Fp4E4m3Shapes<false>::Narrow;
 using Fp4E4m3Wide = Fp4E4m3Shapes<false>::Wide;
-// Per-32 weights in other batches on request (STEADYMOE_FP4_CHUNKED_MMAS=1: hopper_fp4_chunked_mmas): the 64-token
-// CTAs with their groups' MMAs in two 32-token chunks, two in flight (fp4_e4m3_chunked_block). The same
-// instructions a block but four more MMAs and their waits (the SASS of both, compiled on the development machine:
-// 128 FFMA and 48 FMUL, about 70 integer operations of the widening, 18 shared loads; 122 registers against 120
-// with rows by tensor copies). Not yet run on a GPU.
+// Per-32 weights' 64-token CTAs on request (STEADYMOE_FP4_CHUNKED_MMAS=1: hopper_fp4_chunked_mmas), their
+// groups' MMAs in 32-token chunks (fp4_e4m3_chunked_block). The same instructions a block but four more MMAs
+// and their waits (the SASS of both, compiled on the development machine: 128 FFMA and 48 FMUL, about 70
+// integer operations of the widening, 18 shared loads; 122 registers against 120 with rows by tensor
+// copies). Not yet run on a GPU.
 using Fp4E4m3WideChunked = DecodeShape<WeightCode::Fp4, true, 64, 0, false, true>;
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8DecodeFewer = DecodeShape<WeightCode::Fp8, true, 32>;

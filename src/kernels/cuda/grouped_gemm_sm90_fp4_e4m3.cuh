@@ -115,7 +115,7 @@ struct StageScales {
 // total = fma(block, scale(s_a, r), total) with the block's token scales s_a (element i = 4j + r: token
 // 8j + 2q + r % 2, weight row row + 8 * (r / 2)), a lane's two tokens read as one pair (both places that
 // hold them are 8-byte aligned).
-// Elements [at, at + count) only (`at` a multiple of 4: tokens 2 * at onwards), where a chunk's block is done.
+// Elements [at, at + count) only (both multiples of 4; tokens 2 * at onwards), where a chunk's block is done.
 template <int kAcc, class Scale>
 __device__ __forceinline__ void fold_token_pairs(float (&total)[kAcc], const float (&block)[kAcc],
                                                  const float* token_scale, int q, Scale scale, int at = 0, int count = kAcc) {
@@ -128,7 +128,7 @@ __device__ __forceinline__ void fold_token_pairs(float (&total)[kAcc], const flo
     }
 }
 
-// total = fma(block, 64 * s_a, total): the per-32 arithmetic's fold of a block (of its elements [at, at + count)).
+// total = fma(block, 64 * s_a, total): the per-32 arithmetic's fold of a block (elements [at, at + count)).
 template <class S>
 __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float (&block)[S::kAcc],
                                            const float* token_scale, int q, int at = 0, int count = S::kAcc) {
@@ -214,14 +214,15 @@ __device__ __forceinline__ void fp4_e4m3_block_pair(float (&total)[S::kAcc], con
 
 // One block on 64-token CTAs in two 32-token chunks (S::kChunkedMmas): each group's MMA as one m64n32 MMA a
 // chunk, two in flight, so that a chunk's sums are folded while the other chunk's MMA multiplies, where
-// fp4_e4m3_block waits for a group's one m64n64 MMA before its fold (the profiler put 9% of those CTAs' samples on
-// the waits: bench/results/2026-12-03-cuda-indexed-rows.md). Two sets of a chunk's 16 sums take the registers of
-// one set of 32. MMA m is group m / 2 of chunk m % 2: each element is folded group by group in ascending order,
-// and a chunk's products are those of the whole width's MMA (a row's tensor-core sum does not depend on the
-// MMA's width): the same bits. A chunk's block goes into its totals once its fourth group is in.
-// (128-token CTAs so, four chunks, two sets of sums: ptxas left out six of their sixteen MMAs, the folds then
-// reading another chunk's sums — bench/sass_mma_check.py shows it without a GPU; with a set a chunk they spilled
-// at 168 registers. Neither is kept. On 64-token CTAs the check finds the eight MMAs, folded in order.)
+// fp4_e4m3_block waits for a group's one m64n64 MMA before its fold (the profiler put 9% of those CTAs'
+// samples on the waits: bench/results/2026-12-03-cuda-indexed-rows.md). Two sets of a chunk's 16 sums take
+// the registers of one set of 32. MMA m is group m / 2 of chunk m % 2: each element is folded group by group
+// in ascending order, and a chunk's products are those of the whole width's MMA (a row's tensor-core sum does
+// not depend on the MMA's width): the same bits. A chunk's block goes into its totals once its fourth group
+// is in. (128-token CTAs so, four chunks, two sets of sums: nvcc 13.0's ptxas left out six of their sixteen
+// MMAs, the folds then reading another chunk's sums — bench/sass_mma_check.py shows it without a GPU; with a
+// set a chunk they spilled at 168 registers. Neither is kept. On 64-token CTAs the check finds the eight
+// MMAs, folded in order.)
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_chunked_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
     static_assert(S::kChunkedMmas && S::kTokens == 64);
@@ -233,11 +234,13 @@ __device__ __forceinline__ void fp4_e4m3_chunked_block(float (&total)[S::kAcc], 
     uint32_t a[2][4];           // group g's fragments in a[g % 2]
     float sums[2][kChunkAcc];   // MMA m's sums in sums[m % 2]
     float block[S::kAcc];
-    // MMA m's sums into the block (after the wait that ends it; group g's fragments are free once its last
-    // chunk's MMA has ended), and the chunk's block into its totals after its last group
+    // MMA m's sums into the block (after the wait that ends it; group g's fragments are free, and kept from
+    // being reused sooner, once its last chunk's MMA has ended), and the chunk's block into its totals after
+    // its last group
     const auto fold = [&](int m) {
         const int g = m / kChunks, c = m % kChunks;
-        order_mma_registers(sums[m % 2], a[g % 2]);
+        if (c == kChunks - 1) order_mma_registers(sums[m % 2], a[g % 2]);
+        else fence_operands(sums[m % 2]);
         fold_group(block, c * kChunkAcc, sums[m % 2], blk, g);
         if (g == kFp4Groups - 1) fold_block<S>(total, block, token_scale, lane & 3, c * kChunkAcc, kChunkAcc);
     };
