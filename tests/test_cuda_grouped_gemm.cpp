@@ -11,7 +11,6 @@
 #include "../src/kernels/cuda/fp4_blocks.hpp"
 #include "../src/kernels/cuda/fp4_exact_tiles.hpp"
 #include "../src/kernels/cuda/grouped_gemm.hpp"
-#include "../src/kernels/cuda/grouped_gemm_items.hpp"
 #include "../src/kernels/cuda/tensor_map.hpp"
 #include "../src/kernels/cuda/weight_layouts.hpp"
 #include "test_util.hpp"
@@ -185,14 +184,13 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
                        const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}, int32_t splits = 1, int32_t tile_m = 0) {
     const cuda::DeviceExpertGroup group = upload(p, fp8_a && p.fp4);
     const int32_t tm = tile_m > 0 ? tile_m : cuda::grouped_gemm_tile_rows(), tiles = int32_t((kRows + tm - 1) / tm);
-    std::vector<int32_t> tile_list(size_t(3 * tiles + 3));  // experts, first rows, rows; the count; the expert's tiles
+    std::vector<int32_t> tile_list(size_t(3 * tiles + 1));
     for (int32_t t = 0; t < tiles; ++t) {
         tile_list[size_t(t)] = 0;                                                  // expert
         tile_list[size_t(tiles + t)] = t * tm;                                     // first row
         tile_list[size_t(2 * tiles + t)] = int32_t(std::min<int64_t>(tm, kRows - t * tm));  // rows
     }
     tile_list[size_t(3 * tiles)] = tiles;
-    tile_list[size_t(3 * tiles + 1)] = 0, tile_list[size_t(3 * tiles + 2)] = tiles;  // (STEADYMOE_ITEM_ORDER=experts)
     cuda::DeviceBuffer tile_buf(tile_list.size() * 4, "tiles"), a_buf(size_t(kRows * p.kdim) * 2, "a"),
         scale_buf(p.a_scale.size() * 4, "a scales"), out_buf(size_t(splits * kRows * kN) * 4, "out");
     tile_buf.upload(tile_list.data(), tile_list.size() * 4);
@@ -201,7 +199,6 @@ std::vector<float> run(const Problem& p, bool fp8_a, bool few_rows = false, bool
     cuda::GroupedGemmLaunch g;
     const int32_t* t = tile_buf.as<int32_t>();
     g.tile_expert = t, g.tile_row0 = t + tiles, g.tile_rows = t + 2 * tiles, g.tile_count = t + 3 * tiles;
-    g.expert_first_tile = t + 3 * tiles + 1;
     g.max_tiles = tiles;
     g.tile_m = tile_m;
     if (fp8_a) {
@@ -598,18 +595,15 @@ WeightMatrix random_block_exact_fp4(int64_t rows, int64_t cols, std::mt19937& rn
     return fp4_matrix(rows, cols, codes, exps, name);
 }
 
-// Three tiles of one expert over 150 rows (22, 100 and 28 rows), uploaded for the schedule tests' launches,
-// with the expert's first tile and the tile count (persistent CTAs take their items by expert with
-// STEADYMOE_ITEM_ORDER=experts: each n-block over the three tiles in turn).
+// Three tiles of one expert over 150 rows (22, 100 and 28 rows), uploaded for the schedule tests' launches.
 struct ThreeTiles {
     static constexpr int64_t kRows = 150;
-    const std::vector<int32_t> list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3, 0, 3};  // experts, first rows, rows, count
+    const std::vector<int32_t> list = {0, 0, 0, 0, 22, 122, 22, 100, 28, 3};  // experts, first rows, rows, count
     cuda::DeviceBuffer buf{list.size() * 4, "tiles"};
     ThreeTiles() { buf.upload(list.data(), list.size() * 4); }
     void set(cuda::GroupedGemmLaunch& g) const {
         const int32_t* t = buf.as<int32_t>();
         g.tile_expert = t, g.tile_row0 = t + 3, g.tile_rows = t + 6, g.tile_count = t + 9, g.max_tiles = 3;
-        g.expert_first_tile = t + 10;
     }
 };
 
@@ -676,34 +670,6 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
         EXPECT_EQ(std::memcmp(want.data(), run(p, true, true, true, {}, 1, tile_m).data(), want.size() * 4), 0)
             << "FP4 decode batch, tiles of " << tile_m << " rows (0: 128)";
     }
-}
-
-// Persistent items by expert (grouped_gemm_items.hpp), on the host: an expert's items keep their range of the
-// tile order and take each of its tiles' items once; consecutive items take one n-block item over the
-// expert's tiles in turn (so the CTAs reading a weight block run together).
-TEST(CudaGroupedGemm, ItemsByExpertTakeEachOfTheExpertsItemsOnce) {
-    for (const int n_items : {1, 2, 7, 16})
-        for (const int first : {0, 3, 11})
-            for (const int count : {1, 2, 5}) {
-                SCOPED_TRACE("n_items " + std::to_string(n_items) + ", first tile " + std::to_string(first) + ", tiles " +
-                             std::to_string(count));
-                std::vector<int> taken(size_t(count * n_items), 0);
-                cuda::ItemPlace before{-1, -1};
-                for (int u = first * n_items; u < (first + count) * n_items; ++u) {
-                    const cuda::ItemPlace place = cuda::item_by_expert(u, n_items, first, count);
-                    ASSERT_GE(place.tile, first);
-                    ASSERT_LT(place.tile, first + count);
-                    ASSERT_GE(place.item_n, 0);
-                    ASSERT_LT(place.item_n, n_items);
-                    ++taken[size_t((place.tile - first) * n_items + place.item_n)];
-                    if (place.tile == first)  // the next n-block item begins at the expert's first tile
-                        EXPECT_EQ(place.item_n, before.item_n + 1) << "item " << u;
-                    else  // the same n-block item on the next tile
-                        EXPECT_TRUE(place.item_n == before.item_n && place.tile == before.tile + 1) << "item " << u;
-                    before = place;
-                }
-                EXPECT_EQ(std::count(taken.begin(), taken.end(), 1), int64_t(taken.size())) << "every item taken once";
-            }
 }
 
 // The tiled kernel's conversion of block-exact FP4 weights (fp4_exact_tiles.hpp), run on the host: each

@@ -64,7 +64,6 @@ cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::
     g.tile_row0 = perm.tile_row0;
     g.tile_rows = perm.tile_rows;
     g.tile_count = perm.tile_count;
-    g.expert_first_tile = perm.tile_offsets;
     g.max_tiles = int32_t(tiles);
     g.a = a;
     g.a_scale = a_scale;

@@ -80,12 +80,6 @@ struct GroupedGemmLaunch {
     const int32_t* tile_rows = nullptr;
     const int32_t* tile_count = nullptr;
     int32_t max_tiles = 0;
-    // Or null: [experts + 1] each expert's first tile in the list, the last entry the tile count (each
-    // expert's tiles lie together, in expert order), as the permutation writes them
-    // (PermutationOut::tile_offsets). With it, and asked for (STEADYMOE_ITEM_ORDER=experts), persistent CTAs
-    // take an expert's items n-block by n-block, each over all of the expert's tiles
-    // (grouped_gemm_sm90_items.cuh; converted FP4 launches keep tile order). The bits are the same either way.
-    const int32_t* expert_first_tile = nullptr;
     // Rows per tile of the list (its permutation's tile_m): at most grouped_gemm_tile_rows(); 0 means that.
     int32_t tile_m = 0;
     // Instead of a tile list (a dense GEMM, as the router's): tile i covers rows i * identity_tile_rows

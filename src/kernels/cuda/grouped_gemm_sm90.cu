@@ -3,7 +3,6 @@
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90_cta.cuh"
-#include "grouped_gemm_sm90_items.cuh"
 #include "grouped_gemm_stage.cuh"
 #include "per_device.hpp"
 #include "tensor_map.hpp"
@@ -32,11 +31,10 @@ using namespace sm90;
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
 // kParked below). The items and their arithmetic are the same as one CTA each; only who computes them
-// differs. The items' order and lookup: grouped_gemm_sm90_items.cuh (a lookup loads the tile's entries
-// without loading the tile count first, which every item's start waited on before). Items handed out in turn
-// from a counter, in groups of 8 row tiles (an n-block over the group's tiles, so that the CTAs running
-// together read the same weights), took deepseek-v3's gate/up 1-6% less time and its down GEMM 10-17% more at
-// 16384 tokens, qwen3's the same: not kept (bench/results/2026-12-02-cuda-decode-occupancy.md).
+// differs. Items handed out in turn from a counter, in groups of 8 row tiles (an n-block over the group's
+// tiles, so that the CTAs running together read the same weights), took deepseek-v3's gate/up 1-6% less time
+// and its down GEMM 10-17% more at 16384 tokens, qwen3's the same: not kept
+// (bench/results/2026-12-02-cuda-decode-occupancy.md).
 // rows_map / by_map: activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
 // paired (persistent, by_map, launched in clusters of two): the two CTAs of a cluster take the two
 // n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
@@ -96,11 +94,13 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     const int n_items = pair_rank >= 0 ? n_blocks / 2 : n_blocks, units = pair_rank >= 0 ? 2 : 1;
     const int items = kPersistent ? tiles * n_items * g.k_splits : 1;
     const int first = kPersistent ? int(blockIdx.x) / units : 0, step = kPersistent ? int(gridDim.x) / units : 1;
-    // (Converted FP4 launches keep tile order: by expert, the persistent ones spilled.)
-    const PersistentItems order{g, tiles, n_items, pair_rank, kWide ? 2 : 1, !kConvert && g.expert_first_tile != nullptr};
     auto item_tile = [&](int w) -> Tile {
-        if constexpr (kPersistent) return order.at(w);
-        else return hopper_tile<kWG>(g);
+        if constexpr (kPersistent) {
+            const int rest = w / n_items, n_block = pair_rank >= 0 ? 2 * (w % n_items) + pair_rank : w % n_items;
+            return tile_at(g, rest % tiles, kWide ? 2 * n_block : n_block, rest / tiles);  // (n0: 128 a block)
+        } else {
+            return hopper_tile<kWG>(g);
+        }
     };
     if (first >= items) return;
     const Tile t0 = item_tile(first);
@@ -401,16 +401,6 @@ bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) {
 
 std::atomic<uint64_t> paired_launches{0};
 
-// Whether persistent launches take their items by expert (grouped_gemm_sm90_items.cuh): with
-// STEADYMOE_ITEM_ORDER=experts, where the launch says where each expert's tiles start. Off unless asked: not
-// yet measured on a GPU in this form (an earlier one took qwen3's gate/up 5% more time at 16384 tokens and
-// never ran on deepseek-v3, whose shared expert's tile list then lacked its offsets:
-// bench/results/2026-12-04-cuda-epilogues.md).
-bool items_by_expert(const GroupedGemmLaunch& g) {
-    static const bool on = env_equals("STEADYMOE_ITEM_ORDER", "experts");
-    return on && g.expert_first_tile != nullptr && g.identity_rows == 0;
-}
-
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
     cudaLaunchAttribute cluster{};
@@ -441,9 +431,7 @@ int concurrent_pairs(int threads, int smem) {
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false,
           bool kWide = false>
-cudaError_t launch_typed(const GroupedGemmLaunch& launch) {
-    GroupedGemmLaunch g = launch;
-    if (!kPersistent || !items_by_expert(g)) g.expert_first_tile = nullptr;  // (the kernel's item order)
+cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide>;

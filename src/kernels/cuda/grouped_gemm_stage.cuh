@@ -150,15 +150,6 @@ inline dim3 tile_grid(const GroupedGemmLaunch& g) {
     return dim3(unsigned((g.n + kTileN - 1) / kTileN), unsigned(g.max_tiles), unsigned(g.k_splits));
 }
 
-// Row tile i of a dense launch (GroupedGemmLaunch::identity_rows) with the output features of n-block n_block
-// and k split `split`; rows = 0 past its rows.
-__device__ __forceinline__ Tile identity_tile(const GroupedGemmLaunch& g, int i, int n_block, int split, int ktiles) {
-    const int64_t row0 = int64_t(i) * g.identity_tile_rows;
-    if (row0 >= g.identity_rows) return {0, 0, 0, 0, 0, 0, 0};
-    const int rows = int(g.identity_rows - row0 < g.identity_tile_rows ? g.identity_rows - row0 : g.identity_tile_rows);
-    return {0, int(row0), rows, n_block * kTileN, split, split * ktiles, ktiles};
-}
-
 // Row tile i of the launch with the output features of n-block n_block and k split `split`; rows = 0 past
 // the batch's tile count.
 // kPastL1: the list read from L2 (ld.global.cg): a kernel reading it before its dependent-launch wait
@@ -167,18 +158,15 @@ template <bool kPastL1 = false>
 __device__ __forceinline__ Tile tile_at(const GroupedGemmLaunch& g, int i, int n_block, int split) {
     const auto load = [](const int32_t* p) { return kPastL1 ? __ldcg(p) : *p; };
     const int ktiles = int(g.k / kBK) / g.k_splits;
-    if (g.identity_rows > 0) return identity_tile(g, i, n_block, split, ktiles);
+    if (g.identity_rows > 0) {
+        const int64_t row0 = int64_t(i) * g.identity_tile_rows;
+        if (row0 >= g.identity_rows) return {0, 0, 0, 0, 0, 0, 0};
+        const int rows = int(g.identity_rows - row0 < g.identity_tile_rows ? g.identity_rows - row0 : g.identity_tile_rows);
+        return {0, int(row0), rows, n_block * kTileN, split, split * ktiles, ktiles};
+    }
     if (i >= load(g.tile_count)) return {0, 0, 0, 0, 0, 0, 0};
     return {load(g.tile_expert + i), load(g.tile_row0 + i), load(g.tile_rows + i), n_block * kTileN, split,
             split * ktiles, ktiles};
-}
-// Row tile i of the launch, as tile_at, where i is known to be below the batch's tile count: no load of the
-// count delays the tile's loads. Persistent CTAs take their items' tiles so: every item lies below the count
-// read at their start.
-__device__ __forceinline__ Tile listed_tile(const GroupedGemmLaunch& g, int i, int n_block, int split) {
-    const int ktiles = int(g.k / kBK) / g.k_splits;
-    if (g.identity_rows > 0) return identity_tile(g, i, n_block, split, ktiles);
-    return {g.tile_expert[i], g.tile_row0[i], g.tile_rows[i], n_block * kTileN, split, split * ktiles, ktiles};
 }
 // Row tiles in this batch.
 __device__ __forceinline__ int tile_count(const GroupedGemmLaunch& g) {

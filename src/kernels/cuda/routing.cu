@@ -392,13 +392,7 @@ __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* 
         __syncthreads();
     }
     write_tiles(0, 0, base, 0, tile_m, out, threadIdx.x, blockDim.x);
-    if (threadIdx.x == 0) {
-        const int tiles = (base + tile_m - 1) / tile_m;
-        *out.tile_count = tiles, out.load[0] = base;
-        // The one expert's first row and tile, and the totals, as expert_offsets writes them for the routed
-        // experts (persistent GEMM launches may take their items by expert from tile_offsets).
-        out.offsets[0] = 0, out.offsets[1] = base, out.tile_offsets[0] = 0, out.tile_offsets[1] = tiles;
-    }
+    if (threadIdx.x == 0) *out.tile_count = (base + tile_m - 1) / tile_m, out.load[0] = base;
 }
 
 }  // namespace
