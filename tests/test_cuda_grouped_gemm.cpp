@@ -439,17 +439,13 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact);
 // every launch). The same bits every way — with activation scales that are not powers of two, with a partial
 // last n-tile (200 features), with k split in two and in eight (a split of one block: a stage half filled),
 // with thirteen blocks (every stage ring wraps), with token scales held per CTA and copied per stage — and
-// within the FP8 tensor cores' rounding of float64. (With STEADYMOE_FP4_CHUNKED_MMAS=1 the 64-token CTAs take
-// their MMAs in 32-token chunks: ctest's Fp4ChunkedMmas.GroupedGemm.)
+// within the FP8 tensor cores' rounding of float64.
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
     const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8), narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
               wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
-    const bool chunked = cuda::grouped_gemm_fp4_chunked_mmas();
-    std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 64 (per-32 weights' MMAs %s)\n", thin, narrow,
-                wide, chunked ? "in 32-token chunks" : "64 tokens wide");
-    EXPECT_EQ(chunked, cuda::env_equals("STEADYMOE_FP4_CHUNKED_MMAS", "1"));
+    std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 64\n", thin, narrow, wide);
     EXPECT_EQ(thin, cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4") ? 4 : 6);
     EXPECT_EQ(narrow, cuda::env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "fewer") ? 4 : 5);
     EXPECT_EQ(wide, 3);

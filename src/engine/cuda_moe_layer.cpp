@@ -105,10 +105,8 @@ std::string CudaMoeLayer::fp4_arithmetic() const {
     if (!routed.gate_up.fp4_e4m3_order) return "";
     const auto name = [](const cuda::DeviceMatrixSet& w) { return w.fp4_block_exact ? "block-exact" : "per-32"; };
     const bool tiled = routed.gate_up.fp4_block_exact && cuda::grouped_gemm_fp4_exact_tiled();
-    const bool chunked = !routed.gate_up.fp4_block_exact && cuda::grouped_gemm_fp4_chunked_mmas();
-    return fmt::format("gate/up {}, down {}{}{}", name(routed.gate_up), name(routed.down),
-                       tiled ? "; block-exact ones on the tiled kernel in other batches than decode ones" : "",
-                       chunked ? "; per-32 ones' 64-token CTAs with their MMAs in 32-token chunks" : "");
+    return fmt::format("gate/up {}, down {}{}", name(routed.gate_up), name(routed.down),
+                       tiled ? "; block-exact ones on the tiled kernel in other batches than decode ones" : "");
 }
 
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path, Fp8Products fp8)

@@ -195,8 +195,6 @@ int grouped_gemm_fp4_e4m3_ctas_per_sm(int tokens) {
 
 bool grouped_gemm_fp4_exact_tiled() { return grouped_gemm_takes_fp8_activations(WeightCode::Fp4) && hopper_fp4_exact_tiled(); }
 
-bool grouped_gemm_fp4_chunked_mmas() { return grouped_gemm_takes_fp8_activations(WeightCode::Fp4) && hopper_fp4_chunked_mmas(); }
-
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
     // Tiles no taller than the GPU's; an identity launch's are identity_tile_rows tall.

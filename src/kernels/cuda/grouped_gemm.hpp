@@ -204,8 +204,5 @@ int grouped_gemm_fp4_e4m3_ctas_per_sm(int tokens);
 // Whether block-exact FP4 weights meeting e4m3 activations take the tiled kernel in batches other than decode
 // ones (a Hopper, and STEADYMOE_FP4_EXACT_TILED=1; the same bits): tests and benchmarks say which they ran.
 bool grouped_gemm_fp4_exact_tiled();
-// Whether per-32 FP4 weights meeting e4m3 activations take their 64-token CTAs' MMAs in 32-token chunks (a
-// Hopper, and STEADYMOE_FP4_CHUNKED_MMAS=1; the same bits): tests and benchmarks say which they ran.
-bool grouped_gemm_fp4_chunked_mmas();
 
 }  // namespace steadymoe::cuda

@@ -35,10 +35,6 @@ bool hopper_decode_takes(WeightCode code);
 // (fp4_exact_tiles.hpp) and multiplied as those are, the same bits as the decode kernel's. Off unless asked:
 // not yet measured on a GPU.
 bool hopper_fp4_exact_tiled();
-// Whether per-32 FP4 weights meeting e4m3 activations take their 64-token CTAs' MMAs in 32-token chunks
-// (STEADYMOE_FP4_CHUNKED_MMAS=1; grouped_gemm_sm90_fp4_e4m3.cuh says how): the same bits. Off unless asked:
-// not yet measured on a GPU.
-bool hopper_fp4_chunked_mmas();
 // Whether `launch` takes the decode kernel (grouped_gemm_sm90_decode.cu: the weights as the MMAs' A operand;
 // launches with few rows, and every launch of FP4 weights meeting e4m3 activations), that kernel's launch, and
 // how many of its CTAs the current GPU keeps on one SM for weights `code` in decode batches (FP4: with bf16

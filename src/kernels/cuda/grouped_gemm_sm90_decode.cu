@@ -66,15 +66,13 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
 // kSmCtas > 0: that many CTAs to an SM, each with as many stages as its share of shared memory holds; 0: the
 // format's rule below. kExact: FP4 x e4m3 shapes for block-exact weights (the FP8 arithmetic:
-// grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins. kChunked: the per-32
-// 64-token FP4 x e4m3 shape with its groups' MMAs in 32-token chunks, two in flight (fp4_e4m3_chunked_block).
-template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0, bool kExact = false, bool kChunked = false>
+// grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins.
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0, bool kExact = false>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
     static constexpr bool kFp4E4m3 = kCode == WeightCode::Fp4 && kE4m3;  // per-32 folds (fp4_e4m3_block) unless kBlockExact
     static constexpr bool kBlockExact = kFp4E4m3 && kExact;
-    static constexpr bool kChunkedMmas = kChunked;
     static constexpr int kTokens = kTokensPerCta;
     static constexpr int kBlocks = kFp4E4m3 && kTokens <= 16 ? 2 : 1;
     static constexpr int kCtasPerSm = kSmCtas > 0 ? kSmCtas
@@ -119,7 +117,6 @@ struct DecodeShape {
     static constexpr int kHeldBlocks = kHoldsScales ? (kShareBytes - kHeldScaleOffset - 1024) / (kScaleLd * 4) : 0;
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
-    static_assert(!kChunkedMmas || (kFp4E4m3 && !kBlockExact && kTokens == 64), "chunked MMAs: per-32 FP4 x e4m3 CTAs of 64 tokens");
     static_assert(!kBlocksAtOnce || kBlocks == 2, "fp4_e4m3_block_pair multiplies a stage's two blocks");
     static_assert(!kExactPairs || kBlocks == 2, "fp4_exact::stage multiplies a stage's two blocks at once");
     static_assert(!kHoldsScales || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
@@ -179,12 +176,6 @@ using Fp4E4m3ThinFour = Fp4E4m3Shapes<false>::ThinFour;
 constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4E4m3Narrow = Fp4E4m3Shapes<false>::Narrow;
 using Fp4E4m3Wide = Fp4E4m3Shapes<false>::Wide;
-// Per-32 weights' 64-token CTAs on request (STEADYMOE_FP4_CHUNKED_MMAS=1: hopper_fp4_chunked_mmas), their
-// groups' MMAs in 32-token chunks (fp4_e4m3_chunked_block). The same instructions a block but four more MMAs
-// and their waits (the SASS of both, compiled on the development machine: 128 FFMA and 48 FMUL, about 70
-// integer operations of the widening, 18 shared loads; 122 registers against 120 with rows by tensor
-// copies). Not yet run on a GPU.
-using Fp4E4m3WideChunked = DecodeShape<WeightCode::Fp4, true, 64, 0, false, true>;
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8DecodeFewer = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4E4m3NarrowFewer = Fp4E4m3Shapes<false>::NarrowFewer;
@@ -660,11 +651,6 @@ int decode_tokens(WeightCode code) {
 
 }  // namespace
 
-bool hopper_fp4_chunked_mmas() {
-    static const bool on = env_equals("STEADYMOE_FP4_CHUNKED_MMAS", "1");
-    return on;
-}
-
 // The weight formats the decode kernel takes: FP4 with bf16 tokens (the tiled kernel's 64-row CTAs
 // have none), BF16 with bf16 tokens and FP8 with e4m3 tokens unless STEADYMOE_DECODE_KERNEL=tiled keeps
 // those on the tiled kernel's 64-row CTAs, to compare (the same bits). (FP4 with e4m3 tokens takes this
@@ -729,11 +715,7 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
         return launch_typed<typename Shapes::Thin, true>(g);
     case Fp4E4m3Narrow::kTokens:
         return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
-    default:
-        if constexpr (!kExact) {
-            if (hopper_fp4_chunked_mmas()) return launch_typed<Fp4E4m3WideChunked, true>(g);
-        }
-        return launch_typed<typename Shapes::Wide, true>(g);
+    default: return launch_typed<typename Shapes::Wide, true>(g);
     }
 }
 
@@ -776,7 +758,7 @@ int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? ctas_per_sm<Fp4E4m3NarrowFewer>() : ctas_per_sm<Fp4E4m3Narrow>();
-    case Fp4E4m3Wide::kTokens: return hopper_fp4_chunked_mmas() ? ctas_per_sm<Fp4E4m3WideChunked>() : ctas_per_sm<Fp4E4m3Wide>();
+    case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
     return 0;
 }

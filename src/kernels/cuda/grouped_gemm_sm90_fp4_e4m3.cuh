@@ -89,20 +89,13 @@ __device__ __forceinline__ void order_mma_registers(float (&sums)[kAcc], uint32_
     fence_operands(sums);
 }
 
-// block[at + i] = fma(sums[i], 2^(e_g - 127), block[at + i]): group g's sums (element i: weight row row + 8 *
-// (i / 2 % 2); `at` a multiple of 4, where a chunk of the tokens starts) scaled by their rows' exponents; the
-// first group's a plain product.
-template <int kN, int kAcc>
-__device__ __forceinline__ void fold_group(float (&block)[kAcc], int at, const float (&sums)[kN], const Fp4Block& blk, int g) {
-    static_assert(kN <= kAcc);
-    const float scale[2] = {__uint_as_float((blk.exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((blk.exps[1] >> (8 * g) & 0xFFu) << 23)};
-#pragma unroll
-    for (int i = 0; i < kN; ++i)
-        block[at + i] = g == 0 ? __fmul_rn(sums[i], scale[i / 2 % 2]) : __fmaf_rn(sums[i], scale[i / 2 % 2], block[at + i]);
-}
+// block = fma(sums, 2^(e_g - 127), block): group g's sums (element i: weight row row + 8 * (i / 2 % 2))
+// scaled by their rows' exponents; the first group's a plain product.
 template <int kAcc>
 __device__ __forceinline__ void fold_group(float (&block)[kAcc], const float (&sums)[kAcc], const Fp4Block& blk, int g) {
-    fold_group(block, 0, sums, blk, g);
+    const float scale[2] = {__uint_as_float((blk.exps[0] >> (8 * g) & 0xFFu) << 23), __uint_as_float((blk.exps[1] >> (8 * g) & 0xFFu) << 23)};
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) block[i] = g == 0 ? __fmul_rn(sums[i], scale[i / 2 % 2]) : __fmaf_rn(sums[i], scale[i / 2 % 2], block[i]);
 }
 
 // Where a stage's token scales lie for its consumers: block b's at scales + b * ld, token by token (in
@@ -115,12 +108,11 @@ struct StageScales {
 // total = fma(block, scale(s_a, r), total) with the block's token scales s_a (element i = 4j + r: token
 // 8j + 2q + r % 2, weight row row + 8 * (r / 2)), a lane's two tokens read as one pair (both places that
 // hold them are 8-byte aligned).
-// Elements [at, at + count) only (both multiples of 4; tokens 2 * at onwards), where a chunk's block is done.
 template <int kAcc, class Scale>
 __device__ __forceinline__ void fold_token_pairs(float (&total)[kAcc], const float (&block)[kAcc],
-                                                 const float* token_scale, int q, Scale scale, int at = 0, int count = kAcc) {
+                                                 const float* token_scale, int q, Scale scale) {
 #pragma unroll
-    for (int j = at / 4; j < (at + count) / 4; ++j) {
+    for (int j = 0; j < kAcc / 4; ++j) {
         const float2 pair = *reinterpret_cast<const float2*>(token_scale + 8 * j + 2 * q);
 #pragma unroll
         for (int r = 0; r < 4; ++r)
@@ -128,11 +120,11 @@ __device__ __forceinline__ void fold_token_pairs(float (&total)[kAcc], const flo
     }
 }
 
-// total = fma(block, 64 * s_a, total): the per-32 arithmetic's fold of a block (elements [at, at + count)).
+// total = fma(block, 64 * s_a, total): the per-32 arithmetic's fold of a block.
 template <class S>
 __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float (&block)[S::kAcc],
-                                           const float* token_scale, int q, int at = 0, int count = S::kAcc) {
-    fold_token_pairs(total, block, token_scale, q, [](float sa, int) { return __fmul_rn(sa, 64.0f); }, at, count);
+                                           const float* token_scale, int q) {
+    fold_token_pairs(total, block, token_scale, q, [](float sa, int) { return __fmul_rn(sa, 64.0f); });
 }
 
 // One block (b of its stage): its four groups' MMAs, kSets at once into sums of their own, each set committed
@@ -146,6 +138,10 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256 tokens and the same
 // elsewhere: bench/results/2026-12-03-cuda-widening.md. Four to an SM have those registers:
 // fp4_e4m3_block_pair.)
+// (64-token CTAs with each group's MMA in two 32-token chunks, one chunk's sums folded while the other's MMA
+// multiplied, in the registers of one set of sums: deepseek-v4-flash's routed experts took 1.3-1.5% more time
+// at 4096 and 16384 tokens — 8% more instructions a block, the issue slots 69.6% busy against 67.4% — so not
+// kept: bench/results/2026-12-05-cuda-switched-paths.md.)
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
     static_assert(S::kFp4E4m3);
@@ -212,73 +208,13 @@ __device__ __forceinline__ void fp4_e4m3_block_pair(float (&total)[S::kAcc], con
     }
 }
 
-// One block on 64-token CTAs in two 32-token chunks (S::kChunkedMmas): each group's MMA as one m64n32 MMA a
-// chunk, two in flight, so that a chunk's sums are folded while the other chunk's MMA multiplies, where
-// fp4_e4m3_block waits for a group's one m64n64 MMA before its fold (the profiler put 9% of those CTAs'
-// samples on the waits: bench/results/2026-12-03-cuda-indexed-rows.md). Two sets of a chunk's 16 sums take
-// the registers of one set of 32. MMA m is group m / 2 of chunk m % 2: each element is folded group by group
-// in ascending order, and a chunk's products are those of the whole width's MMA (a row's tensor-core sum does
-// not depend on the MMA's width): the same bits. A chunk's block goes into its totals once its fourth group
-// is in. (128-token CTAs so, four chunks, two sets of sums: nvcc 13.0's ptxas left out six of their sixteen
-// MMAs, the folds then reading another chunk's sums — bench/sass_mma_check.py shows it without a GPU; with a
-// set a chunk they spilled at 168 registers. Neither is kept. On 64-token CTAs the check finds the eight
-// MMAs, folded in order.)
-template <class S>
-__device__ __forceinline__ void fp4_e4m3_chunked_block(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row, int lane) {
-    static_assert(S::kChunkedMmas && S::kTokens == 64);
-    constexpr int kChunkTokens = 32, kChunkAcc = kChunkTokens / 2, kChunks = S::kTokens / kChunkTokens;
-    constexpr int kMmas = kFp4Groups * kChunks;
-    const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
-    const uint64_t tokens = stage_tokens<S>(stage, b);
-    const float* token_scale = sc.scales + b * sc.ld;
-    uint32_t a[2][4];           // group g's fragments in a[g % 2]
-    float sums[2][kChunkAcc];   // MMA m's sums in sums[m % 2]
-    float block[S::kAcc];
-    // MMA m's sums into the block (after the wait that ends it; group g's fragments are free, and kept from
-    // being reused sooner, once its last chunk's MMA has ended), and the chunk's block into its totals after
-    // its last group
-    const auto fold = [&](int m) {
-        const int g = m / kChunks, c = m % kChunks;
-        if (c == kChunks - 1) order_mma_registers(sums[m % 2], a[g % 2]);
-        else fence_operands(sums[m % 2]);
-        fold_group(block, c * kChunkAcc, sums[m % 2], blk, g);
-        if (g == kFp4Groups - 1) fold_block<S>(total, block, token_scale, lane & 3, c * kChunkAcc, kChunkAcc);
-    };
-    widen_group(blk, 0, a[0]);
-#pragma unroll
-    for (int m = 0; m < kMmas; ++m) {
-        const int g = m / kChunks, c = m % kChunks;
-        if (m >= 2) {  // MMA m - 2's sums, folded before MMA m writes its set anew
-            wgmma_wait<1>();
-            fold(m - 2);
-        }
-        order_mma_registers(sums[m % 2], a[g % 2]);
-        wgmma_fence();
-        // (the token tile of group g, from k 32 * (g % 2), at chunk c's rows: whole swizzle atoms further on)
-        wgmma_m64n32k32_e4m3_rs(sums[m % 2], a[g % 2],
-                                tokens + (g / 2) * (S::kTokenTileBytes / 16) + (32 * (g % 2)) / 16 + c * (kChunkTokens * S::kTokenRowBytes / 16));
-        wgmma_commit();
-        // Group g + 1's fragments into a[(g + 1) % 2]: free from the start for group 1; for the others once
-        // group g - 1's last MMA (m - 2 at c == 1) has been waited for.
-        if (g + 1 < kFp4Groups && c == (g == 0 ? 0 : 1)) widen_group(blk, g + 1, a[(g + 1) % 2]);
-    }
-    wgmma_wait<1>();
-    fold(kMmas - 2);
-    wgmma_wait<0>();
-    fold(kMmas - 1);
-}
-
 // A stage's `count` blocks (a split's last stage may have one).
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
-    if constexpr (S::kChunkedMmas) {
-        for (int b = 0; b < count; ++b) fp4_e4m3_chunked_block<S>(total, stage, sc, b, row, lane);
-    } else {
-        if constexpr (S::kBlocksAtOnce) {
-            if (count == 2) return fp4_e4m3_block_pair<S>(total, stage, sc, row, lane);
-        }
-        for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
+    if constexpr (S::kBlocksAtOnce) {
+        if (count == 2) return fp4_e4m3_block_pair<S>(total, stage, sc, row, lane);
     }
+    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
 }
 #endif
 
