@@ -629,8 +629,8 @@ WeightMatrix fp8_twin(const WeightMatrix& fp4) {
 
 // Block-exact FP4 weights take the FP8 kernels' arithmetic: converted exactly to e4m3 codes with a scale per
 // 128 x 128 block (here by the test itself), they give the same bits on the FP8 kernels — the tiled kernel
-// and the decode kernel — as on the FP4 ones, in every batch's form (other batches on the decode kernel, or on
-// the tiled kernel where asked: STEADYMOE_FP4_EXACT_TILED=1).
+// and the decode kernel — as on the FP4 ones, in every batch's form (other batches on the tiled kernel, or on
+// the decode kernel with STEADYMOE_FP4_EXACT_TILED=0).
 TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
@@ -648,8 +648,8 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBits) {
     fp8.w_scale.assign(static_cast<const float*>(twin.scale.raw()), static_cast<const float*>(twin.scale.raw()) + twin.scale.numel());
     const std::vector<float> want = run(fp8, true, false);  // the FP8 tiled kernel
     EXPECT_EQ(std::memcmp(want.data(), run(p, true, false).data(), want.size() * 4), 0) << "FP4, other batches";
-    // Other batches take the tiled kernel where asked (STEADYMOE_FP4_EXACT_TILED=1): every schedule, with rows
-    // by tensor copies and by the producer's cp.async (a launch that gives no row count).
+    // Other batches take the tiled kernel (unless STEADYMOE_FP4_EXACT_TILED=0): every schedule, with rows by
+    // tensor copies and by the producer's cp.async (a launch that gives no row count).
     std::printf("block-exact FP4, other batches: the %s kernel\n", cuda::grouped_gemm_fp4_exact_tiled() ? "tiled" : "decode");
     for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent, cuda::TiledSchedule::Parked})
         for (const bool row_copies : {true, false}) {
@@ -733,8 +733,8 @@ TEST(CudaGroupedGemm, Fp4BlockConversionGivesTheFp8StoredTiles) {
 
 // Block-exact FP4 weights over many n-blocks (more items than persistent CTAs, so each walks several, its
 // blocks' spare tiles alternating across them), with k of one block and of three: the bits of their FP8 form
-// on the FP8 tiled kernel, on every schedule, rows by tensor copies and by cp.async (other batches: the decode
-// kernel, or the tiled one where asked, STEADYMOE_FP4_EXACT_TILED=1).
+// on the FP8 tiled kernel, on every schedule, rows by tensor copies and by cp.async (other batches: the tiled
+// kernel, or the decode one with STEADYMOE_FP4_EXACT_TILED=0).
 TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBitsOverManyItems) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";

@@ -202,7 +202,7 @@ bool grouped_gemm_takes_fp8_activations(WeightCode code);
 // where there is none.
 int grouped_gemm_fp4_e4m3_ctas_per_sm(int tokens);
 // Whether block-exact FP4 weights meeting e4m3 activations take the tiled kernel in batches other than decode
-// ones (a Hopper, and STEADYMOE_FP4_EXACT_TILED=1; the same bits): tests and benchmarks say which they ran.
+// ones (a Hopper, unless STEADYMOE_FP4_EXACT_TILED=0; the same bits): tests and benchmarks say which they ran.
 bool grouped_gemm_fp4_exact_tiled();
 
 }  // namespace steadymoe::cuda

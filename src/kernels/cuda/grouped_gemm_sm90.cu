@@ -46,8 +46,9 @@ using namespace sm90;
 // longer wait for every epilogue.
 // kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
 // one m64n256 MMA a k step over two n-tiles' weight tiles.
-// Block-exact FP4 weights meeting e4m3 activations (kConverts, on request: hopper_fp4_exact_tiled): the FP8
-// path's MMAs and folds on each stage's block converted to FP8 weights' tiles by the consumers.
+// Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
+// hopper_fp4_exact_tiled): the FP8 path's MMAs and folds on each stage's block converted to FP8 weights'
+// tiles by the consumers.
 template <int kWG, bool kParked>
 constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps : 0);
 
@@ -603,7 +604,7 @@ bool hopper_gemm_available() {
 }
 
 bool hopper_fp4_exact_tiled() {
-    static const bool on = env_equals("STEADYMOE_FP4_EXACT_TILED", "1");
+    static const bool on = !env_equals("STEADYMOE_FP4_EXACT_TILED", "0");
     return on;
 }
 

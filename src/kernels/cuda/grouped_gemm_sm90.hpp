@@ -31,9 +31,10 @@ uint64_t hopper_paired_launches();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);
 // Whether block-exact FP4 weights meeting e4m3 activations take the tiled kernel in launches other than
-// few-row ones (STEADYMOE_FP4_EXACT_TILED=1): each stage's block converted to FP8 weights' tiles
-// (fp4_exact_tiles.hpp) and multiplied as those are, the same bits as the decode kernel's. Off unless asked:
-// not yet measured on a GPU.
+// few-row ones: each stage's block converted to FP8 weights' tiles (fp4_exact_tiles.hpp) and multiplied as
+// those are, the same bits as the decode kernel's. deepseek-v4-flash's routed experts took 21% less time so
+// at 16384 tokens (bench/results/2026-12-05-cuda-switched-paths.md); STEADYMOE_FP4_EXACT_TILED=0 keeps them on
+// the decode kernel's 64-token CTAs, to compare (the same bits).
 bool hopper_fp4_exact_tiled();
 // Whether `launch` takes the decode kernel (grouped_gemm_sm90_decode.cu: the weights as the MMAs' A operand;
 // launches with few rows, and every launch of FP4 weights meeting e4m3 activations), that kernel's launch, and

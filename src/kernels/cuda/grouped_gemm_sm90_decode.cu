@@ -2,8 +2,8 @@
 // weight rows and a few tokens to a CTA. It runs decode batches (BF16 weights and FP8 weights meeting e4m3
 // tokens read by the MMAs from their stage as stored; FP4 weights widened from e2m1 codes straight into
 // registers) and every batch of FP4 weights meeting e4m3 tokens (widened to e4m3; 8 or 16 tokens to a CTA
-// in decode batches, 64 in others), which no other kernel multiplies (but block-exact ones in other batches
-// on request: hopper_fp4_exact_tiled).
+// in decode batches, 64 in others), which no other kernel multiplies (but block-exact ones in other batches:
+// hopper_fp4_exact_tiled).
 //
 // Why a kernel of its own: the tiled kernel (grouped_gemm_sm90.cu) multiplies 64 or 128 rows, mostly
 // padding in a decode batch, against 128 features per CTA. Its activation tiles take shared memory from
