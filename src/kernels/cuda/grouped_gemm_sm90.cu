@@ -34,7 +34,10 @@ using namespace sm90;
 // differs. Items handed out in turn from a counter, in groups of 8 row tiles (an n-block over the group's
 // tiles, so that the CTAs running together read the same weights), took deepseek-v3's gate/up 1-6% less time
 // and its down GEMM 10-17% more at 16384 tokens, qwen3's the same: not kept
-// (bench/results/2026-12-02-cuda-decode-occupancy.md).
+// (bench/results/2026-12-02-cuda-decode-occupancy.md). Items by expert (each n-block over the expert's
+// tiles in turn, from the permutation's tile offsets) took deepseek-v3's gate/up 7% more, and a lookup that
+// skipped the tile count's load 3.3% more (the kernel's registers rose from 141 to 158): not kept
+// (bench/results/2026-12-05-cuda-switched-paths.md).
 // rows_map / by_map: activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
 // paired (persistent, by_map, launched in clusters of two): the two CTAs of a cluster take the two
 // n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
