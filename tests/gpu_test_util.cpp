@@ -3,6 +3,7 @@
 #include "steadymoe/engine/synthetic.hpp"
 #include "steadymoe/model/quantize.hpp"
 
+#include "../src/kernels/cuda/grouped_gemm.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -86,6 +87,11 @@ MoeConfig routing_variant(const std::string& name) {
 }
 
 
+
+std::string block_exact_fp4_arithmetic() {
+    const std::string tiled = cuda::grouped_gemm_fp4_exact_tiled() ? "; block-exact ones on the tiled kernel in other batches than decode ones" : "";
+    return "gate/up block-exact, down block-exact" + tiled;
+}
 
 void expect_same_routing_bits(const MoeOutput& a, const MoeOutput& b) {
     EXPECT_EQ(test::first_bit_difference(a.topk_ids.raw(), b.topk_ids.raw(), a.topk_ids.nbytes()), -1);

@@ -101,8 +101,7 @@ TEST(CudaGolden, DeepseekV4LayersMatchTheReference) {
             std::printf("deepseek-v4-tiny layer %d: %s path %s; FP4 arithmetic: %s\n", L, cuda_path_name(gpu.path()),
                         gpu.portable_reason().c_str(), gpu.fp4_arithmetic().c_str());
             if (fp8 == Fp8Products::TensorCoresBlockExact && CudaMoeLayer::fp8_tensor_cores())
-                EXPECT_EQ(gpu.fp4_arithmetic().rfind("gate/up block-exact, down block-exact", 0), 0u) << "layer " << L << ": "
-                                                                                               << gpu.fp4_arithmetic();
+                EXPECT_EQ(gpu.fp4_arithmetic(), test::block_exact_fp4_arithmetic()) << "layer " << L;
             const MoeOutput out = gpu.forward(in);
             const double err = test::relative_error(out.output, io.get("output." + std::to_string(L)));
             EXPECT_LE(err, exact ? 3e-3 : 2e-2) << "layer " << L;

@@ -69,8 +69,8 @@ TEST_P(CudaTensorCore, MatchesTheCpuBackendWithinRounding) {
     const double err = test::relative_error(got.output, want.output);
     EXPECT_LE(err, 1e-2);
     std::printf("%s experts, tensor-core path vs CPU backend: relative difference %.3g\n", GetParam().c_str(), err);
-    if (products_of(GetParam()) == Fp8Products::TensorCoresBlockExact && CudaMoeLayer::fp8_tensor_cores())  // (then which kernel)
-        EXPECT_EQ(gpu.fp4_arithmetic().rfind("gate/up block-exact, down block-exact", 0), 0u) << gpu.fp4_arithmetic();
+    if (products_of(GetParam()) == Fp8Products::TensorCoresBlockExact && CudaMoeLayer::fp8_tensor_cores())
+        EXPECT_EQ(gpu.fp4_arithmetic(), test::block_exact_fp4_arithmetic());
     if (GetParam() == "bf16") return;
     // FP8 / FP4 products summed in fp32: the CPU's arithmetic up to the order of fp32 additions.
     const CudaMoeLayer exact(cpu, CudaPath::TensorCore, Fp8Products::Fp32Sums);
