@@ -942,12 +942,15 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 const bool wide = cuda::env_equals("STEADYMOE_WIDE_CTAS", "1") && !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1") &&
                                   !scaled && schedule == cuda::TiledSchedule::Persistent && N % 256 == 0;
                 const int64_t items_across = wide ? N / 256 : GetParam();
-                const bool pairs = persistent && tensor_copies && items_across % 2 == 0 &&
-                                   !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
+                const bool clustered = persistent && tensor_copies && items_across % 2 == 0 &&
+                                       !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
+                // Clusters of four (STEADYMOE_QUAD_CTAS=1) on unscaled 128-wide items (bf16 rows and weights).
+                const bool quads = clustered && !wide && !scaled && cuda::env_equals("STEADYMOE_QUAD_CTAS", "1");
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
-                const uint64_t paired_before = cuda::grouped_gemm_paired_launches();
+                const uint64_t paired_before = cuda::grouped_gemm_paired_launches(), quads_before = cuda::grouped_gemm_quad_launches();
                 ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
-                EXPECT_EQ(cuda::grouped_gemm_paired_launches() - paired_before, pairs ? 1u : 0u) << "paired CTAs expected: " << pairs;
+                EXPECT_EQ(cuda::grouped_gemm_paired_launches() - paired_before, clustered && !quads ? 1u : 0u) << "pairs expected";
+                EXPECT_EQ(cuda::grouped_gemm_quad_launches() - quads_before, quads ? 1u : 0u) << "clusters of four expected: " << quads;
                 ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
                 std::vector<float> got(size_t(rows * N));
                 out_buf.download(got.data(), got.size() * 4);
@@ -968,6 +971,109 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
 }
 
 INSTANTIATE_TEST_SUITE_P(NBlocks, EveryTiledSchedule, ::testing::Values(int64_t(151), int64_t(150), int64_t(152)));
+
+// Persistent CTAs in clusters (pairs; with STEADYMOE_QUAD_CTAS=1 clusters of four, whose two row tiles share a
+// stage's weight copies where they hold rows of one expert) on a tile list of two experts: tiles 0-1 of
+// expert 0 share weights, tiles 2-3 straddle the experts (each copies its own), tiles 4-5 of expert 1 share them,
+// tile 6 has no partner. FP8 weights meeting e4m3 rows (scaled) and bf16 weights meeting bf16 rows, on small
+// integers and powers of two: every sum is exact, so each row must give the float64 result of its own expert's
+// weights bit for bit, with epilogues from registers and parked.
+TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "clusters are the Hopper kernel's; this GPU runs the sm_80 kernel";
+    constexpr int64_t N = 4 * 128, K = 384;
+    const std::vector<int32_t> experts = {0, 0, 0, 1, 1, 1, 1}, rows = {128, 100, 128, 5, 128, 128, 60};
+    const int32_t tiles = int32_t(experts.size());
+    std::vector<int32_t> list(size_t(3 * tiles + 1));
+    int32_t total = 0;
+    for (int32_t t = 0; t < tiles; ++t) {
+        list[size_t(t)] = experts[size_t(t)], list[size_t(tiles + t)] = total, list[size_t(2 * tiles + t)] = rows[size_t(t)];
+        total += rows[size_t(t)];
+    }
+    list[size_t(3 * tiles)] = tiles;
+    std::mt19937 rng(37);
+    std::uniform_int_distribution<int> small(-3, 3);
+    const auto power_of_two = [&] { return std::ldexp(1.0f, small(rng) % 2); };  // 0.5, 1 or 2
+    const bool quads_asked = cuda::env_equals("STEADYMOE_QUAD_CTAS", "1") && !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") &&
+                             !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
+    const bool clusters = !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
+    for (bool fp8 : {true, false}) {
+        if (fp8 && !fp8_path_here(false)) {
+            std::printf("FP8 weights do not take e4m3 activations on this GPU: not tested\n");
+            continue;
+        }
+        // Per expert: weight codes [N][K] (e4m3 of small integers) and, FP8, block scales [N/128][K/128].
+        std::vector<std::vector<uint8_t>> codes(2, std::vector<uint8_t>(size_t(N * K)));
+        std::vector<std::vector<float>> w_scales(2, std::vector<float>(size_t((N / 128) * (K / 128)), 1.0f));
+        ExpertWeights e[2];
+        for (int x = 0; x < 2; ++x) {
+            for (uint8_t& c : codes[size_t(x)]) c = f32_to_e4m3(float(small(rng)));
+            if (fp8) {
+                for (float& v : w_scales[size_t(x)]) v = power_of_two();
+                const std::vector<uint8_t> one(size_t(K * N), 0x38);
+                const std::vector<float> ones(size_t((K / 128) * (N / 128)), 1.0f);
+                e[x].gate = fp8_matrix(K, N, one, ones, "gate"), e[x].up = fp8_matrix(K, N, one, ones, "up");
+                e[x].down = fp8_matrix(N, K, codes[size_t(x)], w_scales[size_t(x)], "down");
+            } else {
+                const auto one = [](int64_t) { return 1.0f; };
+                e[x].gate = bf16_matrix(K, N, one, "gate"), e[x].up = bf16_matrix(K, N, one, "up");
+                e[x].down = bf16_matrix(N, K, [&](int64_t i) { return e4m3_to_f32(codes[size_t(x)][size_t(i)]); }, "down");
+            }
+        }
+        const cuda::DeviceExpertGroup group = cuda::upload_expert_group({&e[0], &e[1]}, "cluster test");
+        std::vector<uint8_t> a(size_t(total * K));
+        for (uint8_t& c : a) c = f32_to_e4m3(float(small(rng)));
+        std::vector<float> a_scale(size_t(total * (K / 128)), 1.0f);
+        if (fp8)
+            for (float& v : a_scale) v = power_of_two();
+        std::vector<double> want(size_t(total * N));
+        for (int32_t t = 0; t < tiles; ++t)
+            for (int32_t r = list[size_t(tiles + t)]; r < list[size_t(tiles + t)] + rows[size_t(t)]; ++r)
+                for (int64_t n = 0; n < N; ++n) {
+                    const int x = experts[size_t(t)];
+                    double sum = 0;
+                    for (int64_t k = 0; k < K; ++k)
+                        sum += double(e4m3_to_f32(a[size_t(r * K + k)])) * a_scale[size_t(r * (K / 128) + k / 128)] *
+                               e4m3_to_f32(codes[size_t(x)][size_t(n * K + k)]) * w_scales[size_t(x)][size_t((n / 128) * (K / 128) + k / 128)];
+                    want[size_t(r * N + n)] = sum;
+                }
+        std::vector<uint16_t> a_bf16;
+        for (uint8_t c : a) a_bf16.push_back(f32_to_bf16(e4m3_to_f32(c)));
+        cuda::DeviceBuffer tile_buf(list.size() * 4, "tiles"), a_buf(a_bf16.size() * 2, "a"), scale_buf(a_scale.size() * 4, "a scales"),
+            out_buf(size_t(total * N) * 4, "out");
+        tile_buf.upload(list.data(), list.size() * 4);
+        if (fp8) a_buf.upload(a.data(), a.size());
+        else a_buf.upload(a_bf16.data(), a_bf16.size() * 2);
+        scale_buf.upload(a_scale.data(), a_scale.size() * 4);
+        for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::Parked}) {
+            SCOPED_TRACE(std::string(fp8 ? "FP8 weights, e4m3 rows" : "bf16 weights and rows") +
+                         (schedule == cuda::TiledSchedule::Parked ? ", parked epilogues" : ", epilogues from registers"));
+            cuda::GroupedGemmLaunch g;
+            const int32_t* t = tile_buf.as<int32_t>();
+            g.tile_expert = t, g.tile_row0 = t + tiles, g.tile_rows = t + 2 * tiles, g.tile_count = t + 3 * tiles, g.max_tiles = tiles;
+            if (fp8) g.a_fp8 = a_buf.as<uint8_t>(), g.a_scale = scale_buf.as<float>();
+            else g.a = a_buf.as<uint16_t>();
+            const cuda::DeviceMatrixSet& m = group.down;
+            g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
+            g.w_scale = fp8 ? m.scale.get() : nullptr, g.scale_expert_bytes = fp8 ? m.scale_expert_bytes : 0, g.scaled = fp8;
+            g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
+            g.a_rows = total;  // rows by tensor copies: the persistent CTAs run in clusters
+            ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(total * N) * 4), cudaSuccess);  // NaN where nothing is written
+            const uint64_t pairs_before = cuda::grouped_gemm_paired_launches(), quads_before = cuda::grouped_gemm_quad_launches();
+            ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            EXPECT_EQ(cuda::grouped_gemm_quad_launches() - quads_before, quads_asked ? 1u : 0u);
+            EXPECT_EQ(cuda::grouped_gemm_paired_launches() - pairs_before, clusters && !quads_asked ? 1u : 0u);
+            std::vector<float> got(size_t(total * N));
+            out_buf.download(got.data(), got.size() * 4);
+            int64_t wrong = 0, first = -1;
+            for (size_t i = 0; i < got.size(); ++i)
+                if (double(got[i]) != want[i] && wrong++ == 0) first = int64_t(i);
+            EXPECT_EQ(wrong, 0) << "first at row " << first / N << " feature " << first % N << ": got "
+                                << (first >= 0 ? got[size_t(first)] : 0) << ", want " << (first >= 0 ? want[size_t(first)] : 0);
+        }
+    }
+}
 
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16
 // of the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the

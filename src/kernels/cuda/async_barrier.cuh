@@ -88,8 +88,8 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const void* map, int x
         : "memory");
 }
 
-// Two-CTA clusters, where a producer's tensor copy lands in both CTAs' shared memory (multicast) and
-// each CTA's consumers release a stage to both producers.
+// Clusters of two or four CTAs, where a producer's copy lands in several CTAs' shared memory (multicast) and
+// each CTA's consumers release a stage to every producer that writes it.
 
 // This CTA's rank in its cluster.
 __device__ __forceinline__ uint32_t cluster_rank() {
@@ -99,13 +99,13 @@ __device__ __forceinline__ uint32_t cluster_rank() {
 }
 
 // Every thread of the cluster that has not exited: what one CTA wrote before (its barriers' initialisation,
-// its last remote arrivals) is seen by the other CTA after.
+// its last remote arrivals) is seen by the other CTAs after.
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
 // An arrival on the barrier at the same place in the shared memory of the cluster's CTA `rank`, with the
-// barrier's default semantics (release at CTA scope). It hands a stage back to the other CTA's producer
+// barrier's default semantics (release at CTA scope). It hands a stage back to that CTA's producer
 // once this warp's reads of it are complete (its MMAs waited for, its loads returned), which is what keeps
 // that producer's next copy from overwriting them. A release at cluster scope would also wait for every
 // earlier store of the thread, the epilogue's included: once per stage, it doubled prefill GEMM times
@@ -124,6 +124,15 @@ __device__ __forceinline__ void tensor_copy_2d_multicast(void* dst, const void* 
             shared_address(dst)),
         "l"(map), "r"(x), "r"(y), "r"(shared_address(bar)), "h"(ctas)
         : "memory");
+}
+
+// bulk_copy into the same place of the shared memory of every CTA in `ctas` (a bit per rank), each completing
+// its bytes on its own barrier at `bar`'s place.
+__device__ __forceinline__ void bulk_copy_multicast(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint16_t ctas) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::"r"(
+                     shared_address(dst)),
+                 "l"(src), "r"(bytes), "r"(shared_address(bar)), "h"(ctas)
+                 : "memory");
 }
 
 // A barrier among the first `threads` threads of the block (id 0 is __syncthreads').

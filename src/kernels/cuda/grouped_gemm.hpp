@@ -188,9 +188,12 @@ FewCtaShape grouped_gemm_few_cta_shape(WeightCode code, bool a_fp8);
 
 // Launches so far in this process that ran on Hopper's persistent CTAs paired in clusters of two, which
 // copy each stage's rows once for both (where rows come by tensor copies and the 128-wide n-blocks pair up;
-// STEADYMOE_PAIRED_CTAS=0 turns it off). The bits are the same either way: tests read this to know which
+// STEADYMOE_PAIRED_CTAS=0 turns it off), and those that ran in clusters of four, two such pairs on two row
+// tiles that also copy each stage's weights once for both where the tiles share an expert
+// (STEADYMOE_QUAD_CTAS=1 asks for them). The bits are the same either way: tests read these to know which
 // they ran.
 uint64_t grouped_gemm_paired_launches();
+uint64_t grouped_gemm_quad_launches();
 
 // Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 and FP4 weights
 // on a Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores

@@ -44,6 +44,9 @@ using namespace sm90;
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
+// kQuad (persistent, by_map, launched in clusters of four; on request: quad_ctas): two such pairs take the two row tiles of a (tile pair, n-block pair) item;
+// where both tiles hold rows of one expert, the two CTAs of an n-block read the same weights, and each copies
+// half of a stage's weights into both. A stage is refilled once the consumers of all four have released it.
 // kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
 // its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
 // longer wait for every epilogue.
@@ -66,7 +69,8 @@ __device__ __forceinline__ void convert_stage(char* stage, char* tile) {
 }
 #endif
 
-template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false, bool kWide = false>
+template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false, bool kWide = false,
+          bool kQuad = false>
 __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
@@ -78,6 +82,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(!kParked || kPersistent);
     static_assert(!kWide || (kCode == WeightCode::Bf16 && !kScaled && !kFp8A && kWG == 2 && kPersistent && !kParked),
                   "wide CTAs: unscaled bf16, persistent, epilogues from registers");
+    static_assert(!kQuad || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide>), "clusters of four: persistent, weights in one run");
     constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
@@ -91,24 +96,37 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // plain launches; from the epilogue, as fast as plain launches
     // (bench/results/2026-12-02-cuda-dependent-launches.md).
     wait_for_prior_kernels();
-    // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item; a paired
-    // CTA's items are its cluster's, each of them n-block 2j + rank of an item's pair j.
+    // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item. A clustered
+    // CTA's items are its cluster's: it takes n-block 2j + (rank & 1) of an item's n-block pair j, and in
+    // clusters of four row tile 2i + (rank >> 1) of the item's tile pair i.
     const int n_blocks = int((g.n + kCols - 1) / kCols), tiles = kPersistent ? tile_count(g) : 1;
-    const int pair_rank = kPersistent && paired ? int(barrier::cluster_rank()) : -1;
-    const int n_items = pair_rank >= 0 ? n_blocks / 2 : n_blocks, units = pair_rank >= 0 ? 2 : 1;
-    const int items = kPersistent ? tiles * n_items * g.k_splits : 1;
+    // (kQuad: launched in clusters of four; else in clusters of two where paired)
+    const int rank = kQuad || (kPersistent && paired) ? int(barrier::cluster_rank()) : -1;
+    const int pair_rank = kQuad ? rank & 1 : rank;  // which n-block of a pair
+    const int tile_half = kQuad ? rank >> 1 : -1;     // which row tile of a pair
+    const int n_items = pair_rank >= 0 ? n_blocks / 2 : n_blocks, units = kQuad ? 4 : rank >= 0 ? 2 : 1;
+    const int tile_items = kQuad ? (tiles + 1) / 2 : tiles;
+    const int items = kPersistent ? tile_items * n_items * g.k_splits : 1;
     const int first = kPersistent ? int(blockIdx.x) / units : 0, step = kPersistent ? int(gridDim.x) / units : 1;
+    auto quad_tile = [&](int rest) { return 2 * (rest % tile_items) + tile_half; };  // (kQuad) of rest = w / n_items
     auto item_tile = [&](int w) -> Tile {
         if constexpr (kPersistent) {
             const int rest = w / n_items, n_block = pair_rank >= 0 ? 2 * (w % n_items) + pair_rank : w % n_items;
-            return tile_at(g, rest % tiles, kWide ? 2 * n_block : n_block, rest / tiles);  // (n0: 128 a block)
+            Tile t = tile_at(g, kQuad ? quad_tile(rest) : rest % tiles, kWide ? 2 * n_block : n_block, rest / tile_items);  // (n0: 128 a block)
+            if (kQuad && t.rows == 0) {
+                // An odd tile count's last tile has no partner: its CTA runs every stage all the same (the others
+                // copy into its stages and wait for its releases), on no rows.
+                t.n0 = n_block * kTileN, t.split = rest / tile_items;
+                t.ktiles = int(g.k / kBK) / g.k_splits, t.kt0 = t.split * t.ktiles;
+            }
+            return t;
         } else {
             return hopper_tile<kWG>(g);
         }
     };
     if (first >= items) return;
     const Tile t0 = item_tile(first);
-    if (t0.rows == 0) return;
+    if (t0.rows == 0 && !kQuad) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
@@ -149,7 +167,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         }
         fence_async_shared();
     }
-    if (pair_rank >= 0) barrier::cluster_sync();  // the other CTA's barriers are ready for its copies
+    if (rank >= 0) barrier::cluster_sync();  // the other CTAs' barriers are ready for this one's copies
     else __syncthreads();
 
     // Role and liveness go through a shuffle so the compiler sees them as warp-uniform: wgmma in a path
@@ -170,7 +188,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 __syncwarp();
                 if (lane == 0) barrier::arrive(drained);
             }
-            if (pair_rank >= 0) barrier::cluster_sync();  // see the consumers' end
+            if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
             return;
         }
     }
@@ -179,7 +197,14 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
         for (int w = first; w < items; w += step) {
             const Tile t = w == first ? t0 : item_tile(w);
-            const StageProducer<kCode, kScaled, kFp8A, kWG, kWide> producer(g, t, lane, by_map ? &rows_map : nullptr, pair_rank);
+            SharedCopies halves;  // (row_half: -1 unless clustered)
+            halves.row_half = pair_rank, halves.row_ctas = kQuad ? uint16_t(0b11 << (rank & 2)) : uint16_t(0b11);
+            if constexpr (kQuad) {  // the pair's other tile holds rows of the same expert: its weights are this one's
+                const Tile other = tile_at(g, quad_tile(w / n_items) ^ 1, 0, 0);
+                if (t.rows > 0 && other.rows > 0 && other.expert == t.expert)
+                    halves.weight_half = tile_half, halves.weight_ctas = uint16_t(0b101 << pair_rank);
+            }
+            const StageProducer<kCode, kScaled, kFp8A, kWG, kWide> producer(g, t, lane, by_map ? &rows_map : nullptr, halves);
             const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
             for (int kt = 0; kt < ktiles; ++kt) {
                 if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
@@ -187,7 +212,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 if (++s == kS) s = 0, parity ^= 1, rounds = 1;
             }
         }
-        if (pair_rank >= 0) barrier::cluster_sync();  // see the consumers' end
+        if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
         return;
     }
 
@@ -212,13 +237,14 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 
-    // A warp is done with a stage once its MMAs (and, scaled, its fold) have read it; paired, it tells
-    // both CTAs' producers (each copies rows into this CTA's stage).
+    // A warp is done with a stage once its MMAs (and, scaled, its fold) have read it; clustered, it tells
+    // every CTA's producer (those copy rows or weights into this CTA's stage).
     auto release = [&](int s) {
         __syncwarp();
         if (lane == 0) {
             barrier::arrive(empty_at + 8 * s);
-            if (pair_rank >= 0) barrier::arrive_in(empty_at + 8 * s, uint32_t(pair_rank ^ 1));
+            if (rank >= 0) barrier::arrive_in(empty_at + 8 * s, uint32_t(rank ^ 1));
+            if constexpr (kQuad) barrier::arrive_in(empty_at + 8 * s, uint32_t(rank ^ 2)), barrier::arrive_in(empty_at + 8 * s, uint32_t(rank ^ 3));
         }
     };
     // Stage 0's operand descriptors: stage s's are s * kStageBytes / 16 on.
@@ -370,8 +396,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             }
         }
     }  // items
-    // A paired CTA leaves only with the other: the other's consumers still arrive on this CTA's barriers.
-    if (pair_rank >= 0) barrier::cluster_sync();
+    // A clustered CTA leaves only with the others: their consumers still arrive on this CTA's barriers.
+    if (rank >= 0) barrier::cluster_sync();
 #else
     __trap();  // wgmma needs sm_90a
 #endif
@@ -403,7 +429,16 @@ bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) {
     return !none && row_tensor_copies(g) && n_blocks % 2 == 0;
 }
 
-std::atomic<uint64_t> paired_launches{0};
+// Whether such pairs take two row tiles of an item at a time, in clusters of four (the kernel's `cluster`: 4):
+// where the two tiles hold rows of the same expert, each pair copies half of every stage's weights into both
+// pairs' shared memory, as each CTA copies half of its rows into its pair's. STEADYMOE_QUAD_CTAS=1 asks for
+// them, on the paths that have them (kQuadPath); the same bits either way.
+bool quad_ctas() {
+    static const bool on = env_equals("STEADYMOE_QUAD_CTAS", "1");
+    return on;
+}
+
+std::atomic<uint64_t> paired_launches{0}, quad_launches{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -413,18 +448,18 @@ cudaLaunchAttribute cluster_dimension(unsigned ctas) {
     return cluster;
 }
 
-// Clusters of two CTAs of `kernel` that run at once on the current GPU (asked once per device; 0 where the
+// Clusters of kCtas CTAs of `kernel` that run at once on the current GPU (asked once per device; 0 where the
 // query fails): a persistent launch of more would run its last clusters after the others.
-template <auto kKernel>
-int concurrent_pairs(int threads, int smem) {
+template <auto kKernel, int kCtas>
+int concurrent_clusters(int threads, int smem) {
     static PerDeviceAnswers counts;
     return counts.get(
         [&](int) {
             cudaLaunchConfig_t config{};
-            config.gridDim = dim3(unsigned(hopper_sm_count() / 2 * 2), 1, 1);
+            config.gridDim = dim3(unsigned(hopper_sm_count() / kCtas * kCtas), 1, 1);
             config.blockDim = dim3(unsigned(threads), 1, 1);
             config.dynamicSmemBytes = size_t(smem);
-            cudaLaunchAttribute cluster = cluster_dimension(2);
+            cudaLaunchAttribute cluster = cluster_dimension(kCtas);
             config.attrs = &cluster, config.numAttrs = 1;
             int n = 0;
             if (cudaOccupancyMaxActiveClusters(&n, kKernel, &config) != cudaSuccess) cudaGetLastError();  // the launch goes unpaired
@@ -433,24 +468,39 @@ int concurrent_pairs(int threads, int smem) {
         0);
 }
 
+// The paths whose persistent launches may run in clusters of four (quad_ctas): bf16 rows meeting bf16 weights and
+// e4m3 rows meeting FP8 weights, prefill's two paths whose stages' weights come straight from L2.
+template <WeightCode kCode, bool kScaled, bool kFp8A, bool kPersistent, bool kWide>
+constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8A, kWide> &&
+                           ((kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A));
+
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false,
           bool kWide = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide>;
+    constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide>;
+    constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads>;
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
-    const cudaError_t err = allow_shared_memory<kernel>(kSmem);
-    if (err != cudaSuccess) return err;
     dim3 grid = tile_grid(g);
     if (kWide) grid.x = unsigned((g.n + 2 * kTileN - 1) / (2 * kTileN));  // 256 features an item
-    const int pairs = kPersistent && pairs_ctas(g, int(grid.x)) ? concurrent_pairs<kernel>(kThreads, kSmem) : 0;
+    const bool clustered = kPersistent && pairs_ctas(g, int(grid.x));
+    const bool try_quads = kQuads && clustered && quad_ctas();
+    if (const cudaError_t err = allow_shared_memory<kernel>(kSmem); err != cudaSuccess) return err;
+    if (try_quads)
+        if (const cudaError_t err = allow_shared_memory<quad_kernel>(kSmem); err != cudaSuccess) return err;
+    const int quads = try_quads ? concurrent_clusters<quad_kernel, 4>(kThreads, kSmem) : 0;
+    const int pairs = clustered && quads == 0 ? concurrent_clusters<kernel, 2>(kThreads, kSmem) : 0;
     CUtensorMap rows_map{};
     const bool by_map = row_tensor_copies(g) && encode_row_map(rows_map, kFp8A ? static_cast<const void*>(g.a_fp8) : g.a, g.a_rows, g.k,
-                                                               kFp8A ? RowElement::E4m3 : RowElement::Bf16, Cta<kWG>::kRows / (pairs > 0 ? 2 : 1));
-    const bool paired = pairs > 0 && by_map;
+                                                               kFp8A ? RowElement::E4m3 : RowElement::Bf16,
+                                                               Cta<kWG>::kRows / (pairs + quads > 0 ? 2 : 1));
+    const int cluster = !by_map ? 0 : quads > 0 ? 4 : pairs > 0 ? 2 : 0;
     const int64_t items = int64_t(grid.x) * grid.y * grid.z;
-    if (paired)  // as many clusters as run at once, or fewer where the batch's bound has fewer items
+    if (cluster == 4)  // items of two n-blocks and two tiles
+        grid = dim3(unsigned(4 * std::min<int64_t>(int64_t(grid.x / 2) * ((grid.y + 1) / 2) * grid.z, quads)), 1, 1);
+    else if (cluster == 2)  // as many clusters as run at once, or fewer where the batch's bound has fewer items
         grid = dim3(unsigned(2 * std::min<int64_t>(items / 2, pairs)), 1, 1);
     else if (kPersistent)  // as many CTAs as fit at once, or fewer
         grid = dim3(unsigned(std::min<int64_t>(items, int64_t(hopper_sm_count()) * kPerSm)), 1, 1);
@@ -458,11 +508,13 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
         grid.y *= 2 / kWG;  // one-warpgroup CTAs: two per tile
     cudaLaunchConfig_t config{};
     config.gridDim = grid, config.blockDim = dim3(kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
-    cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(2)};
-    config.attrs = attributes, config.numAttrs = paired ? 2 : 1;
-    const cudaError_t launched = cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, paired);
+    cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(unsigned(cluster))};
+    config.attrs = attributes, config.numAttrs = cluster > 0 ? 2 : 1;
+    const cudaError_t launched = cluster == 4 ? cudaLaunchKernelEx(&config, quad_kernel, g, rows_map, by_map, true)
+                                              : cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, cluster == 2);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
-    if (launched == cudaSuccess && last == cudaSuccess && paired) paired_launches.fetch_add(1, std::memory_order_relaxed);
+    if (launched == cudaSuccess && last == cudaSuccess && cluster > 0)
+        (cluster == 4 ? quad_launches : paired_launches).fetch_add(1, std::memory_order_relaxed);
     return launched != cudaSuccess ? launched : last;
 }
 
@@ -483,10 +535,11 @@ bool parked_epilogues(const GroupedGemmLaunch& g) {
 // where the features are a multiple of 256 and the launch is not a few-row one, nor one whose epilogues are
 // parked (those are asked first: parked_epilogues). Off unless asked: qwen3's routed experts took 7% more time
 // so at 16384 tokens, its gate/up GEMM 15% more and its down GEMM 6% less, the same bits
-// (bench/results/2026-12-05-cuda-switched-paths.md).
+// (bench/results/2026-12-05-cuda-switched-paths.md). STEADYMOE_WIDE_CTAS=down asks for them in scatter launches (the
+// experts' down GEMMs) only.
 bool wide_ctas(const GroupedGemmLaunch& g) {
-    static const bool on = env_equals("STEADYMOE_WIDE_CTAS", "1");
-    return on && !g.few_rows && g.n % (2 * kTileN) == 0;
+    static const bool on = env_equals("STEADYMOE_WIDE_CTAS", "1"), down = env_equals("STEADYMOE_WIDE_CTAS", "down");
+    return (on || (down && g.epilogue == GemmEpilogue::Scatter)) && !g.few_rows && g.n % (2 * kTileN) == 0;
 }
 
 // STEADYMOE_TILED_SCHEDULE names a schedule for every tiled launch (to compare them; the bits are the
@@ -589,6 +642,7 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 }
 
 uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_order_relaxed); }
+uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_relaxed); }
 
 int hopper_few_row_ctas_per_sm() {
     constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;

@@ -26,8 +26,10 @@ int hopper_sm_count();
 // bf16 ones use as much shared memory).
 bool hopper_half_tiles(const GroupedGemmLaunch& launch);
 int hopper_few_row_ctas_per_sm();
-// Launches so far that ran on persistent CTAs paired in clusters of two sharing their rows' copies.
+// Launches so far that ran on persistent CTAs paired in clusters of two sharing their rows' copies, and in
+// clusters of four sharing their weights' copies too.
 uint64_t hopper_paired_launches();
+uint64_t hopper_quad_launches();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);
 // Whether block-exact FP4 weights meeting e4m3 activations take the tiled kernel in launches other than

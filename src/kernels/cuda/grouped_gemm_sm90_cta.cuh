@@ -87,6 +87,20 @@ constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>,
                                            StageLayout<kCode, kFp8A, 2>::kBytes);
 
 
+// What a CTA of a cluster copies for the others (persistent CTAs; see grouped_gemm_sm90.cu): half of each
+// stage's rows, which land in the CTAs of `row_ctas` (a bit per rank), where row_half >= 0; half of each
+// stage's weights, which land in the CTAs of `weight_ctas`, where weight_half >= 0. The halves' bytes arrive
+// on each receiving CTA's stage barrier as its own copies would: every CTA expects a whole stage.
+struct SharedCopies {
+    int row_half = -1, weight_half = -1;
+    uint16_t row_ctas = 0, weight_ctas = 0;
+};
+
+// Whether a stage's stored weights are one run of bytes that CTAs of a cluster can copy half each (not
+// converted, widened from FP4 with separate scales, nor two n-tiles' runs).
+template <WeightCode kCode, bool kFp8A, bool kWide>
+constexpr bool kWeightsInOneRun = !kConverts<kCode, kFp8A> && !kWide && !(kCode == WeightCode::Fp4 && !kFp8A);
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // This CTA's rows: a tile of the launch's list, or, for one-warpgroup CTAs, half of one (blockIdx.y =
 // 2 * tile + half).
@@ -121,7 +135,7 @@ struct StageProducer {
     const Tile& t;
     int lane;
     const CUtensorMap* rows_map;  // activation rows by tensor copies, or null (cp.async)
-    int pair_rank;                // paired CTAs: this CTA's rank, whose half of the box it copies to both; else -1
+    SharedCopies shared;          // clustered CTAs: the halves this one copies for the others too
     const char* weights;     // this n-tile's stage tiles, contiguous (converted: its first half's blocks)
     const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
     const char* scales;      // the expert's FP8 weight scales
@@ -130,8 +144,8 @@ struct StageProducer {
     int64_t second_run;
 
     __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id, const CUtensorMap* map,
-                                             int rank)
-        : g(launch), t(tile), lane(lane_id), rows_map(map), pair_rank(rank) {
+                                             SharedCopies halves)
+        : g(launch), t(tile), lane(lane_id), rows_map(map), shared(halves) {
         if constexpr (kConvert) {  // (weight_layouts.hpp: fp4_e4m3_blocks; no w_scale)
             second_run = g.k / 128 * int64_t(kWeightBytes);
             weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes +
@@ -153,12 +167,13 @@ struct StageProducer {
         char* b_tile = stage + L::kSub * L::kA;
         if (lane == 0) {
             barrier::arrive_expect_bytes(full, L::kSub * ((kWide ? 2 : 1) * kWeightBytes + (rows_map ? L::kA : 0)) + kFp4ScaleBytes);
-            // One box of 64 k per sub-stage; paired CTAs each copy half of it (their map's box) to both.
-            if (rows_map && pair_rank >= 0) {
+            // One box of 64 k per sub-stage; clustered CTAs each copy half of it (their map's box) to those
+            // that share their rows.
+            if (rows_map && shared.row_half >= 0) {
                 constexpr int kHalf = Cta<kWG>::kRows / 2;
                 for (int h = 0; h < L::kSub; ++h)
-                    barrier::tensor_copy_2d_multicast(stage + h * L::kA + pair_rank * (L::kA / 2), rows_map, (kt + h) * kBK,
-                                                      t.row0 + pair_rank * kHalf, full, 0b11);
+                    barrier::tensor_copy_2d_multicast(stage + h * L::kA + shared.row_half * (L::kA / 2), rows_map, (kt + h) * kBK,
+                                                      t.row0 + shared.row_half * kHalf, full, shared.row_ctas);
             } else if (rows_map) {
                 for (int h = 0; h < L::kSub; ++h) barrier::tensor_copy_2d(stage + h * L::kA, rows_map, (kt + h) * kBK, t.row0, full);
             }
@@ -166,6 +181,12 @@ struct StageProducer {
                 for (int h = 0; h < 2; ++h)
                     barrier::bulk_copy(b_tile + h * kWeightBytes, weights + h * second_run + int64_t(ks) * kWeightBytes, kWeightBytes,
                                        full);
+            } else if (kWeightsInOneRun<kCode, kFp8A, kWide> && shared.weight_half >= 0) {
+                constexpr uint32_t kHalf = L::kSub * kWeightBytes / 2;  // bytes: the layout does not matter to a copy
+                static_assert(kHalf % 16 == 0);
+                barrier::bulk_copy_multicast(b_tile + shared.weight_half * kHalf,
+                                             weights + int64_t(kt) * kWeightBytes + shared.weight_half * kHalf, kHalf, full,
+                                             shared.weight_ctas);
             } else {
                 barrier::bulk_copy(b_tile, weights + int64_t(kt) * kWeightBytes, L::kSub * kWeightBytes, full);
             }
