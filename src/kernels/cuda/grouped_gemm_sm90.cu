@@ -70,7 +70,7 @@ __device__ __forceinline__ void convert_stage(char* stage, char* tile) {
 #endif
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false, bool kWide = false,
-          bool kQuad = false>
+          bool kQuad = false, bool kParkBf16 = false>
 __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
@@ -83,6 +83,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(!kWide || (kCode == WeightCode::Bf16 && !kScaled && !kFp8A && kWG == 2 && kPersistent && !kParked),
                   "wide CTAs: unscaled bf16, persistent, epilogues from registers");
     static_assert(!kQuad || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide>), "clusters of four: persistent, weights in one run");
+    static_assert(!kParkBf16 || kParked, "parked scatters are parked epilogues");
     constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
@@ -130,12 +131,12 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
-    constexpr int kS = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
+    constexpr int kS = kParked ? kParkedStages<kCode, kFp8A, kParkBf16> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
     static_assert(kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
     // Two bf16 tiles (converted: e4m3 ones): one may still be read by the previous MMAs.
     char* widened = smem + kS * kStageBytes;
     float* parked_block = reinterpret_cast<float*>(widened + (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0));
-    uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytes : 0));
+    uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytesOf<kParkBf16> : 0));
     uint64_t* empty = full + kS;
     // Parked epilogues: `parked` completes once every consumer warp has parked an item's results, `drained`
     // once every epilogue warp is done with them (the block may take the next item's).
@@ -184,7 +185,10 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             for (int w = first; w < items; w += step, phase ^= 1) {
                 const Tile t = w == first ? t0 : item_tile(w);
                 barrier::wait(barrier::shared_address(parked), phase);
-                drain_parked(g, t, parked_block, warp_id - kConsumerWarps - 1, lane);
+                if constexpr (kParkBf16)
+                    drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), warp_id - kConsumerWarps - 1, lane);
+                else
+                    drain_parked(g, t, parked_block, warp_id - kConsumerWarps - 1, lane);
                 __syncwarp();
                 if (lane == 0) barrier::arrive(drained);
             }
@@ -262,6 +266,14 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         const int ktiles = t.ktiles / L::kSub;
         // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
         const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
+        // Parked scatters: this thread's two rows' routing weights, asked for now and used after the MMAs.
+        [[maybe_unused]] float row_weights[2] = {0.0f, 0.0f};
+        if constexpr (kParkBf16) {
+            const int row = wg * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                if (row + 8 * h < t.rows) row_weights[h] = g.row_weight[t.row0 + row + 8 * h];
+        }
         float acc[kAcc];
         float total[kScaled ? 64 : 1];
 #pragma unroll
@@ -350,8 +362,15 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 if (parked_items > 0) barrier::wait(barrier::shared_address(drained), (parked_items - 1) & 1);
                 if (live) {
                     const int row = wg * 64 + warp * 16 + (lane >> 2);
-                    if constexpr (kScaled) park_results(parked_block, total, row, lane);
-                    else park_results(parked_block, acc, row, lane);
+                    if constexpr (kParkBf16) {
+                        uint16_t* park = reinterpret_cast<uint16_t*>(parked_block);
+                        if constexpr (kScaled) park_scatter_bf16(park, total, row, lane, row_weights, !g.weight_before_down);
+                        else park_scatter_bf16(park, acc, row, lane, row_weights, !g.weight_before_down);
+                    } else if constexpr (kScaled) {
+                        park_results(parked_block, total, row, lane);
+                    } else {
+                        park_results(parked_block, acc, row, lane);
+                    }
                 }
                 __syncwarp();
                 if (lane == 0) barrier::arrive(parked);
@@ -403,12 +422,12 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
 #endif
 }
 
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false>
-constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false>
-constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
-                           (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytes : 0) +
-                           (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide> + 2) * int(sizeof(uint64_t)) +
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false, bool kParkBf16 = false>
+constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A, kParkBf16> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false, bool kParkBf16 = false>
+constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kParkBf16> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
+                           (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytesOf<kParkBf16> : 0) +
+                           (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kParkBf16> + 2) * int(sizeof(uint64_t)) +
                            1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
@@ -438,7 +457,7 @@ bool quad_ctas() {
     return on;
 }
 
-std::atomic<uint64_t> paired_launches{0}, quad_launches{0};
+std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -475,13 +494,14 @@ constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8
                            ((kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A));
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false,
-          bool kWide = false>
+          bool kWide = false, bool kParkBf16 = false>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide>;
+    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kParkBf16>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
-    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kParkBf16>;
     constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide>;
-    constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads>;
+    constexpr auto quad_kernel =
+        grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads, kParkBf16 && kQuads>;
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     dim3 grid = tile_grid(g);
     if (kWide) grid.x = unsigned((g.n + 2 * kTileN - 1) / (2 * kTileN));  // 256 features an item
@@ -515,6 +535,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && cluster > 0)
         (cluster == 4 ? quad_launches : paired_launches).fetch_add(1, std::memory_order_relaxed);
+    if (launched == cudaSuccess && last == cudaSuccess && kParkBf16) parked_scatters.fetch_add(1, std::memory_order_relaxed);
     return launched != cudaSuccess ? launched : last;
 }
 
@@ -528,6 +549,15 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 bool parked_epilogues(const GroupedGemmLaunch& g) {
     static const bool never = env_equals("STEADYMOE_PARKED_EPILOGUES", "0"), always = env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
     return !never && (always || (!g.few_rows && g.k / g.k_splits >= 32 * 128));
+}
+
+// Whether a persistent scatter launch into bf16 rows (the experts' down GEMMs) parks its results as the bf16 values
+// it stores (the kernel's kParkBf16: five stages in place of four, the consumers rounding as the register epilogue
+// does; the same bits): with STEADYMOE_PARKED_SCATTER=1, on the paths that run in clusters of four (kQuadPath),
+// outside few-row launches. Epilogues parked as f32 (parked_epilogues) are asked first.
+bool parked_scatter(const GroupedGemmLaunch& g) {
+    static const bool on = env_equals("STEADYMOE_PARKED_SCATTER", "1");
+    return on && g.epilogue == GemmEpilogue::Scatter && g.out_bf16 && !g.few_rows && g.ldo % 4 == 0;
 }
 
 // Whether an unscaled bf16 persistent launch takes wide CTAs (kWide: 256 features an item, one m64n256 MMA per k
@@ -573,6 +603,8 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
         schedule = kScaled || g.epilogue != GemmEpilogue::Store ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
     if (schedule == TiledSchedule::Parked || (schedule == TiledSchedule::Persistent && parked_epilogues(g)))
         return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
+    if constexpr (kQuadPath<kCode, kScaled, kFp8A, true, false>)
+        if (schedule == TiledSchedule::Persistent && parked_scatter(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, true>(g);
     if constexpr (kCode == WeightCode::Bf16 && !kScaled && !kFp8A)
         if (schedule == TiledSchedule::Persistent && wide_ctas(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, false, true>(g);
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
@@ -643,6 +675,7 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 
 uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_relaxed); }
+uint64_t hopper_parked_scatters() { return parked_scatters.load(std::memory_order_relaxed); }
 
 int hopper_few_row_ctas_per_sm() {
     constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;

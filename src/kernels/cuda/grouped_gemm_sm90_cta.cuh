@@ -79,12 +79,22 @@ static_assert(fp4_tiles::kE4m3BlockBytes == kBTileBytes, "a spare tile holds a c
 // place of six for bf16 or e4m3 rows, five in place of seven or eight where FP8 or FP4 weights are widened.
 constexpr int kParkLd = kTileN + 4;
 constexpr int kParkBytes = kHopperTileRows * kParkLd * 4;
+// Parked scatters (kParkBf16; the experts' down GEMMs, whose epilogue scatters bf16 rows): the consumers apply each
+// row's routing weight and round to bf16 before they park, as the register epilogue does (the same bits), and the
+// epilogue warps only copy each parked row to its destination. 128 x 128 bf16 take 35 KB where f32 results take
+// 68 KB: five stages of bf16 or e4m3 rows in place of four. Rows are padded by eight values: rows 8 apart (a
+// store's lanes) fall in different banks.
+constexpr int kParkLd16 = kTileN + 8;
+constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
+template <bool kParkBf16>
+constexpr int kParkBytesOf = kParkBf16 ? kParkBytes16 : kParkBytes;
 constexpr int kEpilogueWarps = 3;
 constexpr int kSmemPerCta = 227 * 1024;  // the most shared memory a Hopper CTA may have
-template <WeightCode kCode, bool kFp8A>
-constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>,
-                                       (kSmemPerCta - kParkBytes - (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) - 2 * 1024) /
-                                           StageLayout<kCode, kFp8A, 2>::kBytes);
+template <WeightCode kCode, bool kFp8A, bool kParkBf16 = false>
+constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>, (kSmemPerCta - kParkBytesOf<kParkBf16> -
+                                                                     (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) - 2 * 1024) /
+                                                                        StageLayout<kCode, kFp8A, 2>::kBytes);
+static_assert(kParkedStages<WeightCode::Fp8, true, true> == 5 && kParkedStages<WeightCode::Bf16, false, true> == 5);
 
 
 // What a CTA of a cluster copies for the others (persistent CTAs; see grouped_gemm_sm90.cu): half of each
@@ -325,6 +335,40 @@ __device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const T
                     epilogue_pair(g, t, r[u], first_col + 64, v[u][1], v[u][1]);
                 }
             }
+        }
+    }
+}
+
+// A consumer thread's 2 x 64 results (as park_results) through the scatter's arithmetic — times its rows' routing
+// weights `w` where `weighted`, rounded to bf16 — into the parked bf16 block, as [row][feature].
+__device__ __forceinline__ void park_scatter_bf16(uint16_t* park, const float (&v)[64], int row, int lane, const float (&w)[2],
+                                                  bool weighted) {
+    const int q2 = 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float a = v[4 * j + 2 * h], b = v[4 * j + 2 * h + 1];
+            if (weighted) a = w[h] * a, b = w[h] * b;
+            *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kParkLd16 + 8 * j + q2) = f32x2_to_bf16x2(a, b);
+        }
+}
+
+// Epilogue warp `e` copies rows e, e + kEpilogueWarps, ... of the parked bf16 block of item tile `t` to their
+// destination rows: each lane reads one row's destination, 32 rows at a time, then a row's 128 values take the
+// lanes four each (N is a multiple of 8, so a lane's four are all in range or all past it).
+__device__ __forceinline__ void drain_parked_scatter(const GroupedGemmLaunch& g, const Tile& t, const uint16_t* park, int e, int lane) {
+    const int col = 4 * lane;
+    const bool in_range = t.n0 + col < g.n;
+    for (int base = e; base < t.rows; base += 32 * kEpilogueWarps) {
+        const int mine = base + kEpilogueWarps * lane;
+        const int64_t my_dest = mine < t.rows ? g.row_dest[t.row0 + mine] : 0;
+        const int count = min(32, (t.rows - base + kEpilogueWarps - 1) / kEpilogueWarps);
+#pragma unroll 4
+        for (int i = 0; i < count; ++i) {
+            const int64_t dest = __shfl_sync(0xffffffffu, my_dest, i);
+            const uint2 v = *reinterpret_cast<const uint2*>(park + (base + kEpilogueWarps * i) * kParkLd16 + col);
+            if (in_range) *reinterpret_cast<uint2*>(g.out_bf16 + dest * g.ldo + t.n0 + col) = v;
         }
     }
 }
