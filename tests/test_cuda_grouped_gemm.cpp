@@ -1078,7 +1078,7 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16
 // of the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the
 // consumers' registers (persistent CTAs: the scatter's own path), from shared memory (one CTA per tile) and
-// parked (epilogue warps; with STEADYMOE_PARKED_SCATTER=1 the persistent scatter's as bf16); and every schedule
+// parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0); and every schedule
 // stores the bits of the first. FP8 weights (scaled) and bf16 ones
 // with bf16 activations (unscaled: persistent CTAs take 256 features an item where STEADYMOE_WIDE_CTAS=1).
 TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
@@ -1115,9 +1115,9 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                         stage(g);
                         g.out = nullptr, g.out_bf16 = bf16_buf.as<uint16_t>();
                     });
-                    // STEADYMOE_PARKED_SCATTER=1: the persistent scatter parks its bf16 results, where rows and weights are
-                    // both bf16 or both FP8 (and no f32 parking is asked for)
-                    const bool parked_scatter = cuda::env_equals("STEADYMOE_PARKED_SCATTER", "1") &&
+                    // The persistent scatter parks its bf16 results where rows and weights are both bf16 or both FP8 (unless
+                    // STEADYMOE_PARKED_SCATTER=0, or f32 parking is asked for)
+                    const bool parked_scatter = !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0") &&
                                                 !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1") && !swiglu &&
                                                 schedule == cuda::TiledSchedule::Persistent && (fp8_a || p->bf16);
                     EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - parked_before, parked_scatter ? 1u : 0u);

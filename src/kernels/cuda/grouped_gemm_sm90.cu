@@ -551,13 +551,21 @@ bool parked_epilogues(const GroupedGemmLaunch& g) {
     return !never && (always || (!g.few_rows && g.k / g.k_splits >= 32 * 128));
 }
 
+// The paths whose persistent scatters may park their results as bf16 (parked_scatter): bf16 rows meeting bf16
+// weights, and e4m3 rows meeting FP8 weights or block-exact FP4 ones converted to FP8 tiles.
+template <WeightCode kCode, bool kScaled, bool kFp8A>
+constexpr bool kParkScatterPath = (kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || kFp8A;
+
 // Whether a persistent scatter launch into bf16 rows (the experts' down GEMMs) parks its results as the bf16 values
-// it stores (the kernel's kParkBf16: five stages in place of four, the consumers rounding as the register epilogue
-// does; the same bits): with STEADYMOE_PARKED_SCATTER=1, on the paths that run in clusters of four (kQuadPath),
-// outside few-row launches. Epilogues parked as f32 (parked_epilogues) are asked first.
+// it stores (the kernel's kParkBf16; the consumers weight and round them as the register epilogue does: the same
+// bits), outside few-row launches, where epilogues parked as f32 (parked_epilogues) are not asked for. Measured on
+// an H200 at 16384 tokens against the register epilogue: qwen3's down GEMM took 752.0 and 754.4 against 905.4 and
+// 907.9 µs, deepseek-v3's 5154.2 against 5828.0 and 5951.7 (routed ×0.945-0.953; the same output bits)
+// (bench/results/2026-12-05-cuda-parked-scatter.md). STEADYMOE_PARKED_SCATTER=0 keeps the register epilogue, to
+// compare.
 bool parked_scatter(const GroupedGemmLaunch& g) {
-    static const bool on = env_equals("STEADYMOE_PARKED_SCATTER", "1");
-    return on && g.epilogue == GemmEpilogue::Scatter && g.out_bf16 && !g.few_rows && g.ldo % 4 == 0;
+    static const bool off = env_equals("STEADYMOE_PARKED_SCATTER", "0");
+    return !off && g.epilogue == GemmEpilogue::Scatter && g.out_bf16 && !g.few_rows && g.ldo % 4 == 0;
 }
 
 // Whether an unscaled bf16 persistent launch takes wide CTAs (kWide: 256 features an item, one m64n256 MMA per k
@@ -603,7 +611,7 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
         schedule = kScaled || g.epilogue != GemmEpilogue::Store ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
     if (schedule == TiledSchedule::Parked || (schedule == TiledSchedule::Persistent && parked_epilogues(g)))
         return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
-    if constexpr (kQuadPath<kCode, kScaled, kFp8A, true, false>)
+    if constexpr (kParkScatterPath<kCode, kScaled, kFp8A>)
         if (schedule == TiledSchedule::Persistent && parked_scatter(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, true>(g);
     if constexpr (kCode == WeightCode::Bf16 && !kScaled && !kFp8A)
         if (schedule == TiledSchedule::Persistent && wide_ctas(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, false, true>(g);

@@ -82,8 +82,8 @@ constexpr int kParkBytes = kHopperTileRows * kParkLd * 4;
 // Parked scatters (kParkBf16; the experts' down GEMMs, whose epilogue scatters bf16 rows): the consumers apply each
 // row's routing weight and round to bf16 before they park, as the register epilogue does (the same bits), and the
 // epilogue warps only copy each parked row to its destination. 128 x 128 bf16 take 35 KB where f32 results take
-// 68 KB: five stages of bf16 or e4m3 rows in place of four. Rows are padded by eight values: rows 8 apart (a
-// store's lanes) fall in different banks.
+// 68 KB: five stages of bf16 or e4m3 rows in place of four, all six of converted FP4 blocks. Rows are padded by
+// eight values: rows 8 apart (a store's lanes) fall in different banks.
 constexpr int kParkLd16 = kTileN + 8;
 constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
 template <bool kParkBf16>
@@ -94,7 +94,8 @@ template <WeightCode kCode, bool kFp8A, bool kParkBf16 = false>
 constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>, (kSmemPerCta - kParkBytesOf<kParkBf16> -
                                                                      (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) - 2 * 1024) /
                                                                         StageLayout<kCode, kFp8A, 2>::kBytes);
-static_assert(kParkedStages<WeightCode::Fp8, true, true> == 5 && kParkedStages<WeightCode::Bf16, false, true> == 5);
+static_assert(kParkedStages<WeightCode::Fp8, true, true> == 5 && kParkedStages<WeightCode::Bf16, false, true> == 5 &&
+              kParkedStages<WeightCode::Fp4, true, true> == 6);
 
 
 // What a CTA of a cluster copies for the others (persistent CTAs; see grouped_gemm_sm90.cu): half of each
