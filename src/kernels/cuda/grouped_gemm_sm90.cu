@@ -44,7 +44,7 @@ using namespace sm90;
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
-// kQuad (persistent, by_map, launched in clusters of four; on request: quad_ctas): two such pairs take the two row tiles of a (tile pair, n-block pair) item;
+// kQuad (persistent, by_map, launched in clusters of four; on request, measured slower: quad_ctas): two such pairs take the two row tiles of a (tile pair, n-block pair) item;
 // where both tiles hold rows of one expert, the two CTAs of an n-block read the same weights, and each copies
 // half of a stage's weights into both. A stage is refilled once the consumers of all four have released it.
 // kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
@@ -448,10 +448,13 @@ bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) {
     return !none && row_tensor_copies(g) && n_blocks % 2 == 0;
 }
 
-// Whether such pairs take two row tiles of an item at a time, in clusters of four (the kernel's `cluster`: 4):
-// where the two tiles hold rows of the same expert, each pair copies half of every stage's weights into both
-// pairs' shared memory, as each CTA copies half of its rows into its pair's. STEADYMOE_QUAD_CTAS=1 asks for
-// them, on the paths that have them (kQuadPath); the same bits either way.
+// Whether such pairs take two row tiles of an item at a time, in clusters of four (the kernel's kQuad): where the
+// two tiles hold rows of the same expert, each pair copies half of every stage's weights into both pairs' shared
+// memory, as each CTA copies half of its rows into its pair's. STEADYMOE_QUAD_CTAS=1 asks for them, on the paths
+// that have them (kQuadPath); the same bits either way. Off unless asked: on an H200 they halved deepseek-v3's
+// routed gate/up DRAM reads at 16384 tokens (31.2 to 14.8 GB) but ran 30 clusters (120 CTAs) where pairs run 132
+// CTAs, and took 9-12% more time, each working SM's tensor pipe as busy as before
+// (bench/results/2026-12-05-cuda-parked-scatter.md).
 bool quad_ctas() {
     static const bool on = env_equals("STEADYMOE_QUAD_CTAS", "1");
     return on;
@@ -559,10 +562,10 @@ constexpr bool kParkScatterPath = (kCode == WeightCode::Bf16 && !kScaled && !kFp
 // Whether a persistent scatter launch into bf16 rows (the experts' down GEMMs) parks its results as the bf16 values
 // it stores (the kernel's kParkBf16; the consumers weight and round them as the register epilogue does: the same
 // bits), outside few-row launches, where epilogues parked as f32 (parked_epilogues) are not asked for. Measured on
-// an H200 at 16384 tokens against the register epilogue: qwen3's down GEMM took 752.0 and 754.4 against 905.4 and
-// 907.9 µs, deepseek-v3's 5154.2 against 5828.0 and 5951.7 (routed ×0.945-0.953; the same output bits)
-// (bench/results/2026-12-05-cuda-parked-scatter.md). STEADYMOE_PARKED_SCATTER=0 keeps the register epilogue, to
-// compare.
+// an H200 at 16384 tokens against the register epilogue: qwen3's down GEMM took 752-756 against 905-915 µs,
+// deepseek-v3's 4889-5154 against 5828-6091, block-exact deepseek-v4-flash's 3208-3210 against 3627-3649 (routed
+// ×0.925-0.960; the same output bits) (bench/results/2026-12-05-cuda-parked-scatter.md). STEADYMOE_PARKED_SCATTER=0
+// keeps the register epilogue, to compare.
 bool parked_scatter(const GroupedGemmLaunch& g) {
     static const bool off = env_equals("STEADYMOE_PARKED_SCATTER", "0");
     return !off && g.epilogue == GemmEpilogue::Scatter && g.out_bf16 && !g.few_rows && g.ldo % 4 == 0;
