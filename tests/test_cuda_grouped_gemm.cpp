@@ -944,7 +944,7 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 const int64_t items_across = wide ? N / 256 : GetParam();
                 const bool clustered = persistent && tensor_copies && items_across % 2 == 0 &&
                                        !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
-                // Clusters of four (STEADYMOE_QUAD_CTAS=1) on unscaled 128-wide items (bf16 rows and weights).
+                // Clusters of four (STEADYMOE_QUAD_CTAS=1) on unscaled 128-wide items (bf16 rows, weights).
                 const bool quads = clustered && !wide && !scaled && cuda::env_equals("STEADYMOE_QUAD_CTAS", "1");
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
                 const uint64_t paired_before = cuda::grouped_gemm_paired_launches(), quads_before = cuda::grouped_gemm_quad_launches();
@@ -972,16 +972,17 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
 
 INSTANTIATE_TEST_SUITE_P(NBlocks, EveryTiledSchedule, ::testing::Values(int64_t(151), int64_t(150), int64_t(152)));
 
-// Persistent CTAs in clusters (pairs; with STEADYMOE_QUAD_CTAS=1 clusters of four, whose two row tiles share a
-// stage's weight copies where they hold rows of one expert) on a tile list of two experts: tiles 0-1 of
-// expert 0 share weights, tiles 2-3 straddle the experts (each copies its own), tiles 4-5 of expert 1 share them,
-// tile 6 has no partner. FP8 weights meeting e4m3 rows (scaled) and bf16 weights meeting bf16 rows, on small
-// integers and powers of two: every sum is exact, so each row must give the float64 result of its own expert's
-// weights bit for bit, with epilogues from registers and parked.
+// Persistent CTAs in clusters (pairs; with STEADYMOE_QUAD_CTAS=1 clusters of four, whose two row tiles share
+// a stage's weight copies where they hold rows of one expert) on a tile list of two experts: tiles 0-1 of
+// expert 0 share weights, tiles 2-3 straddle the experts (each copies its own), tiles 4-5 of expert 1 share
+// them, tile 6 has no partner; each cluster takes several items, shared and not. FP8 weights meeting e4m3
+// rows (scaled) and bf16 weights meeting bf16 rows, on small integers and powers of two: every sum is exact,
+// so each row must give the float64 result of its own expert's weights bit for bit, with epilogues from
+// registers and parked.
 TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "clusters are the Hopper kernel's; this GPU runs the sm_80 kernel";
-    constexpr int64_t N = 4 * 128, K = 384;
+    constexpr int64_t N = 36 * 128, K = 384;  // 72 items of clusters of four, 126 of pairs: clusters take several
     const std::vector<int32_t> experts = {0, 0, 0, 1, 1, 1, 1}, rows = {128, 100, 128, 5, 128, 128, 60};
     const int32_t tiles = int32_t(experts.size());
     std::vector<int32_t> list(size_t(3 * tiles + 1));
@@ -994,9 +995,8 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
     std::mt19937 rng(37);
     std::uniform_int_distribution<int> small(-3, 3);
     const auto power_of_two = [&] { return std::ldexp(1.0f, small(rng) % 2); };  // 0.5, 1 or 2
-    const bool quads_asked = cuda::env_equals("STEADYMOE_QUAD_CTAS", "1") && !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") &&
-                             !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
     const bool clusters = !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
+    const bool quads_asked = clusters && cuda::env_equals("STEADYMOE_QUAD_CTAS", "1");
     for (bool fp8 : {true, false}) {
         if (fp8 && !fp8_path_here(false)) {
             std::printf("FP8 weights do not take e4m3 activations on this GPU: not tested\n");
@@ -1075,12 +1075,72 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
     }
 }
 
-// The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16
-// of the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the
+// The scatter into bf16 rows of persistent CTAs (parked as bf16 for epilogue warps, or from the consumers'
+// registers where STEADYMOE_PARKED_SCATTER=0) stores the bits of one CTA per tile, on a launch with more
+// items than an H200 has CTAs at once (so CTAs park an item while their epilogue warps drain the one before)
+// and a last n-block of 72 features (the drain's lanes past N store nothing), with the routing weights
+// applied in the scatter and before it.
+TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
+    constexpr int64_t N = 70 * 128 - 56, K = 256, rows = ThreeTiles::kRows;
+    std::mt19937 rng(43);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    const auto one = [](int64_t) { return 1.0f; };
+    ExpertWeights e;
+    e.gate = bf16_matrix(K, N, one, "gate"), e.up = bf16_matrix(K, N, one, "up");
+    e.down = bf16_matrix(N, K, [&](int64_t) { return normal(rng); }, "down");
+    const cuda::DeviceExpertGroup group = cuda::upload_expert_group({&e}, "scatter test");
+    std::vector<uint16_t> a(size_t(rows * K));
+    for (uint16_t& v : a) v = f32_to_bf16(normal(rng));
+    std::vector<float> weights(static_cast<size_t>(rows));
+    std::vector<int64_t> dest(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) weights[size_t(r)] = float(rng() % 1000) / 997.0f, dest[size_t(r)] = rows - 1 - r;
+    const ThreeTiles tiles;
+    cuda::DeviceBuffer a_buf(a.size() * 2, "a"), w_buf(weights.size() * 4, "row weights"), dest_buf(dest.size() * 8, "row destinations"),
+        out_buf(size_t(rows * N) * 2, "bf16 out");
+    a_buf.upload(a.data(), a.size() * 2);
+    w_buf.upload(weights.data(), weights.size() * 4);
+    dest_buf.upload(dest.data(), dest.size() * 8);
+    const bool parks = !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0") && !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
+    for (bool weight_before_down : {false, true}) {
+        SCOPED_TRACE(weight_before_down ? "weights applied before" : "weights applied in the scatter");
+        std::vector<uint16_t> per_tile;
+        for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent}) {
+            cuda::GroupedGemmLaunch g;
+            tiles.set(g);
+            g.a = a_buf.as<uint16_t>(), g.a_rows = rows;
+            const cuda::DeviceMatrixSet& m = group.down;
+            g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
+            g.epilogue = cuda::GemmEpilogue::Scatter, g.out_bf16 = out_buf.as<uint16_t>(), g.ldo = N, g.schedule = schedule;
+            g.row_weight = w_buf.as<float>(), g.row_dest = dest_buf.as<int64_t>(), g.weight_before_down = weight_before_down;
+            ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 2), cudaSuccess);  // NaN where nothing is written
+            const uint64_t parked_before = cuda::grouped_gemm_parked_scatter_launches();
+            ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            const bool parked = parks && schedule == cuda::TiledSchedule::Persistent;
+            EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - parked_before, parked ? 1u : 0u) << "parked: " << parked;
+            std::vector<uint16_t> got(size_t(rows * N));
+            out_buf.download(got.data(), got.size() * 2);
+            if (per_tile.empty()) {
+                per_tile = got;
+                EXPECT_TRUE(std::none_of(got.begin(), got.end(), [](uint16_t v) { return v == 0xFFFF; })) << "a value not written";
+                continue;
+            }
+            int64_t wrong = 0, first = -1;
+            for (size_t i = 0; i < got.size(); ++i)
+                if (got[i] != per_tile[i] && wrong++ == 0) first = int64_t(i);
+            EXPECT_EQ(wrong, 0) << "first at row " << first / N << " feature " << first % N;
+        }
+    }
+}
+
+// The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16 of
+// the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the
 // consumers' registers (persistent CTAs: the scatter's own path), from shared memory (one CTA per tile) and
-// parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0); and every schedule
-// stores the bits of the first. FP8 weights (scaled) and bf16 ones
-// with bf16 activations (unscaled: persistent CTAs take 256 features an item where STEADYMOE_WIDE_CTAS=1).
+// parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0); and every
+// schedule stores the bits of the first. FP8 weights (scaled) and bf16 ones with bf16 activations (unscaled:
+// persistent CTAs take 256 features an item where STEADYMOE_WIDE_CTAS=1, but for parked scatters).
 TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
     SMOE_SKIP_WITHOUT_GPU();
     Problem fp8 = make_problem({-3.0f, -1.0f, -0.375f, 0.5f, 1.25f, 2.0f}, {-1.5f, -0.25f, 0.75f, 1.0f}, {0.5f, 1.0f, 2.0f}, 11);
@@ -1115,8 +1175,8 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                         stage(g);
                         g.out = nullptr, g.out_bf16 = bf16_buf.as<uint16_t>();
                     });
-                    // The persistent scatter parks its bf16 results where rows and weights are both bf16 or both FP8 (unless
-                    // STEADYMOE_PARKED_SCATTER=0, or f32 parking is asked for)
+                    // The persistent scatter parks its bf16 results where rows and weights are both bf16 or
+                    // both FP8 (unless STEADYMOE_PARKED_SCATTER=0, or f32 parking is asked for)
                     const bool parked_scatter = !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0") &&
                                                 !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1") && !swiglu &&
                                                 schedule == cuda::TiledSchedule::Persistent && (fp8_a || p->bf16);

@@ -194,8 +194,8 @@ FewCtaShape grouped_gemm_few_cta_shape(WeightCode code, bool a_fp8);
 // they ran.
 uint64_t grouped_gemm_paired_launches();
 uint64_t grouped_gemm_quad_launches();
-// Launches so far whose persistent scatter into bf16 rows parked its results as bf16 for epilogue warps
-// (STEADYMOE_PARKED_SCATTER=1 asks for it; the same bits either way).
+// Launches so far whose persistent scatter into bf16 rows parked its results as bf16 for epilogue warps (the
+// default; STEADYMOE_PARKED_SCATTER=0 keeps the register epilogue; the same bits either way).
 uint64_t grouped_gemm_parked_scatter_launches();
 
 // Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 and FP4 weights

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <utility>
 
 namespace steadymoe::cuda {
@@ -44,12 +45,15 @@ using namespace sm90;
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
-// kQuad (persistent, by_map, launched in clusters of four; on request, measured slower: quad_ctas): two such pairs take the two row tiles of a (tile pair, n-block pair) item;
-// where both tiles hold rows of one expert, the two CTAs of an n-block read the same weights, and each copies
-// half of a stage's weights into both. A stage is refilled once the consumers of all four have released it.
+// kQuad (persistent, by_map, launched in clusters of four; on request, measured slower: quad_ctas): two such
+// pairs take the two row tiles of a (tile pair, n-block pair) item; where both tiles hold rows of one expert,
+// the two CTAs of an n-block read the same weights, and each copies half of a stage's weights into both. A
+// stage is refilled once the consumers of all four have released it.
 // kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
 // its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
 // longer wait for every epilogue.
+// kParkBf16 (parked, scatters into bf16 rows: parked_scatter): the consumers park the bf16 values the scatter
+// stores, and the epilogue warps copy each row to its destination (grouped_gemm_sm90_cta.cuh).
 // kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
 // one m64n256 MMA a k step over two n-tiles' weight tiles.
 // Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
@@ -115,8 +119,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             const int rest = w / n_items, n_block = pair_rank >= 0 ? 2 * (w % n_items) + pair_rank : w % n_items;
             Tile t = tile_at(g, kQuad ? quad_tile(rest) : rest % tiles, kWide ? 2 * n_block : n_block, rest / tile_items);  // (n0: 128 a block)
             if (kQuad && t.rows == 0) {
-                // An odd tile count's last tile has no partner: its CTA runs every stage all the same (the others
-                // copy into its stages and wait for its releases), on no rows.
+                // An odd tile count's last tile has no partner: its CTA runs every stage all the same (the
+                // others copy into its stages and wait for its releases), on no rows.
                 t.n0 = n_block * kTileN, t.split = rest / tile_items;
                 t.ktiles = int(g.k / kBK) / g.k_splits, t.kt0 = t.split * t.ktiles;
             }
@@ -203,7 +207,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             const Tile t = w == first ? t0 : item_tile(w);
             SharedCopies halves;  // (row_half: -1 unless clustered)
             halves.row_half = pair_rank, halves.row_ctas = kQuad ? uint16_t(0b11 << (rank & 2)) : uint16_t(0b11);
-            if constexpr (kQuad) {  // the pair's other tile holds rows of the same expert: its weights are this one's
+            if constexpr (kQuad) {  // the item's other tile holds rows of the same expert: its weights are this one's
                 const Tile other = tile_at(g, quad_tile(w / n_items) ^ 1, 0, 0);
                 if (t.rows > 0 && other.rows > 0 && other.expert == t.expert)
                     halves.weight_half = tile_half, halves.weight_ctas = uint16_t(0b101 << pair_rank);
@@ -448,12 +452,12 @@ bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) {
     return !none && row_tensor_copies(g) && n_blocks % 2 == 0;
 }
 
-// Whether such pairs take two row tiles of an item at a time, in clusters of four (the kernel's kQuad): where the
-// two tiles hold rows of the same expert, each pair copies half of every stage's weights into both pairs' shared
-// memory, as each CTA copies half of its rows into its pair's. STEADYMOE_QUAD_CTAS=1 asks for them, on the paths
-// that have them (kQuadPath); the same bits either way. Off unless asked: on an H200 they halved deepseek-v3's
-// routed gate/up DRAM reads at 16384 tokens (31.2 to 14.8 GB) but ran 30 clusters (120 CTAs) where pairs run 132
-// CTAs, and took 9-12% more time, each working SM's tensor pipe as busy as before
+// Whether such pairs take two row tiles of an item at a time, in clusters of four (the kernel's kQuad): where
+// the two tiles hold rows of the same expert, each pair copies half of every stage's weights into both pairs'
+// shared memory, as each CTA copies half of its rows into its pair's. STEADYMOE_QUAD_CTAS=1 asks for them, on
+// the paths that have them (kQuadPath); the same bits either way. Off unless asked: on an H200 they halved
+// deepseek-v3's routed gate/up DRAM reads at 16384 tokens (31.2 to 14.8 GB) but ran 30 clusters (120 CTAs)
+// where pairs run 132 CTAs, and took 9-12% more time, each working SM's tensor pipe as busy as before
 // (bench/results/2026-12-05-cuda-parked-scatter.md).
 bool quad_ctas() {
     static const bool on = env_equals("STEADYMOE_QUAD_CTAS", "1");
@@ -490,8 +494,8 @@ int concurrent_clusters(int threads, int smem) {
         0);
 }
 
-// The paths whose persistent launches may run in clusters of four (quad_ctas): bf16 rows meeting bf16 weights and
-// e4m3 rows meeting FP8 weights, prefill's two paths whose stages' weights come straight from L2.
+// The paths whose persistent launches may run in clusters of four (quad_ctas): bf16 rows meeting bf16 weights
+// and e4m3 rows meeting FP8 weights, prefill's two paths whose stages' weights come straight from L2.
 template <WeightCode kCode, bool kScaled, bool kFp8A, bool kPersistent, bool kWide>
 constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8A, kWide> &&
                            ((kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A));
@@ -559,25 +563,28 @@ bool parked_epilogues(const GroupedGemmLaunch& g) {
 template <WeightCode kCode, bool kScaled, bool kFp8A>
 constexpr bool kParkScatterPath = (kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || kFp8A;
 
-// Whether a persistent scatter launch into bf16 rows (the experts' down GEMMs) parks its results as the bf16 values
-// it stores (the kernel's kParkBf16; the consumers weight and round them as the register epilogue does: the same
-// bits), outside few-row launches, where epilogues parked as f32 (parked_epilogues) are not asked for. Measured on
-// an H200 at 16384 tokens against the register epilogue: qwen3's down GEMM took 752-756 against 905-915 µs,
-// deepseek-v3's 4889-5154 against 5828-6091, block-exact deepseek-v4-flash's 3208-3210 against 3627-3649 (routed
-// ×0.925-0.960; the same output bits) (bench/results/2026-12-05-cuda-parked-scatter.md). STEADYMOE_PARKED_SCATTER=0
-// keeps the register epilogue, to compare.
+// Whether a persistent scatter launch into bf16 rows (the experts' down GEMMs) parks its results as the bf16
+// values it stores (the kernel's kParkBf16; the consumers weight and round them as the register epilogue
+// does: the same bits), outside few-row launches, where epilogues parked as f32 (parked_epilogues) are not
+// asked for. Measured on an H200 at 16384 tokens against the register epilogue: qwen3's down GEMM took
+// 752-756 against 905-915 µs, deepseek-v3's 4889-5154 against 5828-6091, block-exact deepseek-v4-flash's
+// 3208-3210 against 3627-3649 (routed ×0.925-0.960; the same output bits)
+// (bench/results/2026-12-05-cuda-parked-scatter.md). STEADYMOE_PARKED_SCATTER=0 keeps the register epilogue,
+// to compare.
 bool parked_scatter(const GroupedGemmLaunch& g) {
     static const bool off = env_equals("STEADYMOE_PARKED_SCATTER", "0");
-    return !off && g.epilogue == GemmEpilogue::Scatter && g.out_bf16 && !g.few_rows && g.ldo % 4 == 0;
+    const bool aligned = reinterpret_cast<uintptr_t>(g.out_bf16) % 8 == 0 && g.ldo % 4 == 0 && g.n % 4 == 0;  // 8-byte stores
+    return !off && g.epilogue == GemmEpilogue::Scatter && g.out_bf16 && aligned && !g.few_rows;
 }
 
-// Whether an unscaled bf16 persistent launch takes wide CTAs (kWide: 256 features an item, one m64n256 MMA per k
-// step reading its rows once for both halves; the same sums, so the same bits): with STEADYMOE_WIDE_CTAS=1,
-// where the features are a multiple of 256 and the launch is not a few-row one, nor one whose epilogues are
-// parked (those are asked first: parked_epilogues). Off unless asked: qwen3's routed experts took 7% more time
-// so at 16384 tokens, its gate/up GEMM 15% more and its down GEMM 6% less, the same bits
-// (bench/results/2026-12-05-cuda-switched-paths.md). STEADYMOE_WIDE_CTAS=down asks for them in scatter launches (the
-// experts' down GEMMs) only.
+// Whether an unscaled bf16 persistent launch takes wide CTAs (kWide: 256 features an item, one m64n256 MMA
+// per k step reading its rows once for both halves; the same sums, so the same bits): with
+// STEADYMOE_WIDE_CTAS=1, where the features are a multiple of 256 and the launch is not a few-row one, nor
+// one whose epilogues are parked (those are asked first: parked_epilogues). Off unless asked: qwen3's routed
+// experts took 7% more time so at 16384 tokens, its gate/up GEMM 15% more and its down GEMM 6% less, the same
+// bits (bench/results/2026-12-05-cuda-switched-paths.md). STEADYMOE_WIDE_CTAS=down asks for them in scatter
+// launches (the experts' down GEMMs) only. Scatters into bf16 rows park their results unless
+// STEADYMOE_PARKED_SCATTER=0 (asked first: parked_scatter), and then take no wide CTAs.
 bool wide_ctas(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_WIDE_CTAS", "1"), down = env_equals("STEADYMOE_WIDE_CTAS", "down");
     return (on || (down && g.epilogue == GemmEpilogue::Scatter)) && !g.few_rows && g.n % (2 * kTileN) == 0;

@@ -30,7 +30,7 @@ int hopper_few_row_ctas_per_sm();
 // clusters of four sharing their weights' copies too.
 uint64_t hopper_paired_launches();
 uint64_t hopper_quad_launches();
-// Launches so far whose scatter epilogues were parked as bf16 (STEADYMOE_PARKED_SCATTER=1).
+// Launches so far whose scatter epilogues were parked as bf16 (unless STEADYMOE_PARKED_SCATTER=0).
 uint64_t hopper_parked_scatters();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);

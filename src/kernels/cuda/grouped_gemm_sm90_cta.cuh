@@ -79,11 +79,12 @@ static_assert(fp4_tiles::kE4m3BlockBytes == kBTileBytes, "a spare tile holds a c
 // place of six for bf16 or e4m3 rows, five in place of seven or eight where FP8 or FP4 weights are widened.
 constexpr int kParkLd = kTileN + 4;
 constexpr int kParkBytes = kHopperTileRows * kParkLd * 4;
-// Parked scatters (kParkBf16; the experts' down GEMMs, whose epilogue scatters bf16 rows): the consumers apply each
-// row's routing weight and round to bf16 before they park, as the register epilogue does (the same bits), and the
-// epilogue warps only copy each parked row to its destination. 128 x 128 bf16 take 35 KB where f32 results take
-// 68 KB: five stages of bf16 or e4m3 rows in place of four, all six of converted FP4 blocks. Rows are padded by
-// eight values: rows 8 apart (a store's lanes) fall in different banks.
+// Parked scatters (kParkBf16; the experts' down GEMMs, whose epilogue scatters bf16 rows): the consumers
+// apply each row's routing weight and round to bf16 before they park, as the register epilogue does (the same
+// bits), and the epilogue warps only copy each parked row to its destination. 128 x 128 bf16 take 35 KB where
+// f32 results take 68 KB: five stages of bf16 or e4m3 rows in place of four, all six of converted FP4 blocks.
+// Rows are padded by eight values: a store's lanes cover eight consecutive rows, whose words then lie four
+// banks apart.
 constexpr int kParkLd16 = kTileN + 8;
 constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
 template <bool kParkBf16>
@@ -244,6 +245,15 @@ struct StageProducer {
 #endif
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// The down GEMM's scatter of two adjacent results of one row into bf16: times the row's routing weight `w`
+// where `weighted` (not applied before the down GEMM), then rounded. The parked scatter takes it; the
+// register epilogue writes the same operations out (the helper there changed its code's schedule), and the
+// epilogue and scatter tests compare the two bit for bit.
+__device__ __forceinline__ uint32_t scattered_bf16x2(float a, float b, float w, bool weighted) {
+    if (weighted) a = w * a, b = w * b;
+    return f32x2_to_bf16x2(a, b);
+}
+
 // A warp's 16 x 128 results (wide CTAs: 16 x 256) through the launch's epilogue straight from the
 // accumulators (element 4j + r: row `row` + 8 * (r / 2), feature 8j + 2 * (lane % 4) + r % 2). SwiGLU's gate
 // fragment 2f and its up partner 2f + 1 sit in the same thread.
@@ -269,6 +279,7 @@ __device__ __forceinline__ void epilogue_from_registers(const GroupedGemmLaunch&
             uint16_t* out = g.out_bf16 + rows[h].dest * g.ldo + t.n0 + q2;
             const int room = int(g.n - t.n0) - q2;  // pair j is stored where 8j < room (N is a multiple of 8)
             const float w = rows[h].weight;
+            // (scattered_bf16x2's arithmetic, written out: this order schedules best)
 #pragma unroll
             for (int j = 0; j < kAcc / 4; ++j) {
                 float a = v[4 * j + 2 * h], b = v[4 * j + 2 * h + 1];
@@ -340,24 +351,23 @@ __device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const T
     }
 }
 
-// A consumer thread's 2 x 64 results (as park_results) through the scatter's arithmetic — times its rows' routing
-// weights `w` where `weighted`, rounded to bf16 — into the parked bf16 block, as [row][feature].
+// A consumer thread's 2 x 64 results (as park_results) through the scatter's arithmetic (scattered_bf16x2,
+// with its rows' routing weights `w`) into the parked bf16 block, as [row][feature].
 __device__ __forceinline__ void park_scatter_bf16(uint16_t* park, const float (&v)[64], int row, int lane, const float (&w)[2],
                                                   bool weighted) {
     const int q2 = 2 * (lane & 3);
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float a = v[4 * j + 2 * h], b = v[4 * j + 2 * h + 1];
-            if (weighted) a = w[h] * a, b = w[h] * b;
-            *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kParkLd16 + 8 * j + q2) = f32x2_to_bf16x2(a, b);
-        }
+        for (int h = 0; h < 2; ++h)
+            *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kParkLd16 + 8 * j + q2) =
+                scattered_bf16x2(v[4 * j + 2 * h], v[4 * j + 2 * h + 1], w[h], weighted);
 }
 
 // Epilogue warp `e` copies rows e, e + kEpilogueWarps, ... of the parked bf16 block of item tile `t` to their
-// destination rows: each lane reads one row's destination, 32 rows at a time, then a row's 128 values take the
-// lanes four each (N is a multiple of 8, so a lane's four are all in range or all past it).
+// destination rows: each lane reads one row's destination, 32 rows at a time, then a row's 128 values take
+// the lanes four each, 8-byte stores (parked_scatter checks that N is a multiple of 4 and the rows 8-byte
+// aligned, so a lane's four are all in range or all past it).
 __device__ __forceinline__ void drain_parked_scatter(const GroupedGemmLaunch& g, const Tile& t, const uint16_t* park, int e, int lane) {
     const int col = 4 * lane;
     const bool in_range = t.n0 + col < g.n;
