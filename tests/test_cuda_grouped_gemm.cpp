@@ -26,6 +26,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace steadymoe;
@@ -1075,62 +1076,136 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
     }
 }
 
+// A launch with more items than an H200 has CTAs at once (70 n-blocks of three row tiles: 105 pair items over
+// 66 clusters, so CTAs park an item while their epilogue warps drain the one before) and a last n-block of 72
+// features (the drains' lanes past N store nothing), for the persistent-against-per-tile tests below: random
+// bf16 rows and weights, routing weights and destinations (in reverse).
+struct ManyItems {
+    static constexpr int64_t N = 70 * 128 - 56, K = 256, rows = ThreeTiles::kRows;
+    const ThreeTiles tiles;
+    cuda::DeviceExpertGroup group;
+    cuda::DeviceBuffer a_buf{size_t(rows * K) * 2, "a"}, w_buf{size_t(rows) * 4, "row weights"}, dest_buf{size_t(rows) * 8, "row destinations"};
+    ManyItems() {
+        std::mt19937 rng(43);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        const auto one = [](int64_t) { return 1.0f; };
+        ExpertWeights e;
+        e.gate = bf16_matrix(K, N, one, "gate"), e.up = bf16_matrix(K, N, one, "up");
+        e.down = bf16_matrix(N, K, [&](int64_t) { return normal(rng); }, "down");
+        group = cuda::upload_expert_group({&e}, "many items");
+        std::vector<uint16_t> a(size_t(rows * K));
+        for (uint16_t& v : a) v = f32_to_bf16(normal(rng));
+        std::vector<float> weights(static_cast<size_t>(rows));
+        std::vector<int64_t> dest(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) weights[size_t(r)] = float(rng() % 1000) / 997.0f, dest[size_t(r)] = rows - 1 - r;
+        a_buf.upload(a.data(), a.size() * 2);
+        w_buf.upload(weights.data(), weights.size() * 4);
+        dest_buf.upload(dest.data(), dest.size() * 8);
+    }
+    // The bytes of `width` outputs a row (bf16 where `bf16_out`, else f32) that the down matrix's launch on
+    // `schedule` stores, the epilogue set by `adjust`; everything else reads back as all ones (NaN).
+    std::vector<uint8_t> outputs(cuda::TiledSchedule schedule, int64_t width, bool bf16_out,
+                                 const std::function<void(cuda::GroupedGemmLaunch&)>& adjust) const {
+        const size_t bytes = size_t(rows * width) * (bf16_out ? 2 : 4);
+        cuda::DeviceBuffer out_buf(bytes, "out");
+        cuda::GroupedGemmLaunch g;
+        tiles.set(g);
+        g.a = a_buf.as<uint16_t>(), g.a_rows = rows;
+        const cuda::DeviceMatrixSet& m = group.down;
+        g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
+        g.ldo = width, g.schedule = schedule;
+        if (bf16_out) g.out_bf16 = out_buf.as<uint16_t>();
+        else g.out = out_buf.as<float>();
+        adjust(g);
+        EXPECT_EQ(cudaMemset(out_buf.get(), 0xFF, bytes), cudaSuccess);
+        EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint8_t> got(bytes);
+        out_buf.download(got.data(), bytes);
+        return got;
+    }
+};
+
+// Where two launches' outputs of `size` bytes each first differ (-1 where nowhere), and how many differ.
+std::pair<int64_t, int64_t> first_difference(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, size_t size) {
+    int64_t wrong = 0, first = -1;
+    for (size_t i = 0; i < got.size(); i += size)
+        if (std::memcmp(&got[i], &want[i], size) != 0 && wrong++ == 0) first = int64_t(i / size);
+    return {first, wrong};
+}
+// How many outputs of `size` bytes each are still all ones (nothing stored them).
+int64_t unwritten(const std::vector<uint8_t>& got, size_t size) {
+    const std::vector<uint8_t> ones(got.size(), 0xFF);
+    return int64_t(got.size() / size) - first_difference(got, ones, size).second;
+}
+
 // The scatter into bf16 rows of persistent CTAs (parked as bf16 for epilogue warps, or from the consumers'
-// registers where STEADYMOE_PARKED_SCATTER=0) stores the bits of one CTA per tile, on a launch with more
-// items than an H200 has CTAs at once (so CTAs park an item while their epilogue warps drain the one before)
-// and a last n-block of 72 features (the drain's lanes past N store nothing), with the routing weights
-// applied in the scatter and before it.
+// registers where STEADYMOE_PARKED_SCATTER=0) stores the bits of one CTA per tile on ManyItems' launch, with
+// the routing weights applied in the scatter and before it.
 TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
-    constexpr int64_t N = 70 * 128 - 56, K = 256, rows = ThreeTiles::kRows;
-    std::mt19937 rng(43);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    const auto one = [](int64_t) { return 1.0f; };
-    ExpertWeights e;
-    e.gate = bf16_matrix(K, N, one, "gate"), e.up = bf16_matrix(K, N, one, "up");
-    e.down = bf16_matrix(N, K, [&](int64_t) { return normal(rng); }, "down");
-    const cuda::DeviceExpertGroup group = cuda::upload_expert_group({&e}, "scatter test");
-    std::vector<uint16_t> a(size_t(rows * K));
-    for (uint16_t& v : a) v = f32_to_bf16(normal(rng));
-    std::vector<float> weights(static_cast<size_t>(rows));
-    std::vector<int64_t> dest(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) weights[size_t(r)] = float(rng() % 1000) / 997.0f, dest[size_t(r)] = rows - 1 - r;
-    const ThreeTiles tiles;
-    cuda::DeviceBuffer a_buf(a.size() * 2, "a"), w_buf(weights.size() * 4, "row weights"), dest_buf(dest.size() * 8, "row destinations"),
-        out_buf(size_t(rows * N) * 2, "bf16 out");
-    a_buf.upload(a.data(), a.size() * 2);
-    w_buf.upload(weights.data(), weights.size() * 4);
-    dest_buf.upload(dest.data(), dest.size() * 8);
+    const ManyItems m;
+    constexpr int64_t N = ManyItems::N;
     const bool parks = !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0") && !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
     for (bool weight_before_down : {false, true}) {
         SCOPED_TRACE(weight_before_down ? "weights applied before" : "weights applied in the scatter");
-        std::vector<uint16_t> per_tile;
+        std::vector<uint8_t> per_tile;
         for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent}) {
-            cuda::GroupedGemmLaunch g;
-            tiles.set(g);
-            g.a = a_buf.as<uint16_t>(), g.a_rows = rows;
-            const cuda::DeviceMatrixSet& m = group.down;
-            g.code = m.code, g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.n = m.n, g.k = m.k;
-            g.epilogue = cuda::GemmEpilogue::Scatter, g.out_bf16 = out_buf.as<uint16_t>(), g.ldo = N, g.schedule = schedule;
-            g.row_weight = w_buf.as<float>(), g.row_dest = dest_buf.as<int64_t>(), g.weight_before_down = weight_before_down;
-            ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 2), cudaSuccess);  // NaN where nothing is written
             const uint64_t parked_before = cuda::grouped_gemm_parked_scatter_launches();
-            ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
-            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            const std::vector<uint8_t> got = m.outputs(schedule, N, true, [&](cuda::GroupedGemmLaunch& g) {
+                g.epilogue = cuda::GemmEpilogue::Scatter, g.row_weight = m.w_buf.as<float>(), g.row_dest = m.dest_buf.as<int64_t>();
+                g.weight_before_down = weight_before_down;
+            });
             const bool parked = parks && schedule == cuda::TiledSchedule::Persistent;
             EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - parked_before, parked ? 1u : 0u) << "parked: " << parked;
-            std::vector<uint16_t> got(size_t(rows * N));
-            out_buf.download(got.data(), got.size() * 2);
             if (per_tile.empty()) {
                 per_tile = got;
-                EXPECT_TRUE(std::none_of(got.begin(), got.end(), [](uint16_t v) { return v == 0xFFFF; })) << "a value not written";
+                EXPECT_EQ(unwritten(got, 2), 0) << "a value not written";
                 continue;
             }
-            int64_t wrong = 0, first = -1;
-            for (size_t i = 0; i < got.size(); ++i)
-                if (got[i] != per_tile[i] && wrong++ == 0) first = int64_t(i);
+            const auto [first, wrong] = first_difference(got, per_tile, 2);
             EXPECT_EQ(wrong, 0) << "first at row " << first / N << " feature " << first % N;
+        }
+    }
+}
+
+// The SwiGLU epilogue of persistent CTAs (its outputs parked as bf16 for epilogue warps where
+// STEADYMOE_PARKED_SWIGLU=1 and they are rounded to bf16; else from the consumers' registers, or f32 results
+// parked where the items are long) stores the bits of one CTA per tile on ManyItems' launch (the last n-block's
+// 36 outputs), into bf16 and f32 rows, with the routing weights applied in SwiGLU or not, with and without a
+// clamp, and without the bf16 rounding (never parked as bf16).
+TEST(CudaGroupedGemm, PersistentSwiGlusStoreWhatPerTileCtasStore) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
+    const ManyItems m;
+    constexpr int64_t I = ManyItems::N / 2;
+    const bool parks = cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1");
+    struct Case {
+        bool bf16_out, weight_before_down, round_bf16;
+        float limit;
+    };
+    for (const Case c : {Case{true, false, true, 0.0f}, Case{true, true, true, 4.0f}, Case{false, true, true, 0.0f},
+                         Case{false, false, true, 4.0f}, Case{false, true, false, 4.0f}}) {
+        SCOPED_TRACE(std::string(c.bf16_out ? "bf16" : "f32") + " outputs, weights " + (c.weight_before_down ? "in SwiGLU" : "not applied") +
+                     (c.round_bf16 ? ", rounded to bf16" : ", not rounded") + ", limit " + std::to_string(c.limit));
+        const size_t size = c.bf16_out ? 2 : 4;
+        std::vector<uint8_t> per_tile;
+        for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent}) {
+            const uint64_t parked_before = cuda::grouped_gemm_parked_swiglu_launches();
+            const std::vector<uint8_t> got = m.outputs(schedule, I, c.bf16_out, [&](cuda::GroupedGemmLaunch& g) {
+                g.epilogue = cuda::GemmEpilogue::SwiGlu, g.row_weight = m.w_buf.as<float>(), g.weight_before_down = c.weight_before_down;
+                g.round_bf16 = c.round_bf16, g.swiglu_limit = c.limit;
+            });
+            const bool parked = parks && c.round_bf16 && schedule == cuda::TiledSchedule::Persistent;
+            EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - parked_before, parked ? 1u : 0u) << "parked: " << parked;
+            if (per_tile.empty()) {
+                per_tile = got;
+                EXPECT_EQ(unwritten(got, size), 0) << "a value not written";
+                continue;
+            }
+            const auto [first, wrong] = first_difference(got, per_tile, size);
+            EXPECT_EQ(wrong, 0) << "first at row " << first / I << " output " << first % I;
         }
     }
 }
@@ -1138,7 +1213,8 @@ TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16 of
 // the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the
 // consumers' registers (persistent CTAs: the scatter's own path), from shared memory (one CTA per tile) and
-// parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0); and every
+// parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0, SwiGLU's outputs
+// as bf16 where STEADYMOE_PARKED_SWIGLU=1); and every
 // schedule stores the bits of the first. FP8 weights (scaled) and bf16 ones with bf16 activations (unscaled:
 // persistent CTAs take 256 features an item where STEADYMOE_WIDE_CTAS=1, but for parked scatters).
 TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
@@ -1171,6 +1247,7 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                     };
                     const std::vector<float> f32 = run(*p, fp8_a, false, scaled, stage);
                     const uint64_t parked_before = cuda::grouped_gemm_parked_scatter_launches();
+                    const uint64_t swiglus_before = cuda::grouped_gemm_parked_swiglu_launches();
                     (void)run(*p, fp8_a, false, scaled, [&](cuda::GroupedGemmLaunch& g) {
                         stage(g);
                         g.out = nullptr, g.out_bf16 = bf16_buf.as<uint16_t>();
@@ -1181,6 +1258,10 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                                                 !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1") && !swiglu &&
                                                 schedule == cuda::TiledSchedule::Persistent && (fp8_a || p->bf16);
                     EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - parked_before, parked_scatter ? 1u : 0u);
+                    // and SwiGLU's outputs on those paths where STEADYMOE_PARKED_SWIGLU=1 (Parked schedule too)
+                    const bool parked_swiglu = cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1") && swiglu &&
+                                               schedule != cuda::TiledSchedule::PerTile && (fp8_a || p->bf16);
+                    EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - swiglus_before, parked_swiglu ? 1u : 0u);
                     std::vector<uint16_t> bf16(size_t(kRows * width));
                     bf16_buf.download(bf16.data(), bf16.size() * 2);
                     int64_t wrong = 0;

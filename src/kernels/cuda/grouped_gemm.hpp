@@ -197,6 +197,9 @@ uint64_t grouped_gemm_quad_launches();
 // Launches so far whose persistent scatter into bf16 rows parked its results as bf16 for epilogue warps (the
 // default; STEADYMOE_PARKED_SCATTER=0 keeps the register epilogue; the same bits either way).
 uint64_t grouped_gemm_parked_scatter_launches();
+// Launches so far whose persistent SwiGLU epilogue parked its outputs as bf16 for epilogue warps (with
+// STEADYMOE_PARKED_SWIGLU=1; the same bits either way).
+uint64_t grouped_gemm_parked_swiglu_launches();
 
 // Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 and FP4 weights
 // on a Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores

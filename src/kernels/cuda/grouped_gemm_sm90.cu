@@ -52,8 +52,10 @@ using namespace sm90;
 // kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
 // its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
 // longer wait for every epilogue.
-// kParkBf16 (parked, scatters into bf16 rows: parked_scatter): the consumers park the bf16 values the scatter
-// stores, and the epilogue warps copy each row to its destination (grouped_gemm_sm90_cta.cuh).
+// kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the epilogue warps
+// take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter): the bf16 values the
+// scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU rounded to bf16:
+// parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store.
 // kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
 // one m64n256 MMA a k step over two n-tiles' weight tiles.
 // Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
@@ -74,7 +76,7 @@ __device__ __forceinline__ void convert_stage(char* stage, char* tile) {
 #endif
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false, bool kWide = false,
-          bool kQuad = false, bool kParkBf16 = false>
+          bool kQuad = false, ParkedForm kForm = ParkedForm::F32Results>
 __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
@@ -87,7 +89,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(!kWide || (kCode == WeightCode::Bf16 && !kScaled && !kFp8A && kWG == 2 && kPersistent && !kParked),
                   "wide CTAs: unscaled bf16, persistent, epilogues from registers");
     static_assert(!kQuad || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide>), "clusters of four: persistent, weights in one run");
-    static_assert(!kParkBf16 || kParked, "parked scatters are parked epilogues");
+    static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
+    constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
     constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
@@ -135,12 +138,12 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
-    constexpr int kS = kParked ? kParkedStages<kCode, kFp8A, kParkBf16> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
+    constexpr int kS = kParked ? kParkedStages<kCode, kFp8A, kForm> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
     static_assert(kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
     // Two bf16 tiles (converted: e4m3 ones): one may still be read by the previous MMAs.
     char* widened = smem + kS * kStageBytes;
     float* parked_block = reinterpret_cast<float*>(widened + (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0));
-    uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytesOf<kParkBf16> : 0));
+    uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytesOf<kForm> : 0));
     uint64_t* empty = full + kS;
     // Parked epilogues: `parked` completes once every consumer warp has parked an item's results, `drained`
     // once every epilogue warp is done with them (the block may take the next item's).
@@ -191,6 +194,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 barrier::wait(barrier::shared_address(parked), phase);
                 if constexpr (kParkBf16)
                     drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), warp_id - kConsumerWarps - 1, lane);
+                else if constexpr (kParkSwiGlu)
+                    drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), warp_id - kConsumerWarps - 1, lane);
                 else
                     drain_parked(g, t, parked_block, warp_id - kConsumerWarps - 1, lane);
                 __syncwarp();
@@ -270,13 +275,14 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         const int ktiles = t.ktiles / L::kSub;
         // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
         const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
-        // Parked scatters: this thread's two rows' routing weights, asked for now and used after the MMAs.
+        // Parked scatters and SwiGLU outputs: this thread's two rows' routing weights (SwiGLU's where the launch
+        // has them: 1 else, as epilogue_row's), asked for now and used after the MMAs.
         [[maybe_unused]] float row_weights[2] = {0.0f, 0.0f};
-        if constexpr (kParkBf16) {
+        if constexpr (kParkBf16 || kParkSwiGlu) {
             const int row = wg * 64 + warp * 16 + (lane >> 2);
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                if (row + 8 * h < t.rows) row_weights[h] = g.row_weight[t.row0 + row + 8 * h];
+                if (row + 8 * h < t.rows) row_weights[h] = kParkSwiGlu && !g.row_weight ? 1.0f : g.row_weight[t.row0 + row + 8 * h];
         }
         float acc[kAcc];
         float total[kScaled ? 64 : 1];
@@ -370,6 +376,10 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                         uint16_t* park = reinterpret_cast<uint16_t*>(parked_block);
                         if constexpr (kScaled) park_scatter_bf16(park, total, row, lane, row_weights, !g.weight_before_down);
                         else park_scatter_bf16(park, acc, row, lane, row_weights, !g.weight_before_down);
+                    } else if constexpr (kParkSwiGlu) {
+                        uint16_t* park = reinterpret_cast<uint16_t*>(parked_block);
+                        if constexpr (kScaled) park_swiglu_bf16(park, total, row, lane, row_weights, g);
+                        else park_swiglu_bf16(park, acc, row, lane, row_weights, g);
                     } else if constexpr (kScaled) {
                         park_results(parked_block, total, row, lane);
                     } else {
@@ -426,12 +436,14 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
 #endif
 }
 
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false, bool kParkBf16 = false>
-constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A, kParkBf16> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
-template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false, bool kParkBf16 = false>
-constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kParkBf16> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
-                           (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytesOf<kParkBf16> : 0) +
-                           (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kParkBf16> + 2) * int(sizeof(uint64_t)) +
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false,
+          ParkedForm kForm = ParkedForm::F32Results>
+constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A, kForm> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
+template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false,
+          ParkedForm kForm = ParkedForm::F32Results>
+constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
+                           (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytesOf<kForm> : 0) +
+                           (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> + 2) * int(sizeof(uint64_t)) +
                            1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
@@ -464,7 +476,7 @@ bool quad_ctas() {
     return on;
 }
 
-std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0};
+std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, parked_swiglus{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -501,14 +513,16 @@ constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8
                            ((kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A));
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false,
-          bool kWide = false, bool kParkBf16 = false>
+          bool kWide = false, ParkedForm kForm = ParkedForm::F32Results>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kParkBf16>;
+    constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
-    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kParkBf16>;
-    constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide>;
-    constexpr auto quad_kernel =
-        grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads, kParkBf16 && kQuads>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kForm>;
+    // (no clusters of four with parked SwiGLU outputs: one kernel fewer to build for a combination not measured)
+    constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16;
+    // (where !kQuads, a kernel the other launches build, never launched)
+    constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads,
+                                                          kQuads ? kForm : ParkedForm::F32Results>;
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     dim3 grid = tile_grid(g);
     if (kWide) grid.x = unsigned((g.n + 2 * kTileN - 1) / (2 * kTileN));  // 256 features an item
@@ -542,7 +556,10 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && cluster > 0)
         (cluster == 4 ? quad_launches : paired_launches).fetch_add(1, std::memory_order_relaxed);
-    if (launched == cudaSuccess && last == cudaSuccess && kParkBf16) parked_scatters.fetch_add(1, std::memory_order_relaxed);
+    if (launched == cudaSuccess && last == cudaSuccess && kForm == ParkedForm::ScatterBf16)
+        parked_scatters.fetch_add(1, std::memory_order_relaxed);
+    if (launched == cudaSuccess && last == cudaSuccess && kForm == ParkedForm::SwiGluBf16)
+        parked_swiglus.fetch_add(1, std::memory_order_relaxed);
     return launched != cudaSuccess ? launched : last;
 }
 
@@ -575,6 +592,18 @@ bool parked_scatter(const GroupedGemmLaunch& g) {
     static const bool off = env_equals("STEADYMOE_PARKED_SCATTER", "0");
     const bool aligned = reinterpret_cast<uintptr_t>(g.out_bf16) % 8 == 0 && g.ldo % 4 == 0 && g.n % 4 == 0;  // 8-byte stores
     return !off && g.epilogue == GemmEpilogue::Scatter && g.out_bf16 && aligned && !g.few_rows;
+}
+
+// Whether a persistent SwiGLU launch (the experts' gate/up GEMMs) parks its SwiGLU outputs (the kernel's
+// SwiGluBf16 form: the consumers run SwiGLU as the register epilogue does, the same bits), where the launch
+// rounds them to bf16 (so that 16 bits hold each), outside few-row launches: with STEADYMOE_PARKED_SWIGLU=1,
+// on the paths of kParkScatterPath, before epilogues parked as f32 (parked_epilogues) or the Parked schedule.
+// The parked block leaves every stage (six of bf16 or e4m3 rows, where f32 results leave four) and the
+// epilogue warps only store: deepseek-v3's routed gate/up parks f32 results by default, qwen3's stores from
+// registers. Off unless asked: not yet measured.
+bool parked_swiglu(const GroupedGemmLaunch& g) {
+    static const bool on = env_equals("STEADYMOE_PARKED_SWIGLU", "1");
+    return on && g.epilogue == GemmEpilogue::SwiGlu && g.round_bf16 && !g.few_rows;
 }
 
 // Whether an unscaled bf16 persistent launch takes wide CTAs (kWide: 256 features an item, one m64n256 MMA
@@ -619,10 +648,14 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
         schedule = kScaled || g.epilogue != GemmEpilogue::Store ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
+    if constexpr (kParkScatterPath<kCode, kScaled, kFp8A>)
+        if ((schedule == TiledSchedule::Persistent || schedule == TiledSchedule::Parked) && parked_swiglu(g))
+            return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::SwiGluBf16>(g);
     if (schedule == TiledSchedule::Parked || (schedule == TiledSchedule::Persistent && parked_epilogues(g)))
         return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
     if constexpr (kParkScatterPath<kCode, kScaled, kFp8A>)
-        if (schedule == TiledSchedule::Persistent && parked_scatter(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, true>(g);
+        if (schedule == TiledSchedule::Persistent && parked_scatter(g))
+            return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::ScatterBf16>(g);
     if constexpr (kCode == WeightCode::Bf16 && !kScaled && !kFp8A)
         if (schedule == TiledSchedule::Persistent && wide_ctas(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, false, true>(g);
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
@@ -694,6 +727,7 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_scatters() { return parked_scatters.load(std::memory_order_relaxed); }
+uint64_t hopper_parked_swiglus() { return parked_swiglus.load(std::memory_order_relaxed); }
 
 int hopper_few_row_ctas_per_sm() {
     constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;

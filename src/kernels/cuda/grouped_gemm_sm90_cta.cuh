@@ -87,16 +87,32 @@ constexpr int kParkBytes = kHopperTileRows * kParkLd * 4;
 // banks apart.
 constexpr int kParkLd16 = kTileN + 8;
 constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
-template <bool kParkBf16>
-constexpr int kParkBytesOf = kParkBf16 ? kParkBytes16 : kParkBytes;
+// Parked SwiGLU outputs (kSwiGluBf16; the experts' gate/up GEMMs where the activations are bf16): the consumers
+// run each gate/up pair through SwiGLU as the register epilogue does, and park the 64 outputs of a row, which
+// the rounding to the activations' bf16 leaves exact in 16 bits (NaNs too: round_act clears their low half);
+// the epilogue warps only store each row. 128 x 64 take 18 KB: six stages of bf16 or e4m3 rows, as many as
+// without a parked block, where f32 results leave four. Rows are padded by eight values, as above.
+constexpr int kParkLdSwiGlu = kTileN / 2 + 8;
+constexpr int kParkBytesSwiGlu = kHopperTileRows * kParkLdSwiGlu * 2;
+// What a parked epilogue leaves in shared memory: the f32 results, the bf16 values a scatter stores, or the
+// bf16 outputs of SwiGLU.
+enum class ParkedForm { F32Results, ScatterBf16, SwiGluBf16 };
+template <ParkedForm kForm>
+constexpr int kParkBytesOf = kForm == ParkedForm::ScatterBf16 ? kParkBytes16 : kForm == ParkedForm::SwiGluBf16 ? kParkBytesSwiGlu : kParkBytes;
 constexpr int kEpilogueWarps = 3;
 constexpr int kSmemPerCta = 227 * 1024;  // the most shared memory a Hopper CTA may have
-template <WeightCode kCode, bool kFp8A, bool kParkBf16 = false>
-constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>, (kSmemPerCta - kParkBytesOf<kParkBf16> -
+template <WeightCode kCode, bool kFp8A, ParkedForm kForm = ParkedForm::F32Results>
+constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>, (kSmemPerCta - kParkBytesOf<kForm> -
                                                                      (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) - 2 * 1024) /
                                                                         StageLayout<kCode, kFp8A, 2>::kBytes);
-static_assert(kParkedStages<WeightCode::Fp8, true, true> == 5 && kParkedStages<WeightCode::Bf16, false, true> == 5 &&
-              kParkedStages<WeightCode::Fp4, true, true> == 6);
+static_assert(kParkedStages<WeightCode::Fp8, true> == 4 && kParkedStages<WeightCode::Bf16, false> == 4);
+static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16> == 5 &&
+              kParkedStages<WeightCode::Bf16, false, ParkedForm::ScatterBf16> == 5 &&
+              kParkedStages<WeightCode::Fp4, true, ParkedForm::ScatterBf16> == 6);
+static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16> == kStages<WeightCode::Fp8, true, 2, 1> &&
+              kParkedStages<WeightCode::Bf16, false, ParkedForm::SwiGluBf16> == kStages<WeightCode::Bf16, false, 2, 1> &&
+              kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16> == kStages<WeightCode::Fp4, true, 2, 1>,
+              "parked SwiGLU outputs leave every stage");
 
 
 // What a CTA of a cluster copies for the others (persistent CTAs; see grouped_gemm_sm90.cu): half of each
@@ -381,6 +397,41 @@ __device__ __forceinline__ void drain_parked_scatter(const GroupedGemmLaunch& g,
             const uint2 v = *reinterpret_cast<const uint2*>(park + (base + kEpilogueWarps * i) * kParkLd16 + col);
             if (in_range) *reinterpret_cast<uint2*>(g.out_bf16 + dest * g.ldo + t.n0 + col) = v;
         }
+    }
+}
+
+// A consumer thread's SwiGLU outputs (rows `row` and `row` + 8 of the tile: gate fragment 2f's pairs with their
+// up partners in fragment 2f + 1, accumulator layout as above) through swiglu_stage — the register epilogue's
+// arithmetic, with its rows' routing weights `w` where they come before the down GEMM — into the parked block
+// as [row][output]: output 8f + c of a row is intermediate feature t.n0 / 2 + 8f + c. Only where the launch
+// rounds to bf16 (parked_swiglu): each output is a bf16 value then, parked as its top 16 bits.
+__device__ __forceinline__ void park_swiglu_bf16(uint16_t* park, const float (&v)[64], int row, int lane, const float (&w)[2],
+                                                 const GroupedGemmLaunch& g) {
+    const int q2 = 2 * (lane & 3);
+#pragma unroll
+    for (int f = 0; f < 8; ++f)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float a = swiglu_stage(v[8 * f + 2 * h], v[8 * f + 4 + 2 * h], g.swiglu_limit, g.weight_before_down, w[h], true);
+            const float b = swiglu_stage(v[8 * f + 2 * h + 1], v[8 * f + 4 + 2 * h + 1], g.swiglu_limit, g.weight_before_down, w[h], true);
+            *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kParkLdSwiGlu + 8 * f + q2) = __byte_perm(f32_bits(a), f32_bits(b), 0x7632);
+        }
+}
+
+// Epilogue warp `e` stores rows e, e + kEpilogueWarps, ... of the parked SwiGLU outputs of item tile `t`: a row's
+// 64 outputs take the lanes two each, as bf16 (out_bf16) or widened back to the f32 they were (I = N / 2 is a
+// multiple of four: a lane's two are both in range or both past it). The stores are those of epilogue_pair:
+// the bf16 rounding of a bf16 value is itself, NaNs included (f32x2_to_bf16x2 sets the quiet bit, which
+// round_act set already).
+__device__ __forceinline__ void drain_parked_swiglu(const GroupedGemmLaunch& g, const Tile& t, const uint16_t* park, int e, int lane) {
+    const int64_t j = t.n0 / 2 + 2 * lane;  // this lane's first intermediate feature
+    if (j >= g.n / 2) return;
+#pragma unroll 4
+    for (int row = e; row < t.rows; row += kEpilogueWarps) {
+        const uint32_t pair = *reinterpret_cast<const uint32_t*>(park + row * kParkLdSwiGlu + 2 * lane);
+        const int64_t offset = (t.row0 + row) * g.ldo + j;
+        if (g.out_bf16) *reinterpret_cast<uint32_t*>(g.out_bf16 + offset) = pair;
+        else *reinterpret_cast<float2*>(g.out + offset) = make_float2(f32_from_bits(pair << 16), f32_from_bits(pair & 0xFFFF0000u));
     }
 }
 
