@@ -122,7 +122,7 @@ EpBatchState CudaEpMoeLayer::Impl::prepare(const MoeInput& input) {
         if (shared) {
             shared_perm.reserve(T, b.tiles.token_tiles, 1, moved);
             shared_stage.reserve(T, H, shared->intermediate, moved, 0,
-                                 !tc::swiglu_outputs_direct(*shared, layer.activation_quant(), true, b.bf16));
+                                 tc::swiglu_mid_bytes(*shared, layer.activation_quant(), true, b.bf16));
             grow(shared_out, size_t(T * H) * 4, "shared expert outputs", moved);
         }
         grow(out, b.plan.out.output.nbytes(), "output", moved);
@@ -278,7 +278,7 @@ MoeOutput CudaEpMoeLayer::Impl::forward_nccl(EpBatchState& b, CudaEpStats* stats
     grow(pair_weight, size_t(P) * 4, "received pairs' weights", moved);
     grow(pair_row, size_t(P) * 4, "received pairs' rows", moved);
     perm.reserve(P, tc::tile_counts(0, P, S).pair_tiles, S, moved);
-    stage.reserve(P, H, local.intermediate, moved, 0, !tc::swiglu_outputs_direct(local, layer.activation_quant(), true, b.bf16));
+    stage.reserve(P, H, local.intermediate, moved, 0, tc::swiglu_mid_bytes(local, layer.activation_quant(), true, b.bf16));
     grow(results, size_t(P * H) * 4, "expert results", moved);
     grow(back, size_t(mine_pairs[ranks] * H) * 4, "returned results", moved);
 

@@ -34,7 +34,7 @@ MoeOutput CudaEpMoeLayer::Impl::forward_peer(EpBatchState& b, CudaEpStats* stats
     tc::grow(pair_row, size_t(bound) * 4, "received pairs' rows", moved);
     tc::grow(live, 4, "received pair count", moved);
     perm.reserve(bound, tc::tile_counts(0, bound, S).pair_tiles, S, moved);
-    stage.reserve(bound, H, local.intermediate, moved, 0, !tc::swiglu_outputs_direct(local, layer.activation_quant(), true, b.bf16));
+    stage.reserve(bound, H, local.intermediate, moved, 0, tc::swiglu_mid_bytes(local, layer.activation_quant(), true, b.bf16));
     tc::grow(results, size_t(bound * H) * 4, "expert results", moved);
 
     // Every rank runs every step, a refused one with no tokens: the flags of each step are raised by all.

@@ -37,7 +37,7 @@ cuda::PermutationOut PermBuffers::view(int64_t tiles_bound, int64_t experts) {
             t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1, chunk_counts.as<int32_t>()};
 }
 
-void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows, bool f32_mid) {
+void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows, int64_t mid_bytes) {
     if (source_rows > 0) {
         grow(source_codes, size_t(source_rows * H), "quantised expert inputs", moved);
         grow(source_scales, size_t(source_rows * (H / 128)) * 4, "quantised expert input scales", moved);
@@ -52,7 +52,7 @@ void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int6
     }
     grow(a1, size_t(rows * H) * 2, "expert inputs", moved);
     grow(a1_scale, size_t(rows * (H / 128)) * 4, "expert input scales", moved);
-    if (f32_mid) grow(mid, size_t(rows * I) * 4, "SwiGLU outputs", moved);
+    if (mid_bytes > 0) grow(mid, size_t(rows * I * mid_bytes), "SwiGLU outputs", moved);
     grow(a2, size_t(rows * I) * 2, "down inputs", moved);
     grow(a2_scale, size_t(rows * (I / 128)) * 4, "down input scales", moved);
 }
@@ -119,6 +119,15 @@ InputForm input_form(const cuda::DeviceMatrixSet& w, ActivationQuant aq, bool fp
     if (w.code == cuda::WeightCode::Fp4) return {mode, w.fp4_e4m3_order};
     return {mode, mode != 0 && fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code)};
 }
+// Whether the SwiGLU outputs kept between the GEMMs (where the down GEMM quantises them) are bf16, not f32: where
+// the activations are bf16, so that each output is a bf16 value already (swiglu_stage rounds it; a NaN keeps no
+// bits past the top 16), and the quantising gather (launch_gather_fp8 / _bf16) reads the same values from half the
+// bytes, the gate/up epilogue writing half. STEADYMOE_SWIGLU_MID=f32 keeps them f32, to compare (the same bits).
+bool bf16_mid(bool bf16) {
+    static const bool f32 = cuda::env_equals("STEADYMOE_SWIGLU_MID", "f32");
+    return bf16 && !f32;
+}
+
 // At most 32 rows per expert on average (a decode batch): most 128-row tiles would be less than half full,
 // so Hopper runs its decode kernel (the weights as the MMAs' first operand, a few tokens as the second)
 // — the same arithmetic per row.
@@ -128,7 +137,8 @@ InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, Activati
     return input_form(w, aq, r.fp8_tensor_cores);
 }
 
-// bf16 activations that the down GEMM (input form `down`) takes unquantised: swiglu_outputs_direct.
+// bf16 activations that the down GEMM (input form `down`) takes unquantised: no SwiGLU outputs kept between the
+// GEMMs (swiglu_mid_bytes).
 bool direct_form(InputForm down, bool bf16) { return bf16 && down.mode == 0 && !down.fp8; }
 
 // A launch over `w` whose input rows are at `a` (bf16 values or e4m3 codes) with their scales at `a_scale`, in
@@ -197,8 +207,9 @@ bool early_weights(cuda::WeightCode code) {
 
 }  // namespace
 
-bool swiglu_outputs_direct(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16) {
-    return direct_form(input_form(group.down, aq, fp8_tensor_cores), bf16);
+int64_t swiglu_mid_bytes(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16) {
+    if (direct_form(input_form(group.down, aq, fp8_tensor_cores), bf16)) return 0;
+    return bf16_mid(bf16) ? 2 : 4;
 }
 
 bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores) {
@@ -251,7 +262,9 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
             g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, up_form, b.a1, b.a1_scale, s);
     }
     g1.epilogue = cuda::GemmEpilogue::SwiGlu;
+    const bool mid_bf16 = !direct && bf16_mid(bf16);
     if (direct) g1.out_bf16 = b.a2.as<uint16_t>();
+    else if (mid_bf16) g1.out_bf16 = b.mid.as<uint16_t>();
     else g1.out = b.mid.as<float>();
     g1.ldo = I;
     g1.row_weight = r.perm->weight;
@@ -270,7 +283,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
 
     cuda::GroupedGemmLaunch g2 =
         direct ? input_launch(r, r.group->down, I, down_form, b.a2, b.a2_scale, s)
-               : gathered_launch(r, r.group->down, b.mid.get(), false, I, nullptr, down_form, b.a2, b.a2_scale, s);
+               : gathered_launch(r, r.group->down, b.mid.get(), mid_bf16, I, nullptr, down_form, b.a2, b.a2_scale, s);
     g2.epilogue = cuda::GemmEpilogue::Scatter;
     if (contributions.bf16) g2.out_bf16 = static_cast<uint16_t*>(contributions.data);
     else g2.out = static_cast<float*>(contributions.data);

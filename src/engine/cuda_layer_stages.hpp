@@ -35,8 +35,8 @@ struct StageBuffers {
     DeviceBuffer source_codes, source_scales;  // the group's source rows quantised once (GroupRun::source_rows)
     DeviceBuffer pair_rows;                    // scratch of cuda::launch_quantise_to_pairs
 
-    // source_rows: see GroupRun; f32_mid: false where swiglu_outputs_direct (no f32 SwiGLU outputs).
-    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0, bool f32_mid = true);
+    // source_rows: see GroupRun; mid_bytes: swiglu_mid_bytes (bytes a SwiGLU output between the GEMMs).
+    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0, int64_t mid_bytes = 4);
 };
 
 // The grouped GEMM over weight set `w` for the tiles of `perm`.
@@ -89,10 +89,12 @@ struct ContributionRows {
     bool bf16 = false;
 };
 
-// Whether the gate/up epilogue writes its SwiGLU outputs straight into the down GEMM's input rows: bf16
-// activations that the down GEMM takes unquantised (the outputs are rounded to bf16 already), so no f32
-// copy and gather between the GEMMs.
-bool swiglu_outputs_direct(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16);
+// The bytes of a SwiGLU output kept between the group's gate/up and down GEMMs: none where the gate/up epilogue
+// writes its outputs straight into the down GEMM's input rows (bf16 activations that the down GEMM takes
+// unquantised; the outputs are rounded to bf16 already); else 2 where the activations are bf16 (the outputs,
+// so rounded, are bf16 values: the quantising gather reads the same values from half the bytes) unless
+// STEADYMOE_SWIGLU_MID=f32; else 4 (f32).
+int64_t swiglu_mid_bytes(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16);
 
 // Whether the group's gate/up GEMM takes its input rows as e4m3 codes (FP8 or FP4 weights meeting
 // FP8-quantised activations on FP8 tensor cores): then GroupRun::source_rows saves quantising a row once per slot.

@@ -136,10 +136,10 @@ bool TensorCorePath::reserve(const Shape& b) const {
     grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", moved);
     const ActivationQuant aq = layer_.activation_quant();
     ws.routed.reserve(b.pairs, H, routed_.intermediate, moved, routed_source_rows(T),
-                      !tc::swiglu_outputs_direct(routed_, aq, fp8_tensor_cores_, b.bf16));
+                      tc::swiglu_mid_bytes(routed_, aq, fp8_tensor_cores_, b.bf16));
     if (shared_) {
         ws.shared_perm.reserve(T, b.shared_tiles.room, 1, moved);
-        ws.shared.reserve(T, H, shared_->intermediate, moved, 0, !tc::swiglu_outputs_direct(*shared_, aq, fp8_tensor_cores_, b.bf16));
+        ws.shared.reserve(T, H, shared_->intermediate, moved, 0, tc::swiglu_mid_bytes(*shared_, aq, fp8_tensor_cores_, b.bf16));
     }
     grow(ws.out, b.out_bytes, "output", moved);
     return moved;
