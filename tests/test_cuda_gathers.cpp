@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../src/kernels/cuda/row_gathers.hpp"
@@ -384,6 +386,58 @@ void check_quantised_to_pairs(int64_t tokens, int32_t top_k, int64_t width, bool
         for (int64_t i = live * groups; i < pairs * groups; ++i)
             overwritten += scales[size_t(pairs * groups + i)] != -1.0f;
         EXPECT_EQ(overwritten, 0) << "rows past the live bound were written";
+    }
+}
+
+// bf16 values given as bf16 and as f32 sources (the layer's SwiGLU outputs between its GEMMs: bf16 unless
+// STEADYMOE_SWIGLU_MID=f32) give the same bytes, NaN codes' signs too: e4m3 codes and scales (both scale
+// rules; the row kernel for few rows and for many, and the group gather where a bf16 row's stride is not
+// 16-byte aligned, against the row kernel on the f32 rows) and bf16 values quantised through e4m3 (quant
+// modes 1 and 2), for every kind of group.
+TEST(CudaGathers, Bf16AndF32SourcesOfTheSameValuesGiveTheSameBytes) {
+    SMOE_SKIP_WITHOUT_GPU();
+    constexpr int64_t kWidth = 2048, kGroups = kWidth / 128;
+    for (const auto& [rows, pad] : {std::pair<int64_t, int64_t>{40, 0}, {700, 0}, {40, 4}}) {
+        SCOPED_TRACE(std::to_string(rows) + " rows, stride " + std::to_string(kWidth + pad));
+        const int64_t stride = kWidth + pad;
+        std::mt19937 rng(uint32_t(rows + pad));
+        std::vector<uint16_t> bf16(size_t(rows * stride), 0);
+        std::vector<float> f32(bf16.size(), 0.0f);
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < kWidth; ++j) {
+                const uint16_t b = f32_to_bf16(group_value(int((r * kGroups + j / 128) % 8), int(j % 128), rng, true));
+                bf16[size_t(r * stride + j)] = b, f32[size_t(r * stride + j)] = bf16_to_f32(b);
+            }
+        cuda::DeviceBuffer bf16_buf(bf16.size() * 2, "bf16 sources"), f32_buf(f32.size() * 4, "f32 sources"),
+            codes_buf(size_t(2 * rows * kWidth) * 2, "outputs"), scales_buf(size_t(2 * rows * kGroups) * 4, "scales");
+        bf16_buf.upload(bf16.data(), bf16.size() * 2);
+        f32_buf.upload(f32.data(), f32.size() * 4);
+        // forms 0, 1: e4m3 codes, scales kept or powers of two; 2, 3: bf16 values in quant modes 1, 2
+        for (int form = 0; form < 4; ++form) {
+            SCOPED_TRACE("form " + std::to_string(form));
+            const size_t out_bytes = size_t(rows * kWidth) * (form < 2 ? 1 : 2), scale_bytes = size_t(rows * kGroups) * 4;
+            ASSERT_EQ(cudaMemset(codes_buf.get(), 0xA5, 2 * out_bytes), cudaSuccess);
+            ASSERT_EQ(cudaMemset(scales_buf.get(), 0xA5, 2 * scale_bytes), cudaSuccess);
+            for (int run = 0; run < 2; ++run) {  // 0: bf16 sources, 1: f32
+                const void* src = run == 0 ? bf16_buf.get() : f32_buf.get();
+                uint8_t* out = codes_buf.as<uint8_t>() + run * out_bytes;
+                float* scales = scales_buf.as<float>() + run * rows * kGroups;
+                const cudaError_t err =
+                    form < 2 ? cuda::launch_gather_fp8(src, run == 0, stride, nullptr, rows, nullptr, kWidth, form == 1, out, scales, nullptr)
+                             : cuda::launch_gather_bf16(src, run == 0, stride, nullptr, rows, nullptr, kWidth, form - 1,
+                                                        reinterpret_cast<uint16_t*>(out), scales, nullptr);
+                ASSERT_EQ(err, cudaSuccess);
+            }
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            std::vector<uint8_t> out(2 * out_bytes), scales(2 * scale_bytes);
+            codes_buf.download(out.data(), out.size());
+            scales_buf.download(scales.data(), scales.size());
+            EXPECT_EQ(std::memcmp(out.data(), out.data() + out_bytes, out_bytes), 0) << "outputs differ";
+            EXPECT_EQ(std::memcmp(scales.data(), scales.data() + scale_bytes, scale_bytes), 0) << "scales differ";
+            EXPECT_GT(std::count_if(out.begin(), out.begin() + std::ptrdiff_t(out_bytes), [](uint8_t b) { return b != 0xA5; }),
+                      std::ptrdiff_t(out_bytes / 2))
+                << "outputs not written";
+        }
     }
 }
 

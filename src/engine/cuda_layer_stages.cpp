@@ -119,10 +119,12 @@ InputForm input_form(const cuda::DeviceMatrixSet& w, ActivationQuant aq, bool fp
     if (w.code == cuda::WeightCode::Fp4) return {mode, w.fp4_e4m3_order};
     return {mode, mode != 0 && fp8_tensor_cores && cuda::grouped_gemm_takes_fp8_activations(w.code)};
 }
-// Whether the SwiGLU outputs kept between the GEMMs (where the down GEMM quantises them) are bf16, not f32: where
-// the activations are bf16, so that each output is a bf16 value already (swiglu_stage rounds it; a NaN keeps no
-// bits past the top 16), and the quantising gather (launch_gather_fp8 / _bf16) reads the same values from half the
-// bytes, the gate/up epilogue writing half. STEADYMOE_SWIGLU_MID=f32 keeps them f32, to compare (the same bits).
+
+// Whether the SwiGLU outputs kept between the GEMMs (where the down GEMM quantises them) are bf16, not f32:
+// where the activations are bf16, so that each output is a bf16 value already (swiglu_stage rounds it; a NaN
+// keeps no bits past the top 16), and the quantising gather (launch_gather_fp8 / _bf16) reads the same values
+// from half the bytes, the gate/up epilogue writing half. STEADYMOE_SWIGLU_MID=f32 keeps them f32, to compare
+// (the same bits).
 bool bf16_mid(bool bf16) {
     static const bool f32 = cuda::env_equals("STEADYMOE_SWIGLU_MID", "f32");
     return bf16 && !f32;
@@ -137,8 +139,8 @@ InputForm input_form(const GroupRun& r, const cuda::DeviceMatrixSet& w, Activati
     return input_form(w, aq, r.fp8_tensor_cores);
 }
 
-// bf16 activations that the down GEMM (input form `down`) takes unquantised: no SwiGLU outputs kept between the
-// GEMMs (swiglu_mid_bytes).
+// bf16 activations that the down GEMM (input form `down`) takes unquantised: no SwiGLU outputs kept between
+// the GEMMs (swiglu_mid_bytes).
 bool direct_form(InputForm down, bool bf16) { return bf16 && down.mode == 0 && !down.fp8; }
 
 // A launch over `w` whose input rows are at `a` (bf16 values or e4m3 codes) with their scales at `a_scale`, in

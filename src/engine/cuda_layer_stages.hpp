@@ -89,11 +89,11 @@ struct ContributionRows {
     bool bf16 = false;
 };
 
-// The bytes of a SwiGLU output kept between the group's gate/up and down GEMMs: none where the gate/up epilogue
-// writes its outputs straight into the down GEMM's input rows (bf16 activations that the down GEMM takes
-// unquantised; the outputs are rounded to bf16 already); else 2 where the activations are bf16 (the outputs,
-// so rounded, are bf16 values: the quantising gather reads the same values from half the bytes) unless
-// STEADYMOE_SWIGLU_MID=f32; else 4 (f32).
+// The bytes of a SwiGLU output kept between the group's gate/up and down GEMMs: none where the gate/up
+// epilogue writes its outputs straight into the down GEMM's input rows (bf16 activations that the down GEMM
+// takes unquantised; the outputs are rounded to bf16 already); else 2 where the activations are bf16 (the
+// outputs, so rounded, are bf16 values: the quantising gather reads the same values from half the bytes)
+// unless STEADYMOE_SWIGLU_MID=f32; else 4 (f32).
 int64_t swiglu_mid_bytes(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16);
 
 // Whether the group's gate/up GEMM takes its input rows as e4m3 codes (FP8 or FP4 weights meeting

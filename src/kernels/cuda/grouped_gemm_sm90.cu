@@ -52,10 +52,10 @@ using namespace sm90;
 // kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
 // its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
 // longer wait for every epilogue.
-// kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the epilogue warps
-// take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter): the bf16 values the
-// scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU rounded to bf16:
-// parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store.
+// kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the epilogue
+// warps take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter): the bf16
+// values the scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU rounded
+// to bf16: parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store.
 // kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
 // one m64n256 MMA a k step over two n-tiles' weight tiles.
 // Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         const int ktiles = t.ktiles / L::kSub;
         // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
         const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
-        // Parked scatters and SwiGLU outputs: this thread's two rows' routing weights (SwiGLU's where the launch
-        // has them: 1 else, as epilogue_row's), asked for now and used after the MMAs.
+        // Parked scatters and SwiGLU outputs: this thread's two rows' routing weights (SwiGLU's where the
+        // launch has them: 1 else, as epilogue_row's), asked for now and used after the MMAs.
         [[maybe_unused]] float row_weights[2] = {0.0f, 0.0f};
         if constexpr (kParkBf16 || kParkSwiGlu) {
             const int row = wg * 64 + warp * 16 + (lane >> 2);
@@ -518,7 +518,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kForm>;
-    // (no clusters of four with parked SwiGLU outputs: one kernel fewer to build for a combination not measured)
+    // (no clusters of four with parked SwiGLU outputs: a kernel fewer to build, for a pairing not measured)
     constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16;
     // (where !kQuads, a kernel the other launches build, never launched)
     constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads,
@@ -609,10 +609,10 @@ bool parked_swiglu(const GroupedGemmLaunch& g) {
 // Whether an unscaled bf16 persistent launch takes wide CTAs (kWide: 256 features an item, one m64n256 MMA
 // per k step reading its rows once for both halves; the same sums, so the same bits): with
 // STEADYMOE_WIDE_CTAS=1, where the features are a multiple of 256 and the launch is not a few-row one, nor
-// one whose epilogues are parked (those are asked first: parked_epilogues). Off unless asked: qwen3's routed
-// experts took 7% more time so at 16384 tokens, its gate/up GEMM 15% more and its down GEMM 6% less, the same
-// bits (bench/results/2026-12-05-cuda-switched-paths.md). STEADYMOE_WIDE_CTAS=down asks for them in scatter
-// launches (the experts' down GEMMs) only. Scatters into bf16 rows park their results unless
+// one whose epilogues are parked (those are asked first: parked_swiglu, parked_epilogues). Off unless asked:
+// qwen3's routed experts took 7% more time so at 16384 tokens, its gate/up GEMM 15% more and its down GEMM 6%
+// less, the same bits (bench/results/2026-12-05-cuda-switched-paths.md). STEADYMOE_WIDE_CTAS=down asks for
+// them in scatter launches (the experts' down GEMMs) only. Scatters into bf16 rows park their results unless
 // STEADYMOE_PARKED_SCATTER=0 (asked first: parked_scatter), and then take no wide CTAs.
 bool wide_ctas(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_WIDE_CTAS", "1"), down = env_equals("STEADYMOE_WIDE_CTAS", "down");

@@ -87,11 +87,12 @@ constexpr int kParkBytes = kHopperTileRows * kParkLd * 4;
 // banks apart.
 constexpr int kParkLd16 = kTileN + 8;
 constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
-// Parked SwiGLU outputs (kSwiGluBf16; the experts' gate/up GEMMs where the activations are bf16): the consumers
-// run each gate/up pair through SwiGLU as the register epilogue does, and park the 64 outputs of a row, which
-// the rounding to the activations' bf16 leaves exact in 16 bits (NaNs too: round_act clears their low half);
-// the epilogue warps only store each row. 128 x 64 take 18 KB: six stages of bf16 or e4m3 rows, as many as
-// without a parked block, where f32 results leave four. Rows are padded by eight values, as above.
+// Parked SwiGLU outputs (ParkedForm::SwiGluBf16; the experts' gate/up GEMMs where the activations are bf16):
+// the consumers run each gate/up pair through SwiGLU as the register epilogue does, and park the 64 outputs
+// of a row, which the rounding to the activations' bf16 leaves exact in 16 bits (NaNs too: round_act clears
+// their low half); the epilogue warps only store each row. 128 x 64 take 18 KB: six stages of bf16 or e4m3
+// rows, as many as without a parked block, where f32 results leave four. Rows are padded by eight values, as
+// above.
 constexpr int kParkLdSwiGlu = kTileN / 2 + 8;
 constexpr int kParkBytesSwiGlu = kHopperTileRows * kParkLdSwiGlu * 2;
 // What a parked epilogue leaves in shared memory: the f32 results, the bf16 values a scatter stores, or the
@@ -400,11 +401,11 @@ __device__ __forceinline__ void drain_parked_scatter(const GroupedGemmLaunch& g,
     }
 }
 
-// A consumer thread's SwiGLU outputs (rows `row` and `row` + 8 of the tile: gate fragment 2f's pairs with their
-// up partners in fragment 2f + 1, accumulator layout as above) through swiglu_stage — the register epilogue's
-// arithmetic, with its rows' routing weights `w` where they come before the down GEMM — into the parked block
-// as [row][output]: output 8f + c of a row is intermediate feature t.n0 / 2 + 8f + c. Only where the launch
-// rounds to bf16 (parked_swiglu): each output is a bf16 value then, parked as its top 16 bits.
+// A consumer thread's SwiGLU outputs (rows `row` and `row` + 8 of the tile: gate fragment 2f's pairs with
+// their up partners in fragment 2f + 1, accumulator layout as above) through swiglu_stage — the register
+// epilogue's arithmetic, with its rows' routing weights `w` where they come before the down GEMM — into the
+// parked block as [row][output]: output 8f + c of a row is intermediate feature t.n0 / 2 + 8f + c. Only where
+// the launch rounds to bf16 (parked_swiglu): each output is a bf16 value then, parked as its top 16 bits.
 __device__ __forceinline__ void park_swiglu_bf16(uint16_t* park, const float (&v)[64], int row, int lane, const float (&w)[2],
                                                  const GroupedGemmLaunch& g) {
     const int q2 = 2 * (lane & 3);
@@ -418,11 +419,11 @@ __device__ __forceinline__ void park_swiglu_bf16(uint16_t* park, const float (&v
         }
 }
 
-// Epilogue warp `e` stores rows e, e + kEpilogueWarps, ... of the parked SwiGLU outputs of item tile `t`: a row's
-// 64 outputs take the lanes two each, as bf16 (out_bf16) or widened back to the f32 they were (I = N / 2 is a
-// multiple of four: a lane's two are both in range or both past it). The stores are those of epilogue_pair:
-// the bf16 rounding of a bf16 value is itself, NaNs included (f32x2_to_bf16x2 sets the quiet bit, which
-// round_act set already).
+// Epilogue warp `e` stores rows e, e + kEpilogueWarps, ... of the parked SwiGLU outputs of item tile `t`: a
+// row's 64 outputs take the lanes two each, as bf16 (out_bf16) or widened back to the f32 they were. A lane
+// stores its pair where the first is in range, as epilogue_pair does (the upload keeps I = N / 2 a multiple
+// of 8, so both are). The stores are those of epilogue_pair: the bf16 rounding of a bf16 value is itself,
+// NaNs included (f32x2_to_bf16x2 sets the quiet bit, which round_act set already).
 __device__ __forceinline__ void drain_parked_swiglu(const GroupedGemmLaunch& g, const Tile& t, const uint16_t* park, int e, int lane) {
     const int64_t j = t.n0 / 2 + 2 * lane;  // this lane's first intermediate feature
     if (j >= g.n / 2) return;
