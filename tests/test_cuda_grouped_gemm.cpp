@@ -1144,26 +1144,30 @@ int64_t unwritten(const std::vector<uint8_t>& got, size_t size) {
 
 }  // namespace
 
-// The scatter into bf16 rows of persistent CTAs (parked as bf16 for epilogue warps, or from the consumers'
-// registers where STEADYMOE_PARKED_SCATTER=0) stores the bits of one CTA per tile on ManyItems' launch, with
-// the routing weights applied in the scatter and before it.
+// The scatter into bf16 rows of persistent CTAs (parked as bf16 for epilogue warps, in the item's last stage
+// where STEADYMOE_PARK_IN_STAGE=1, or from the consumers' registers where STEADYMOE_PARKED_SCATTER=0) stores
+// the bits of one CTA per tile on ManyItems' launch (four stages an item: the ring of six wraps at every
+// place), with the routing weights applied in the scatter and before it.
 TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
     const ManyItems m;
     constexpr int64_t N = ManyItems::N;
     const bool parks = !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0") && !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
+    const bool in_stage = parks && cuda::env_equals("STEADYMOE_PARK_IN_STAGE", "1");
     for (bool weight_before_down : {false, true}) {
         SCOPED_TRACE(weight_before_down ? "weights applied before" : "weights applied in the scatter");
         std::vector<uint8_t> per_tile;
         for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent}) {
             const uint64_t parked_before = cuda::grouped_gemm_parked_scatter_launches();
+            const uint64_t in_stage_before = cuda::grouped_gemm_in_stage_scatter_launches();
             const std::vector<uint8_t> got = m.outputs(schedule, N, true, [&](cuda::GroupedGemmLaunch& g) {
                 g.epilogue = cuda::GemmEpilogue::Scatter, g.row_weight = m.w_buf.as<float>(), g.row_dest = m.dest_buf.as<int64_t>();
                 g.weight_before_down = weight_before_down;
             });
             const bool parked = parks && schedule == cuda::TiledSchedule::Persistent;
             EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - parked_before, parked ? 1u : 0u) << "parked: " << parked;
+            EXPECT_EQ(cuda::grouped_gemm_in_stage_scatter_launches() - in_stage_before, parked && in_stage ? 1u : 0u);
             if (per_tile.empty()) {
                 per_tile = got;
                 EXPECT_EQ(unwritten(got, 2), 0) << "a value not written";
@@ -1219,11 +1223,11 @@ TEST(CudaGroupedGemm, PersistentSwiGlusStoreWhatPerTileCtasStore) {
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16 of
 // the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the
 // consumers' registers (persistent CTAs: the scatter's own path), from shared memory (one CTA per tile) and
-// parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0, SwiGLU's
-// outputs as bf16 where STEADYMOE_PARKED_SWIGLU=1); and every schedule stores the bits of the first. FP8
-// weights (scaled) and bf16 ones with bf16 activations (unscaled: persistent CTAs take 256 features an item
-// where STEADYMOE_WIDE_CTAS=1, but for parked scatters and parked SwiGLU outputs). The counts of parked
-// launches are checked on the Hopper kernel only.
+// parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0, in the item's
+// last stage where STEADYMOE_PARK_IN_STAGE=1, SwiGLU's outputs as bf16 where STEADYMOE_PARKED_SWIGLU=1); and
+// every schedule stores the bits of the first. FP8 weights (scaled) and bf16 ones with bf16 activations
+// (unscaled: persistent CTAs take 256 features an item where STEADYMOE_WIDE_CTAS=1, but for parked scatters
+// and parked SwiGLU outputs). The counts of parked launches are checked on the Hopper kernel only.
 TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
     SMOE_SKIP_WITHOUT_GPU();
     Problem fp8 = make_problem({-3.0f, -1.0f, -0.375f, 0.5f, 1.25f, 2.0f}, {-1.5f, -0.25f, 0.75f, 1.0f}, {0.5f, 1.0f, 2.0f}, 11);
@@ -1254,6 +1258,7 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                     };
                     const std::vector<float> f32 = run(*p, fp8_a, false, scaled, stage);
                     const uint64_t parked_before = cuda::grouped_gemm_parked_scatter_launches();
+                    const uint64_t in_stage_before = cuda::grouped_gemm_in_stage_scatter_launches();
                     const uint64_t swiglus_before = cuda::grouped_gemm_parked_swiglu_launches();
                     (void)run(*p, fp8_a, false, scaled, [&](cuda::GroupedGemmLaunch& g) {
                         stage(g);
@@ -1269,6 +1274,8 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                                                schedule != cuda::TiledSchedule::PerTile && (fp8_a || p->bf16);
                     if (cuda::grouped_gemm_tile_rows() == 128) {  // (the Hopper kernel's)
                         EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - parked_before, parked_scatter ? 1u : 0u);
+                        const bool in_stage = parked_scatter && cuda::env_equals("STEADYMOE_PARK_IN_STAGE", "1");
+                        EXPECT_EQ(cuda::grouped_gemm_in_stage_scatter_launches() - in_stage_before, in_stage ? 1u : 0u);
                         EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - swiglus_before, parked_swiglu ? 1u : 0u);
                     }
                     std::vector<uint16_t> bf16(size_t(kRows * width));

@@ -24,6 +24,10 @@ __device__ __forceinline__ void fence_init() { asm volatile("fence.mbarrier_init
 // spares the conversion per use.)
 __device__ __forceinline__ void arrive(uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); }
 __device__ __forceinline__ void arrive(uint64_t* bar) { arrive(shared_address(bar)); }
+// `count` arrivals at once.
+__device__ __forceinline__ void arrive(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
 
 // One arrival that also announces `bytes` still to come from bulk copies completing on this barrier.
 __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t bytes) {
@@ -114,6 +118,12 @@ __device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+// `count` such arrivals at once.
+__device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank, uint32_t count) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0], %1;\n" ::"r"(remote), "r"(count) : "memory");
 }
 
 // tensor_copy_2d into the same place of the shared memory of every CTA in `ctas` (a bit per rank), each

@@ -185,6 +185,7 @@ FewCtaShape grouped_gemm_few_cta_shape(WeightCode code, bool a_fp8) {
 uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 uint64_t grouped_gemm_quad_launches() { return hopper_quad_launches(); }
 uint64_t grouped_gemm_parked_scatter_launches() { return hopper_parked_scatters(); }
+uint64_t grouped_gemm_in_stage_scatter_launches() { return hopper_in_stage_scatters(); }
 uint64_t grouped_gemm_parked_swiglu_launches() { return hopper_parked_swiglus(); }
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {

@@ -197,6 +197,8 @@ uint64_t grouped_gemm_quad_launches();
 // Launches so far whose persistent scatter into bf16 rows parked its results as bf16 for epilogue warps (the
 // default; STEADYMOE_PARKED_SCATTER=0 keeps the register epilogue; the same bits either way).
 uint64_t grouped_gemm_parked_scatter_launches();
+// Those of them that parked their values in the item's last stage (STEADYMOE_PARK_IN_STAGE=1).
+uint64_t grouped_gemm_in_stage_scatter_launches();
 // Launches so far whose persistent SwiGLU epilogue parked its outputs as bf16 for epilogue warps (with
 // STEADYMOE_PARKED_SWIGLU=1; the same bits either way).
 uint64_t grouped_gemm_parked_swiglu_launches();

@@ -90,10 +90,12 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                   "wide CTAs: unscaled bf16, persistent, epilogues from registers");
     static_assert(!kQuad || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide>), "clusters of four: persistent, weights in one run");
     static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
-    constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
+    constexpr bool kParkInStage = kForm == ParkedForm::ScatterBf16InStage;
+    constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16 || kParkInStage, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
     constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
+    static_assert(!kParkInStage || (!kQuad && !kWiden && !kConvert), "parked in a stage: bf16 or FP8 weights' stages, pairs at most");
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
     using L = StageLayout<kCode, kFp8A, kWG, kWide>;
@@ -188,16 +190,35 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty);
     if constexpr (kParked) {
         if (warp_id > kConsumerWarps) {  // an epilogue warp: each item's, in turn, once its results are parked
+            const int e = warp_id - kConsumerWarps - 1;
             uint32_t phase = 0;
+            [[maybe_unused]] int start = 0;  // (kParkInStage) the stage of the item's first block
             for (int w = first; w < items; w += step, phase ^= 1) {
                 const Tile t = w == first ? t0 : item_tile(w);
                 barrier::wait(barrier::shared_address(parked), phase);
+                if constexpr (kParkInStage) {
+                    // Parked in the item's last stage, which goes back to the producers (this CTA's, and the
+                    // other's that copies rows into it) once copied out: this warp's share of the consumer
+                    // warps' arrivals there, after its reads.
+                    const int ktiles = t.ktiles / L::kSub, held = (start + ktiles - 1) % kS;
+                    start = (start + ktiles) % kS;
+                    drain_parked_scatter<kParkLdInStage>(g, t, reinterpret_cast<const uint16_t*>(smem + held * kStageBytes), e, lane);
+                    __syncwarp();
+                    if (lane == 0) {
+                        constexpr uint32_t kShare = kConsumerWarps / kEpilogueWarps;
+                        const uint32_t share = kShare + (e < kConsumerWarps % kEpilogueWarps ? 1 : 0);
+                        barrier::arrive(empty_at + 8 * held, share);
+                        if (rank >= 0) barrier::arrive_in(empty_at + 8 * held, uint32_t(rank ^ 1), share);
+                        barrier::arrive(drained);
+                    }
+                    continue;
+                }
                 if constexpr (kParkBf16)
-                    drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), warp_id - kConsumerWarps - 1, lane);
+                    drain_parked_scatter<kParkLd16>(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
                 else if constexpr (kParkSwiGlu)
-                    drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), warp_id - kConsumerWarps - 1, lane);
+                    drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
                 else
-                    drain_parked(g, t, parked_block, warp_id - kConsumerWarps - 1, lane);
+                    drain_parked(g, t, parked_block, e, lane);
                 __syncwarp();
                 if (lane == 0) barrier::arrive(drained);
             }
@@ -351,7 +372,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                         fold_block<kFp8A>(total, acc, scales);
                     }
                     if (L::kSub == 1) release(last);
-                    release(s);
+                    if (!kParkInStage || kt + 1 < ktiles) release(s);  // (parked in it: held)
                 }
             } else {
                 if (live) wgmma_wait<1>();
@@ -365,17 +386,25 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             fence_operands(acc);
         }
         if constexpr (kPersistent) {
-            if (!kScaled && ktiles > 0) release(last);  // the item's last stage: its MMAs are done
+            // the item's last stage: its MMAs are done (parked in it: held until the epilogue warps are done)
+            if (!kScaled && !kParkInStage && ktiles > 0) release(last);
             if (w + step >= items) allow_next_kernel();
             if constexpr (kParked) {
                 // The block is free once the epilogue warps are done with the item before.
                 if (parked_items > 0) barrier::wait(barrier::shared_address(drained), (parked_items - 1) & 1);
+                // Parked in the item's last stage: once both warpgroups' MMAs have read it.
+                if constexpr (kParkInStage) barrier::sync_threads(1, kConsumers);
                 if (live) {
                     const int row = wg * 64 + warp * 16 + (lane >> 2);
-                    if constexpr (kParkBf16) {
+                    if constexpr (kParkInStage) {
+                        uint16_t* park = reinterpret_cast<uint16_t*>(smem + last * kStageBytes);
+                        if constexpr (kScaled) park_scatter_bf16<kParkLdInStage>(park, total, row, lane, row_weights, !g.weight_before_down);
+                        else park_scatter_bf16<kParkLdInStage>(park, acc, row, lane, row_weights, !g.weight_before_down);
+                        fence_async_shared();  // (the stage's next copies come through the async proxy)
+                    } else if constexpr (kParkBf16) {
                         uint16_t* park = reinterpret_cast<uint16_t*>(parked_block);
-                        if constexpr (kScaled) park_scatter_bf16(park, total, row, lane, row_weights, !g.weight_before_down);
-                        else park_scatter_bf16(park, acc, row, lane, row_weights, !g.weight_before_down);
+                        if constexpr (kScaled) park_scatter_bf16<kParkLd16>(park, total, row, lane, row_weights, !g.weight_before_down);
+                        else park_scatter_bf16<kParkLd16>(park, acc, row, lane, row_weights, !g.weight_before_down);
                     } else if constexpr (kParkSwiGlu) {
                         uint16_t* park = reinterpret_cast<uint16_t*>(parked_block);
                         if constexpr (kScaled) park_swiglu_bf16(park, total, row, lane, row_weights, g);
@@ -476,7 +505,7 @@ bool quad_ctas() {
     return on;
 }
 
-std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, parked_swiglus{0};
+std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, in_stage_scatters{0}, parked_swiglus{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -518,8 +547,10 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kForm>;
-    // (no clusters of four with parked SwiGLU outputs: a kernel fewer to build, for a pairing not measured)
-    constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16;
+    // (no clusters of four with parked SwiGLU outputs or scatters parked in a stage: a kernel fewer to build,
+    // for a pairing not measured)
+    constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16 &&
+                            kForm != ParkedForm::ScatterBf16InStage;
     // (where !kQuads, a kernel the other launches build, never launched)
     constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads,
                                                           kQuads ? kForm : ParkedForm::F32Results>;
@@ -556,8 +587,10 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && cluster > 0)
         (cluster == 4 ? quad_launches : paired_launches).fetch_add(1, std::memory_order_relaxed);
-    if (launched == cudaSuccess && last == cudaSuccess && kForm == ParkedForm::ScatterBf16)
+    if (launched == cudaSuccess && last == cudaSuccess && (kForm == ParkedForm::ScatterBf16 || kForm == ParkedForm::ScatterBf16InStage))
         parked_scatters.fetch_add(1, std::memory_order_relaxed);
+    if (launched == cudaSuccess && last == cudaSuccess && kForm == ParkedForm::ScatterBf16InStage)
+        in_stage_scatters.fetch_add(1, std::memory_order_relaxed);
     if (launched == cudaSuccess && last == cudaSuccess && kForm == ParkedForm::SwiGluBf16)
         parked_swiglus.fetch_add(1, std::memory_order_relaxed);
     return launched != cudaSuccess ? launched : last;
@@ -592,6 +625,20 @@ bool parked_scatter(const GroupedGemmLaunch& g) {
     static const bool off = env_equals("STEADYMOE_PARKED_SCATTER", "0");
     const bool aligned = reinterpret_cast<uintptr_t>(g.out_bf16) % 8 == 0 && g.ldo % 4 == 0 && g.n % 4 == 0;  // 8-byte stores
     return !off && g.epilogue == GemmEpilogue::Scatter && g.out_bf16 && aligned && !g.few_rows;
+}
+
+// The paths whose parked scatters may take the item's last stage (park_in_stage): bf16 rows meeting bf16
+// weights, e4m3 rows meeting FP8 weights (stages that hold 128 rows of 132 bf16 values; converted FP4 keeps
+// six stages beside its parked block already).
+template <WeightCode kCode, bool kScaled, bool kFp8A>
+constexpr bool kParkInStagePath = (kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A);
+
+// Whether a parked scatter (parked_scatter) parks its values in the item's last stage rather than a block of
+// its own (the kernel's ScatterBf16InStage form: six stages in place of five, the same bits): with
+// STEADYMOE_PARK_IN_STAGE=1, on kParkInStagePath. Off unless asked: not yet measured.
+bool park_in_stage() {
+    static const bool on = env_equals("STEADYMOE_PARK_IN_STAGE", "1");
+    return on;
 }
 
 // Whether a persistent SwiGLU launch (the experts' gate/up GEMMs) parks its SwiGLU outputs (the kernel's
@@ -654,8 +701,11 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     if (schedule == TiledSchedule::Parked || (schedule == TiledSchedule::Persistent && parked_epilogues(g)))
         return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
     if constexpr (kParkScatterPath<kCode, kScaled, kFp8A>)
-        if (schedule == TiledSchedule::Persistent && parked_scatter(g))
+        if (schedule == TiledSchedule::Persistent && parked_scatter(g)) {
+            if constexpr (kParkInStagePath<kCode, kScaled, kFp8A>)
+                if (park_in_stage()) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::ScatterBf16InStage>(g);
             return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::ScatterBf16>(g);
+        }
     if constexpr (kCode == WeightCode::Bf16 && !kScaled && !kFp8A)
         if (schedule == TiledSchedule::Persistent && wide_ctas(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, false, true>(g);
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
@@ -727,6 +777,7 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_scatters() { return parked_scatters.load(std::memory_order_relaxed); }
+uint64_t hopper_in_stage_scatters() { return in_stage_scatters.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_swiglus() { return parked_swiglus.load(std::memory_order_relaxed); }
 
 int hopper_few_row_ctas_per_sm() {

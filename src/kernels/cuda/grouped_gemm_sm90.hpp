@@ -32,6 +32,8 @@ uint64_t hopper_paired_launches();
 uint64_t hopper_quad_launches();
 // Launches so far whose scatter epilogues were parked as bf16 (unless STEADYMOE_PARKED_SCATTER=0).
 uint64_t hopper_parked_scatters();
+// Those of them that parked in the item's last stage (STEADYMOE_PARK_IN_STAGE=1).
+uint64_t hopper_in_stage_scatters();
 // Launches so far that parked their SwiGLU outputs as bf16 (STEADYMOE_PARKED_SWIGLU=1).
 uint64_t hopper_parked_swiglus();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.

@@ -95,11 +95,21 @@ constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
 // above.
 constexpr int kParkLdSwiGlu = kTileN / 2 + 8;
 constexpr int kParkBytesSwiGlu = kHopperTileRows * kParkLdSwiGlu * 2;
-// What a parked epilogue leaves in shared memory: the f32 results, the bf16 values a scatter stores, or the
-// bf16 outputs of SwiGLU.
-enum class ParkedForm { F32Results, ScatterBf16, SwiGluBf16 };
+// Parked scatters in the item's last stage (ScatterBf16InStage; bf16 or e4m3 rows): the consumers hold on to
+// the stage their item's last MMAs read and park its bf16 scatter values there, and the epilogue warps hand
+// the stage back once they have copied them out. No block of its own: six stages where ScatterBf16's leaves
+// five, one of them held while an item drains. A stage of bf16 or e4m3 rows holds 128 rows of 132 values
+// (their stores meet two-way bank conflicts: a row is 66 words, and a store's eight rows lie two banks
+// apart).
+constexpr int kParkLdInStage = kTileN + 4;
+// What a parked epilogue leaves in shared memory: the f32 results, the bf16 values a scatter stores (in a
+// block of their own, or in the item's last stage), or the bf16 outputs of SwiGLU.
+enum class ParkedForm { F32Results, ScatterBf16, ScatterBf16InStage, SwiGluBf16 };
 template <ParkedForm kForm>
-constexpr int kParkBytesOf = kForm == ParkedForm::ScatterBf16 ? kParkBytes16 : kForm == ParkedForm::SwiGluBf16 ? kParkBytesSwiGlu : kParkBytes;
+constexpr int kParkBytesOf = kForm == ParkedForm::ScatterBf16          ? kParkBytes16
+                             : kForm == ParkedForm::ScatterBf16InStage ? 0
+                             : kForm == ParkedForm::SwiGluBf16         ? kParkBytesSwiGlu
+                                                                       : kParkBytes;
 constexpr int kEpilogueWarps = 3;
 constexpr int kSmemPerCta = 227 * 1024;  // the most shared memory a Hopper CTA may have
 template <WeightCode kCode, bool kFp8A, ParkedForm kForm = ParkedForm::F32Results>
@@ -114,6 +124,11 @@ static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16> == kS
               kParkedStages<WeightCode::Bf16, false, ParkedForm::SwiGluBf16> == kStages<WeightCode::Bf16, false, 2, 1> &&
               kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16> == kStages<WeightCode::Fp4, true, 2, 1>,
               "parked SwiGLU outputs leave every stage");
+static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16InStage> == kStages<WeightCode::Fp8, true, 2, 1> &&
+              kParkedStages<WeightCode::Bf16, false, ParkedForm::ScatterBf16InStage> == kStages<WeightCode::Bf16, false, 2, 1>);
+static_assert(kHopperTileRows * kParkLdInStage * 2 <= StageLayout<WeightCode::Fp8, true, 2>::kBytes &&
+                  kHopperTileRows * kParkLdInStage * 2 <= StageLayout<WeightCode::Bf16, false, 2>::kBytes,
+              "a stage of bf16 or e4m3 rows holds an item's parked scatter values");
 
 
 // What a CTA of a cluster copies for the others (persistent CTAs; see grouped_gemm_sm90.cu): half of each
@@ -369,7 +384,8 @@ __device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const T
 }
 
 // A consumer thread's 2 x 64 results (as park_results) through the scatter's arithmetic (scattered_bf16x2,
-// with its rows' routing weights `w`) into the parked bf16 block, as [row][feature].
+// with its rows' routing weights `w`) into the parked bf16 block, as [row][feature], rows kLd values apart.
+template <int kLd>
 __device__ __forceinline__ void park_scatter_bf16(uint16_t* park, const float (&v)[64], int row, int lane, const float (&w)[2],
                                                   bool weighted) {
     const int q2 = 2 * (lane & 3);
@@ -377,14 +393,15 @@ __device__ __forceinline__ void park_scatter_bf16(uint16_t* park, const float (&
     for (int j = 0; j < 16; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kParkLd16 + 8 * j + q2) =
+            *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kLd + 8 * j + q2) =
                 scattered_bf16x2(v[4 * j + 2 * h], v[4 * j + 2 * h + 1], w[h], weighted);
 }
 
 // Epilogue warp `e` copies rows e, e + kEpilogueWarps, ... of the parked bf16 block of item tile `t` to their
 // destination rows: each lane reads one row's destination, 32 rows at a time, then a row's 128 values take
 // the lanes four each, 8-byte stores (parked_scatter checks that N is a multiple of 4 and the rows 8-byte
-// aligned, so a lane's four are all in range or all past it).
+// aligned, so a lane's four are all in range or all past it). Rows kLd values apart.
+template <int kLd>
 __device__ __forceinline__ void drain_parked_scatter(const GroupedGemmLaunch& g, const Tile& t, const uint16_t* park, int e, int lane) {
     const int col = 4 * lane;
     const bool in_range = t.n0 + col < g.n;
@@ -395,7 +412,7 @@ __device__ __forceinline__ void drain_parked_scatter(const GroupedGemmLaunch& g,
 #pragma unroll 4
         for (int i = 0; i < count; ++i) {
             const int64_t dest = __shfl_sync(0xffffffffu, my_dest, i);
-            const uint2 v = *reinterpret_cast<const uint2*>(park + (base + kEpilogueWarps * i) * kParkLd16 + col);
+            const uint2 v = *reinterpret_cast<const uint2*>(park + (base + kEpilogueWarps * i) * kLd + col);
             if (in_range) *reinterpret_cast<uint2*>(g.out_bf16 + dest * g.ldo + t.n0 + col) = v;
         }
     }
