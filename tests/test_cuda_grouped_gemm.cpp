@@ -1079,11 +1079,13 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
 namespace {
 
 // A launch with more items than an H200 has CTAs at once (70 n-blocks of three row tiles: 105 pair items over
-// 66 clusters, so CTAs park an item while their epilogue warps drain the one before) and a last n-block of 72
-// features (the drains' lanes past N store nothing), for the persistent-against-per-tile tests below: random
-// bf16 rows and weights, routing weights and destinations (in reverse).
+// 66 clusters, so CTAs park an item while their epilogue warps drain the one before), eight bf16 stages an
+// item (K = 512: a CTA's second item refills every stage of its six, the one its first item is parked in too
+// where scatters park in a stage), and a last n-block of 72 features (the drains' lanes past N store
+// nothing), for the persistent-against-per-tile tests below: random bf16 rows and weights, routing weights
+// and destinations (in reverse).
 struct ManyItems {
-    static constexpr int64_t N = 70 * 128 - 56, K = 256, rows = ThreeTiles::kRows;
+    static constexpr int64_t N = 70 * 128 - 56, K = 512, rows = ThreeTiles::kRows;
     const ThreeTiles tiles;
     cuda::DeviceExpertGroup group;
     cuda::DeviceBuffer a_buf{size_t(rows * K) * 2, "a"}, w_buf{size_t(rows) * 4, "row weights"}, dest_buf{size_t(rows) * 8, "row destinations"};
@@ -1146,8 +1148,8 @@ int64_t unwritten(const std::vector<uint8_t>& got, size_t size) {
 
 // The scatter into bf16 rows of persistent CTAs (parked as bf16 for epilogue warps, in the item's last stage
 // where STEADYMOE_PARK_IN_STAGE=1, or from the consumers' registers where STEADYMOE_PARKED_SCATTER=0) stores
-// the bits of one CTA per tile on ManyItems' launch (four stages an item: the ring of six wraps at every
-// place), with the routing weights applied in the scatter and before it.
+// the bits of one CTA per tile on ManyItems' launch, with the routing weights applied in the scatter and
+// before it.
 TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
@@ -1181,7 +1183,7 @@ TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
 
 // The SwiGLU epilogue of persistent CTAs (its outputs parked as bf16 for epilogue warps where
 // STEADYMOE_PARKED_SWIGLU=1 and they are rounded to bf16; else from the consumers' registers, or f32 results
-// parked where STEADYMOE_PARKED_EPILOGUES=1: K = 256 is too short for them by default) stores the bits of one
+// parked where STEADYMOE_PARKED_EPILOGUES=1: K = 512 is too short for them by default) stores the bits of one
 // CTA per tile on ManyItems' launch (the last n-block's 36 outputs), into bf16 and f32 rows, with the routing
 // weights applied in SwiGLU or not, with and without a clamp, and without the bf16 rounding (never parked as
 // bf16).

@@ -119,7 +119,9 @@ __device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank) {
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
-// `count` such arrivals at once.
+// `count` such arrivals at once (the epilogue warps hand back a stage that held parked values for the
+// consumer warps: release at CTA scope as above, once every value the warp read from the stage has gone into
+// a store).
 __device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank, uint32_t count) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));

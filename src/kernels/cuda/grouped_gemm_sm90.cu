@@ -95,7 +95,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
-    static_assert(!kParkInStage || (!kQuad && !kWiden && !kConvert), "parked in a stage: bf16 or FP8 weights' stages, pairs at most");
+    static_assert(!kParkInStage || (!kQuad && ((kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A))),
+                  "parked in a stage: bf16 rows meeting bf16 weights or e4m3 rows meeting FP8 weights, pairs at most");
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
     using L = StageLayout<kCode, kFp8A, kWG, kWide>;
@@ -211,16 +212,16 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                         if (rank >= 0) barrier::arrive_in(empty_at + 8 * held, uint32_t(rank ^ 1), share);
                         barrier::arrive(drained);
                     }
-                    continue;
+                } else {
+                    if constexpr (kParkBf16)
+                        drain_parked_scatter<kParkLd16>(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
+                    else if constexpr (kParkSwiGlu)
+                        drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
+                    else
+                        drain_parked(g, t, parked_block, e, lane);
+                    __syncwarp();
+                    if (lane == 0) barrier::arrive(drained);
                 }
-                if constexpr (kParkBf16)
-                    drain_parked_scatter<kParkLd16>(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                else if constexpr (kParkSwiGlu)
-                    drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                else
-                    drain_parked(g, t, parked_block, e, lane);
-                __syncwarp();
-                if (lane == 0) barrier::arrive(drained);
             }
             if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
             return;
@@ -635,10 +636,11 @@ constexpr bool kParkInStagePath = (kCode == WeightCode::Bf16 && !kScaled && !kFp
 
 // Whether a parked scatter (parked_scatter) parks its values in the item's last stage rather than a block of
 // its own (the kernel's ScatterBf16InStage form: six stages in place of five, the same bits): with
-// STEADYMOE_PARK_IN_STAGE=1, on kParkInStagePath. Off unless asked: not yet measured.
-bool park_in_stage() {
+// STEADYMOE_PARK_IN_STAGE=1, on kParkInStagePath, where an item has a stage to hold (K of 128 or more: the
+// expert groups' always are). Off unless asked: not yet measured.
+bool park_in_stage(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_PARK_IN_STAGE", "1");
-    return on;
+    return on && g.k / g.k_splits >= 128;
 }
 
 // Whether a persistent SwiGLU launch (the experts' gate/up GEMMs) parks its SwiGLU outputs (the kernel's
@@ -703,7 +705,7 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     if constexpr (kParkScatterPath<kCode, kScaled, kFp8A>)
         if (schedule == TiledSchedule::Persistent && parked_scatter(g)) {
             if constexpr (kParkInStagePath<kCode, kScaled, kFp8A>)
-                if (park_in_stage()) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::ScatterBf16InStage>(g);
+                if (park_in_stage(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::ScatterBf16InStage>(g);
             return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::ScatterBf16>(g);
         }
     if constexpr (kCode == WeightCode::Bf16 && !kScaled && !kFp8A)

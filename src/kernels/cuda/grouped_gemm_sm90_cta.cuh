@@ -125,7 +125,8 @@ static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16> == kS
               kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16> == kStages<WeightCode::Fp4, true, 2, 1>,
               "parked SwiGLU outputs leave every stage");
 static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16InStage> == kStages<WeightCode::Fp8, true, 2, 1> &&
-              kParkedStages<WeightCode::Bf16, false, ParkedForm::ScatterBf16InStage> == kStages<WeightCode::Bf16, false, 2, 1>);
+                  kParkedStages<WeightCode::Bf16, false, ParkedForm::ScatterBf16InStage> == kStages<WeightCode::Bf16, false, 2, 1>,
+              "scatters parked in a stage leave every stage");
 static_assert(kHopperTileRows * kParkLdInStage * 2 <= StageLayout<WeightCode::Fp8, true, 2>::kBytes &&
                   kHopperTileRows * kParkLdInStage * 2 <= StageLayout<WeightCode::Bf16, false, 2>::kBytes,
               "a stage of bf16 or e4m3 rows holds an item's parked scatter values");
