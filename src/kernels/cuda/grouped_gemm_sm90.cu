@@ -54,8 +54,10 @@ using namespace sm90;
 // longer wait for every epilogue.
 // kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the epilogue
 // warps take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter): the bf16
-// values the scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU rounded
-// to bf16: parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store.
+// values the scatter stores, which the epilogue warps copy to their destinations. ScatterBf16InStage
+// (park_in_stage): those values in the item's last stage, which the epilogue warps hand back to the producers
+// once they have copied them. SwiGluBf16 (SwiGLU rounded to bf16: parked_swiglu): the consumers' SwiGLU
+// outputs, which the epilogue warps store.
 // kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
 // one m64n256 MMA a k step over two n-tiles' weight tiles.
 // Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
