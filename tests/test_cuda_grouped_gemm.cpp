@@ -11,6 +11,7 @@
 #include "../src/kernels/cuda/fp4_blocks.hpp"
 #include "../src/kernels/cuda/fp4_exact_tiles.hpp"
 #include "../src/kernels/cuda/grouped_gemm.hpp"
+#include "../src/kernels/cuda/row_gathers.hpp"
 #include "../src/kernels/cuda/tensor_map.hpp"
 #include "../src/kernels/cuda/weight_layouts.hpp"
 #include "test_util.hpp"
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1085,11 +1087,12 @@ namespace {
 // nothing), for the persistent-against-per-tile tests below: random bf16 rows and weights, routing weights
 // and destinations (in reverse).
 struct ManyItems {
-    static constexpr int64_t N = 70 * 128 - 56, K = 512, rows = ThreeTiles::kRows;
+    static constexpr int64_t K = 512, rows = ThreeTiles::kRows;
+    const int64_t N;  // 70 * 128 - 56 unless given
     const ThreeTiles tiles;
     cuda::DeviceExpertGroup group;
     cuda::DeviceBuffer a_buf{size_t(rows * K) * 2, "a"}, w_buf{size_t(rows) * 4, "row weights"}, dest_buf{size_t(rows) * 8, "row destinations"};
-    ManyItems() {
+    explicit ManyItems(int64_t n = 70 * 128 - 56) : N(n) {
         std::mt19937 rng(43);
         std::normal_distribution<float> normal(0.0f, 1.0f);
         const auto one = [](int64_t) { return 1.0f; };
@@ -1154,7 +1157,7 @@ TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
     const ManyItems m;
-    constexpr int64_t N = ManyItems::N;
+    const int64_t N = m.N;
     const bool parks = !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0") && !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
     const bool in_stage = parks && cuda::env_equals("STEADYMOE_PARK_IN_STAGE", "1");
     for (bool weight_before_down : {false, true}) {
@@ -1191,7 +1194,7 @@ TEST(CudaGroupedGemm, PersistentSwiGlusStoreWhatPerTileCtasStore) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
     const ManyItems m;
-    constexpr int64_t I = ManyItems::N / 2;
+    const int64_t I = m.N / 2;
     const bool parks = cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1");
     struct Case {
         bool bf16_out, weight_before_down, round_bf16;
@@ -1220,6 +1223,59 @@ TEST(CudaGroupedGemm, PersistentSwiGlusStoreWhatPerTileCtasStore) {
             EXPECT_EQ(wrong, 0) << "first at row " << first / I << " output " << first % I;
         }
     }
+}
+
+// SwiGLU outputs quantised to e4m3 by their own launch (out_e4m3: the down GEMM's inputs) give the bytes of
+// quantising the outputs it stores with launch_gather_fp8, for both scale rules, on ManyItems' launch with
+// I = 11520 (90 groups of 128; 180 n-blocks: 270 pair items over at most 66 clusters, so a CTA takes four or
+// five, using both halves of its maxima and both phases of its barriers): by paired persistent CTAs in their
+// epilogue where STEADYMOE_PARKED_SWIGLU=1 (a pair's two items hold a group's two halves), else by the
+// quantiser after the launch.
+TEST(CudaGroupedGemm, SwiGluOutputsQuantisedByTheirLaunchGiveTheGatheredBytes) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const ManyItems m(180 * 128);
+    const int64_t I = m.N / 2, groups = I / 128, rows = ManyItems::rows;
+    const bool paired = cuda::grouped_gemm_tile_rows() == 128 && !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") &&
+                        !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
+    const bool in_epilogue = paired && cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1");
+    cuda::DeviceBuffer codes_buf(size_t(2 * rows * I), "codes"), scales_buf(size_t(2 * rows * groups) * 4, "scales"),
+        mid_buf(size_t(rows * I) * 2, "SwiGLU outputs");
+    for (bool pow2 : {false, true})
+        for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::PerTile}) {
+            SCOPED_TRACE(std::string(pow2 ? "power-of-two scales" : "scales kept") + ", schedule " + std::to_string(int(schedule)));
+            ASSERT_EQ(cudaMemset(codes_buf.get(), 0xA5, codes_buf.bytes()), cudaSuccess);
+            ASSERT_EQ(cudaMemset(scales_buf.get(), 0xA5, scales_buf.bytes()), cudaSuccess);
+            auto swiglu = [&](cuda::GroupedGemmLaunch& g) {
+                g.epilogue = cuda::GemmEpilogue::SwiGlu, g.row_weight = m.w_buf.as<float>(), g.weight_before_down = true;
+                g.swiglu_limit = 4.0f;
+            };
+            const uint64_t before = cuda::grouped_gemm_e4m3_swiglu_launches();
+            (void)m.outputs(schedule, I, true, [&](cuda::GroupedGemmLaunch& g) {
+                swiglu(g);
+                g.out_e4m3 = codes_buf.as<uint8_t>(), g.out_e4m3_scale = scales_buf.as<float>(), g.e4m3_pow2 = pow2;
+                g.quant_rows = rows;
+            });
+            const bool fused = in_epilogue && schedule == cuda::TiledSchedule::Persistent;
+            EXPECT_EQ(cuda::grouped_gemm_e4m3_swiglu_launches() - before, fused ? 1u : 0u) << "in the epilogue: " << fused;
+            // The same launch's outputs, quantised by the gather
+            const std::vector<uint8_t> mid = m.outputs(schedule, I, true, swiglu);
+            mid_buf.upload(mid.data(), mid.size());
+            ASSERT_EQ(cuda::launch_gather_fp8(mid_buf.get(), true, I, nullptr, rows, nullptr, I, pow2, codes_buf.as<uint8_t>() + rows * I,
+                                              scales_buf.as<float>() + rows * groups, nullptr),
+                      cudaSuccess);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            std::vector<uint8_t> codes(size_t(2 * rows * I)), scales(size_t(2 * rows * groups) * 4);
+            codes_buf.download(codes.data(), codes.size());
+            scales_buf.download(scales.data(), scales.size());
+            const auto [first, wrong] = first_difference(std::vector<uint8_t>(codes.begin(), codes.begin() + rows * I),
+                                                         std::vector<uint8_t>(codes.begin() + rows * I, codes.end()), 1);
+            EXPECT_EQ(wrong, 0) << "codes: first at row " << first / I << " output " << first % I;
+            const size_t half = scales.size() / 2;
+            EXPECT_EQ(std::memcmp(scales.data(), scales.data() + half, half), 0) << "scales differ";
+            EXPECT_GT(std::count_if(scales.begin(), scales.begin() + std::ptrdiff_t(half), [](uint8_t b) { return b != 0xA5; }),
+                      std::ptrdiff_t(half / 2))
+                << "scales not written";
+        }
 }
 
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16 of

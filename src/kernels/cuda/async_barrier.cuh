@@ -128,6 +128,36 @@ __device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank, uint32_t 
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0], %1;\n" ::"r"(remote), "r"(count) : "memory");
 }
 
+// Exchanges between the CTAs of a cluster through their shared memory: an arrival on the barrier at the same
+// place in CTA `rank` that releases this thread's earlier writes at cluster scope, a wait that acquires at
+// cluster scope what the arrivals released, and a load from the same place in CTA `rank`.
+__device__ __forceinline__ void arrive_in_releasing(uint32_t bar, uint32_t rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+__device__ __forceinline__ void wait_acquiring(uint32_t address, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n"
+            ".reg .pred p;\n"
+            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n"
+            "}\n"
+            : "=r"(done)
+            : "r"(address), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ float load_in(uint32_t address, uint32_t rank) {
+    uint32_t remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(address), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+}
+
 // tensor_copy_2d into the same place of the shared memory of every CTA in `ctas` (a bit per rank), each
 // completing its bytes on its own barrier at `bar`'s place.
 __device__ __forceinline__ void tensor_copy_2d_multicast(void* dst, const void* map, int x, int y, uint64_t* bar, uint16_t ctas) {

@@ -7,6 +7,7 @@
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_stage.cuh"
+#include "row_gathers.hpp"
 
 namespace steadymoe::cuda {
 
@@ -187,6 +188,12 @@ uint64_t grouped_gemm_quad_launches() { return hopper_quad_launches(); }
 uint64_t grouped_gemm_parked_scatter_launches() { return hopper_parked_scatters(); }
 uint64_t grouped_gemm_in_stage_scatter_launches() { return hopper_in_stage_scatters(); }
 uint64_t grouped_gemm_parked_swiglu_launches() { return hopper_parked_swiglus(); }
+uint64_t grouped_gemm_e4m3_swiglu_launches() { return hopper_e4m3_swiglus(); }
+
+bool grouped_gemm_e4m3_swiglu() {
+    static const bool on = env_equals("STEADYMOE_SWIGLU_E4M3", "1");
+    return on;
+}
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {
     static const bool enabled = !env_equals("STEADYMOE_FP8_TENSOR_CORES", "0");
@@ -198,6 +205,26 @@ int grouped_gemm_fp4_e4m3_ctas_per_sm(int tokens) {
 }
 
 bool grouped_gemm_fp4_exact_tiled() { return grouped_gemm_takes_fp8_activations(WeightCode::Fp4) && hopper_fp4_exact_tiled(); }
+
+namespace {
+
+// The sm_80 kernel's launch.
+cudaError_t launch_portable(const GroupedGemmLaunch& g) {
+    if (g.a_fp8) return cudaErrorInvalidValue;  // e4m3 activations are for the Hopper kernel only
+    switch (g.code) {
+        case WeightCode::Bf16:
+            return g.scaled ? launch_typed<WeightCode::Bf16, true>(g)
+                            : launch_typed<WeightCode::Bf16, false>(g);
+        case WeightCode::Fp8:
+            return launch_typed<WeightCode::Fp8, true>(g);
+        case WeightCode::Fp4:
+            return g.scaled ? launch_typed<WeightCode::Fp4, true>(g)
+                            : launch_typed<WeightCode::Fp4, false>(g);
+    }
+    return cudaErrorInvalidValue;
+}
+
+}  // namespace
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
@@ -214,19 +241,16 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.fp4_block_exact && !g.fp4_e4m3_order) return cudaErrorInvalidValue;  // (only e4m3 order has that layout)
     if (g.out_bf16 && (g.epilogue == GemmEpilogue::Store || !g.round_bf16)) return cudaErrorInvalidValue;
     if (g.a_index && !grouped_gemm_reads_indexed_rows(g)) return cudaErrorInvalidValue;
-    if (hopper_gemm_available()) return launch_grouped_gemm_sm90(g);
-    if (g.a_fp8) return cudaErrorInvalidValue;  // e4m3 activations are for the Hopper kernel only
-    switch (g.code) {
-        case WeightCode::Bf16:
-            return g.scaled ? launch_typed<WeightCode::Bf16, true>(g)
-                            : launch_typed<WeightCode::Bf16, false>(g);
-        case WeightCode::Fp8:
-            return launch_typed<WeightCode::Fp8, true>(g);
-        case WeightCode::Fp4:
-            return g.scaled ? launch_typed<WeightCode::Fp4, true>(g)
-                            : launch_typed<WeightCode::Fp4, false>(g);
-    }
-    return cudaErrorInvalidValue;
+    if (g.out_e4m3 && (g.epilogue != GemmEpilogue::SwiGlu || !g.round_bf16 || (!g.out && !g.out_bf16) || !g.out_e4m3_scale ||
+                       (g.n / 2) % 128 != 0 || g.ldo != g.n / 2 || g.quant_rows <= 0))
+        return cudaErrorInvalidValue;
+    bool quantised = false;
+    const cudaError_t err = hopper_gemm_available() ? launch_grouped_gemm_sm90(g, &quantised) : launch_portable(g);
+    if (err != cudaSuccess || !g.out_e4m3 || quantised) return err;
+    // The outputs quantised from where the launch stored them (the bytes its epilogue would give).
+    const void* outputs = g.out_bf16 ? static_cast<const void*>(g.out_bf16) : g.out;
+    return launch_gather_fp8(outputs, g.out_bf16 != nullptr, g.ldo, nullptr, g.quant_rows, g.quant_live, g.n / 2, g.e4m3_pow2,
+                             g.out_e4m3, g.out_e4m3_scale, g.stream);
 }
 
 bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& g) {

@@ -164,6 +164,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             barrier::init(parked, kConsumerWarps);
             barrier::init(drained, kEpilogueWarps);
         }
+        if constexpr (kParkSwiGlu)  // (the other CTA's epilogue warps arrive on them: quantise_parked_swiglu)
+            for (int p = 0; p < 2; ++p)
+                barrier::init(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + kSwiGluPeerBarriers) + p, kEpilogueWarps);
         barrier::fence_init();
     }
     if constexpr (kPersistent) {
@@ -196,6 +199,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             const int e = warp_id - kConsumerWarps - 1;
             uint32_t phase = 0;
             [[maybe_unused]] int start = 0;  // (kParkInStage) the stage of the item's first block
+            [[maybe_unused]] uint32_t items_done = 0;
             for (int w = first; w < items; w += step, phase ^= 1) {
                 const Tile t = w == first ? t0 : item_tile(w);
                 barrier::wait(barrier::shared_address(parked), phase);
@@ -215,15 +219,21 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                         barrier::arrive(drained);
                     }
                 } else {
-                    if constexpr (kParkBf16)
+                    if constexpr (kParkBf16) {
                         drain_parked_scatter<kParkLd16>(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                    else if constexpr (kParkSwiGlu)
-                        drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                    else
+                    } else if constexpr (kParkSwiGlu) {
+                        const auto* park = reinterpret_cast<const uint16_t*>(parked_block);
+                        if (g.out_e4m3)  // (only where the CTAs are paired: launch_typed)
+                            quantise_parked_swiglu(g, t, park, e, lane, rank, reinterpret_cast<float*>(reinterpret_cast<char*>(parked_block) + kSwiGluMaxima),
+                                                   barrier::shared_address(reinterpret_cast<char*>(parked_block) + kSwiGluPeerBarriers), items_done);
+                        else
+                            drain_parked_swiglu(g, t, park, e, lane);
+                    } else
                         drain_parked(g, t, parked_block, e, lane);
                     __syncwarp();
                     if (lane == 0) barrier::arrive(drained);
                 }
+                ++items_done;
             }
             if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
             return;
@@ -508,7 +518,8 @@ bool quad_ctas() {
     return on;
 }
 
-std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, in_stage_scatters{0}, parked_swiglus{0};
+std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, in_stage_scatters{0}, parked_swiglus{0},
+    e4m3_swiglus{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -546,7 +557,7 @@ constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false,
           bool kWide = false, ParkedForm kForm = ParkedForm::F32Results>
-cudaError_t launch_typed(const GroupedGemmLaunch& g) {
+cudaError_t launch_typed(const GroupedGemmLaunch& g, bool* quantised = nullptr) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kForm>;
@@ -585,8 +596,14 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     config.gridDim = grid, config.blockDim = dim3(kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(unsigned(cluster))};
     config.attrs = attributes, config.numAttrs = cluster > 0 ? 2 : 1;
-    const cudaError_t launched = cluster == 4 ? cudaLaunchKernelEx(&config, quad_kernel, g, rows_map, by_map, true)
-                                              : cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, cluster == 2);
+    // SwiGLU outputs quantised to e4m3 in the epilogue by pairs of CTAs whose outputs are parked
+    // (quantise_parked_swiglu), where the launch asks for it (out_e4m3); else launch_grouped_gemm quantises
+    // them after, from where the kernel stored them (the same bytes; out_e4m3 taken off the kernel's launch).
+    const bool quantise = kForm == ParkedForm::SwiGluBf16 && g.out_e4m3 && cluster == 2;
+    GroupedGemmLaunch kernel_launch = g;
+    if (!quantise) kernel_launch.out_e4m3 = nullptr;
+    const cudaError_t launched = cluster == 4 ? cudaLaunchKernelEx(&config, quad_kernel, kernel_launch, rows_map, by_map, true)
+                                              : cudaLaunchKernelEx(&config, kernel, kernel_launch, rows_map, by_map, cluster == 2);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     if (launched == cudaSuccess && last == cudaSuccess && cluster > 0)
         (cluster == 4 ? quad_launches : paired_launches).fetch_add(1, std::memory_order_relaxed);
@@ -596,6 +613,8 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
         in_stage_scatters.fetch_add(1, std::memory_order_relaxed);
     if (launched == cudaSuccess && last == cudaSuccess && kForm == ParkedForm::SwiGluBf16)
         parked_swiglus.fetch_add(1, std::memory_order_relaxed);
+    if (launched == cudaSuccess && last == cudaSuccess && quantise) e4m3_swiglus.fetch_add(1, std::memory_order_relaxed);
+    if (quantised) *quantised = launched == cudaSuccess && last == cudaSuccess && quantise;
     return launched != cudaSuccess ? launched : last;
 }
 
@@ -695,13 +714,13 @@ TiledSchedule schedule_from_environment() {
 // the scatter was slow in the persistent epilogue; with the scatter from registers, persistent CTAs took
 // qwen3's at 16384 tokens 913.4 against 1152.3 µs (bench/results/2026-12-04-cuda-combine-and-schedule.md).
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
-cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
+cudaError_t launch_tiled(const GroupedGemmLaunch& g, bool* quantised) {
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
         schedule = kScaled || g.epilogue != GemmEpilogue::Store ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
     if constexpr (kParkScatterPath<kCode, kScaled, kFp8A>)
         if ((schedule == TiledSchedule::Persistent || schedule == TiledSchedule::Parked) && parked_swiglu(g))
-            return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::SwiGluBf16>(g);
+            return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::SwiGluBf16>(g, quantised);
     if (schedule == TiledSchedule::Parked || (schedule == TiledSchedule::Persistent && parked_epilogues(g)))
         return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
     if constexpr (kParkScatterPath<kCode, kScaled, kFp8A>)
@@ -783,6 +802,7 @@ uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_re
 uint64_t hopper_parked_scatters() { return parked_scatters.load(std::memory_order_relaxed); }
 uint64_t hopper_in_stage_scatters() { return in_stage_scatters.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_swiglus() { return parked_swiglus.load(std::memory_order_relaxed); }
+uint64_t hopper_e4m3_swiglus() { return e4m3_swiglus.load(std::memory_order_relaxed); }
 
 int hopper_few_row_ctas_per_sm() {
     constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;
@@ -807,22 +827,23 @@ bool hopper_fp4_exact_tiled() {
     return on;
 }
 
-cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
+cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g, bool* quantised) {
+    *quantised = false;
     if (hopper_decode(g)) return launch_decode_sm90(g);
     const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
         if (!g.a_scale) return cudaErrorInvalidValue;
         if (g.code == WeightCode::Fp4 && g.fp4_block_exact && !g.few_rows && !half && hopper_fp4_exact_tiled())
-            return launch_tiled<WeightCode::Fp4, true, true>(g);
+            return launch_tiled<WeightCode::Fp4, true, true>(g, quantised);
         if (g.code != WeightCode::Fp8) return cudaErrorInvalidValue;
-        return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g);
+        return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g, quantised);
     }
     if (half && g.code == WeightCode::Bf16)
         return g.scaled ? half_launch<WeightCode::Bf16, true>(g) : half_launch<WeightCode::Bf16, false>(g);
     switch (g.code) {
-    case WeightCode::Bf16: return g.scaled ? launch_tiled<WeightCode::Bf16, true>(g) : launch_tiled<WeightCode::Bf16, false>(g);
-    case WeightCode::Fp8: return launch_tiled<WeightCode::Fp8, true>(g);
-    case WeightCode::Fp4: return g.scaled ? launch_tiled<WeightCode::Fp4, true>(g) : launch_tiled<WeightCode::Fp4, false>(g);
+    case WeightCode::Bf16: return g.scaled ? launch_tiled<WeightCode::Bf16, true>(g, quantised) : launch_tiled<WeightCode::Bf16, false>(g, quantised);
+    case WeightCode::Fp8: return launch_tiled<WeightCode::Fp8, true>(g, quantised);
+    case WeightCode::Fp4: return g.scaled ? launch_tiled<WeightCode::Fp4, true>(g, quantised) : launch_tiled<WeightCode::Fp4, false>(g, quantised);
     }
     return cudaErrorInvalidValue;
 }

@@ -94,7 +94,12 @@ constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
 // rows, as many as without a parked block, where f32 results leave four. Rows are padded by eight values, as
 // above.
 constexpr int kParkLdSwiGlu = kTileN / 2 + 8;
-constexpr int kParkBytesSwiGlu = kHopperTileRows * kParkLdSwiGlu * 2;
+// After the outputs, for SwiGLU outputs quantised to e4m3 by a pair of CTAs (drain_parked_swiglu): each row's
+// largest magnitude of this CTA's half of its 128-output group, for two items in turn, and two barriers on
+// which the other CTA's epilogue warps say that theirs are there.
+constexpr int kSwiGluMaxima = kHopperTileRows * kParkLdSwiGlu * 2;
+constexpr int kSwiGluPeerBarriers = kSwiGluMaxima + 2 * kHopperTileRows * 4;
+constexpr int kParkBytesSwiGlu = kSwiGluPeerBarriers + 2 * 8;
 // Parked scatters in the item's last stage (ScatterBf16InStage; bf16 or e4m3 rows): the consumers hold on to
 // the stage their item's last MMAs read and park its bf16 scatter values there, and the epilogue warps hand
 // the stage back once they have copied them out. No block of its own: six stages where ScatterBf16's leaves
@@ -435,6 +440,47 @@ __device__ __forceinline__ void park_swiglu_bf16(uint16_t* park, const float (&v
             const float b = swiglu_stage(v[8 * f + 2 * h + 1], v[8 * f + 4 + 2 * h + 1], g.swiglu_limit, g.weight_before_down, w[h], true);
             *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kParkLdSwiGlu + 8 * f + q2) = __byte_perm(f32_bits(a), f32_bits(b), 0x7632);
         }
+}
+
+// Epilogue warp `e` quantises rows e, e + kEpilogueWarps, ... of the parked SwiGLU outputs of item tile `t`
+// to e4m3 codes (out_e4m3) with the other CTA of its pair, whose item holds the other 64 outputs of the same
+// 128 (n-blocks 2p and 2p + 1): the bytes of launch_gather_fp8 on the outputs (quantise_rows_kernel: a
+// group's largest magnitude by fmaxf from 0, exact in any order; its scale; each value over it). Each CTA's
+// warps write their rows' half-group maxima (`maxima`, the item's half of two: n counts the CTA's items),
+// arrive on the other CTA's barrier at `peers` (releasing them at cluster scope; the other CTA overwrites
+// this half two items on, after it has waited for this CTA's arrival on the next item, made after these
+// reads), wait for the other CTA's three, and read its maxima of the same rows. The CTA of rank 0 stores the
+// scales.
+__device__ __forceinline__ void quantise_parked_swiglu(const GroupedGemmLaunch& g, const Tile& t, const uint16_t* park, int e, int lane,
+                                                       int rank, float* maxima, uint32_t peers, uint32_t n) {
+    // (width a multiple of 128: every item's 64 outputs are in range)
+    const int64_t width = g.n / 2, j = t.n0 / 2 + 2 * lane;
+    float* mine = maxima + (n & 1) * kHopperTileRows;
+    auto values = [&](int row) {
+        const uint32_t pair = *reinterpret_cast<const uint32_t*>(park + row * kParkLdSwiGlu + 2 * lane);
+        return make_float2(f32_from_bits(pair << 16), f32_from_bits(pair & 0xFFFF0000u));
+    };
+    for (int row = e; row < t.rows; row += kEpilogueWarps) {
+        const float2 x = values(row);
+        float amax = fmaxf(fmaxf(0.0f, abs_f32(x.x)), abs_f32(x.y));
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+        if (lane == 0) mine[row] = amax;
+    }
+    __syncwarp();
+    const uint32_t peer = peers + 8 * (n & 1);
+    if (lane == 0) barrier::arrive_in_releasing(peer, uint32_t(rank ^ 1));
+    barrier::wait_acquiring(peer, (n >> 1) & 1);
+    for (int row = e; row < t.rows; row += kEpilogueWarps) {
+        const float2 x = values(row);
+        const float amax = fmaxf(mine[row], barrier::load_in(smem_u32(mine + row), uint32_t(rank ^ 1)));
+        const float s = e4m3_group_scale(amax, g.e4m3_pow2);
+        const float inv = g.e4m3_pow2 ? 1.0f / s : 0.0f;  // (a power of two's reciprocal is exact)
+        const uint32_t codes = g.e4m3_pow2 ? f32x4_to_e4m3x4(x.x * inv, x.y * inv, 0.0f, 0.0f) : f32x4_to_e4m3x4(x.x / s, x.y / s, 0.0f, 0.0f);
+        const int64_t r = t.row0 + row;
+        *reinterpret_cast<uint16_t*>(g.out_e4m3 + r * width + j) = uint16_t(codes);
+        if (rank == 0 && lane == 0) g.out_e4m3_scale[r * (width / 128) + t.n0 / 256] = s;
+    }
 }
 
 // Epilogue warp `e` stores rows e, e + kEpilogueWarps, ... of the parked SwiGLU outputs of item tile `t`: a
