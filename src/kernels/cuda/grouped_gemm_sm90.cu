@@ -57,7 +57,7 @@ using namespace sm90;
 // values the scatter stores, which the epilogue warps copy to their destinations. ScatterBf16InStage
 // (park_in_stage): those values in the item's last stage, which the epilogue warps hand back to the producers
 // once they have copied them. SwiGluBf16 (SwiGLU rounded to bf16: parked_swiglu): the consumers' SwiGLU
-// outputs, which the epilogue warps store.
+// outputs, which the epilogue warps store (or quantise to e4m3, with the pair's other CTA: out_e4m3).
 // kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
 // one m64n256 MMA a k step over two n-tiles' weight tiles.
 // Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
@@ -669,8 +669,8 @@ bool park_in_stage(const GroupedGemmLaunch& g) {
 // rounds them to bf16 (so that 16 bits hold each), outside few-row launches: with STEADYMOE_PARKED_SWIGLU=1,
 // on the paths of kParkScatterPath, before epilogues parked as f32 (parked_epilogues) or the Parked schedule.
 // The parked block leaves every stage (six of bf16 or e4m3 rows, where f32 results leave four) and the
-// epilogue warps only store: deepseek-v3's routed gate/up parks f32 results by default, qwen3's stores from
-// registers. Off unless asked: not yet measured.
+// epilogue warps only store (or, paired, quantise: out_e4m3): deepseek-v3's routed gate/up parks f32 results
+// by default, qwen3's stores from registers. Off unless asked: not yet measured.
 bool parked_swiglu(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_PARKED_SWIGLU", "1");
     return on && g.epilogue == GemmEpilogue::SwiGlu && g.round_bf16 && !g.few_rows;

@@ -90,13 +90,13 @@ constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
 // Parked SwiGLU outputs (ParkedForm::SwiGluBf16; the experts' gate/up GEMMs where the activations are bf16):
 // the consumers run each gate/up pair through SwiGLU as the register epilogue does, and park the 64 outputs
 // of a row, which the rounding to the activations' bf16 leaves exact in 16 bits (NaNs too: round_act clears
-// their low half); the epilogue warps only store each row. 128 x 64 take 18 KB: six stages of bf16 or e4m3
-// rows, as many as without a parked block, where f32 results leave four. Rows are padded by eight values, as
-// above.
+// their low half); the epilogue warps only store each row (or quantise it). 128 x 64 take 18 KB: six stages
+// of bf16 or e4m3 rows, as many as without a parked block, where f32 results leave four. Rows are padded by
+// eight values, as above.
 constexpr int kParkLdSwiGlu = kTileN / 2 + 8;
-// After the outputs, for SwiGLU outputs quantised to e4m3 by a pair of CTAs (drain_parked_swiglu): each row's
-// largest magnitude of this CTA's half of its 128-output group, for two items in turn, and two barriers on
-// which the other CTA's epilogue warps say that theirs are there.
+// After the outputs, for SwiGLU outputs quantised to e4m3 by a pair of CTAs (quantise_parked_swiglu): each
+// row's largest magnitude of this CTA's half of its 128-output group, for two items in turn, and two barriers
+// on which the other CTA's epilogue warps say that theirs are there.
 constexpr int kSwiGluMaxima = kHopperTileRows * kParkLdSwiGlu * 2;
 constexpr int kSwiGluPeerBarriers = kSwiGluMaxima + 2 * kHopperTileRows * 4;
 constexpr int kParkBytesSwiGlu = kSwiGluPeerBarriers + 2 * 8;
