@@ -41,21 +41,25 @@ __device__ __forceinline__ void arrive_after_cp_async(uint64_t* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(bar)) : "memory");
 }
 
-// Waits until the phase of the given parity has completed.
+// Waits until the phase of the given parity has completed (kAcquireCluster: acquiring at cluster scope what
+// arrivals released there, wait_acquiring below).
+#define SMOE_TRY_WAIT_PARITY(SEMANTICS)                                        \
+    "{\n"                                                                      \
+    ".reg .pred p;\n"                                                          \
+    "mbarrier.try_wait.parity" SEMANTICS ".shared::cta.b64 p, [%1], %2;\n"    \
+    "selp.u32 %0, 1, 0, p;\n"                                                  \
+    "}\n"
+template <bool kAcquireCluster = false>
 __device__ __forceinline__ void wait(uint32_t address, uint32_t parity) {
     uint32_t done = 0;
     do {
-        asm volatile(
-            "{\n"
-            ".reg .pred p;\n"
-            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, p;\n"
-            "}\n"
-            : "=r"(done)
-            : "r"(address), "r"(parity)
-            : "memory");
+        if constexpr (kAcquireCluster)
+            asm volatile(SMOE_TRY_WAIT_PARITY(".acquire.cluster") : "=r"(done) : "r"(address), "r"(parity) : "memory");
+        else
+            asm volatile(SMOE_TRY_WAIT_PARITY("") : "=r"(done) : "r"(address), "r"(parity) : "memory");
     } while (!done);
 }
+#undef SMOE_TRY_WAIT_PARITY
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) { wait(shared_address(bar), parity); }
 // Whether the phase of the given parity has completed, without waiting.
 __device__ __forceinline__ bool completed(uint32_t address, uint32_t parity) {
@@ -136,20 +140,7 @@ __device__ __forceinline__ void arrive_in_releasing(uint32_t bar, uint32_t rank)
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
-__device__ __forceinline__ void wait_acquiring(uint32_t address, uint32_t parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n"
-            ".reg .pred p;\n"
-            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, p;\n"
-            "}\n"
-            : "=r"(done)
-            : "r"(address), "r"(parity)
-            : "memory");
-    } while (!done);
-}
+__device__ __forceinline__ void wait_acquiring(uint32_t address, uint32_t parity) { wait<true>(address, parity); }
 __device__ __forceinline__ float load_in(uint32_t address, uint32_t rank) {
     uint32_t remote;
     float v;
