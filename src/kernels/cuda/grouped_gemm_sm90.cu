@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
-    static_assert(!kParkInStage || (!kQuad && ((kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A))),
+    static_assert(!kParkInStage || (!kQuad && kPlainStages<kCode, kScaled, kFp8A>),
                   "parked in a stage: bf16 rows meeting bf16 weights or e4m3 rows meeting FP8 weights, pairs at most");
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
@@ -154,6 +154,10 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // once every epilogue warp is done with them (the block may take the next item's).
     uint64_t* parked = empty + kS;
     uint64_t* drained = parked + 1;
+    // Parked SwiGLU outputs quantised by a pair of CTAs: the half-group maxima and the other CTA's barriers
+    // (quantise_parked_swiglu).
+    [[maybe_unused]] float* maxima = reinterpret_cast<float*>(reinterpret_cast<char*>(parked_block) + kSwiGluMaxima);
+    [[maybe_unused]] uint64_t* peers = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + kSwiGluPeerBarriers);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kS; ++s) {
@@ -164,9 +168,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             barrier::init(parked, kConsumerWarps);
             barrier::init(drained, kEpilogueWarps);
         }
-        if constexpr (kParkSwiGlu)  // (the other CTA's epilogue warps arrive on them: quantise_parked_swiglu)
-            for (int p = 0; p < 2; ++p)
-                barrier::init(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + kSwiGluPeerBarriers) + p, kEpilogueWarps);
+        if constexpr (kParkSwiGlu)  // (the other CTA's epilogue warps arrive on them)
+            for (int p = 0; p < 2; ++p) barrier::init(peers + p, kEpilogueWarps);
         barrier::fence_init();
     }
     if constexpr (kPersistent) {
@@ -224,8 +227,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                     } else if constexpr (kParkSwiGlu) {
                         const auto* park = reinterpret_cast<const uint16_t*>(parked_block);
                         if (g.out_e4m3)  // (only where the CTAs are paired: launch_typed)
-                            quantise_parked_swiglu(g, t, park, e, lane, rank, reinterpret_cast<float*>(reinterpret_cast<char*>(parked_block) + kSwiGluMaxima),
-                                                   barrier::shared_address(reinterpret_cast<char*>(parked_block) + kSwiGluPeerBarriers), items_done);
+                            quantise_parked_swiglu(g, t, park, e, lane, rank, maxima, barrier::shared_address(peers), items_done);
                         else
                             drain_parked_swiglu(g, t, park, e, lane);
                     } else
@@ -409,23 +411,22 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 if constexpr (kParkInStage) barrier::sync_threads(1, kConsumers);
                 if (live) {
                     const int row = wg * 64 + warp * 16 + (lane >> 2);
+                    // (the totals of scaled launches, else the sums: parked CTAs take 128 features)
+                    const float(&result)[64] = [&]() -> const float(&)[64] {
+                        if constexpr (kScaled) return total;
+                        else return acc;
+                    }();
                     if constexpr (kParkInStage) {
                         uint16_t* park = reinterpret_cast<uint16_t*>(smem + last * kStageBytes);
-                        if constexpr (kScaled) park_scatter_bf16<kParkLdInStage>(park, total, row, lane, row_weights, !g.weight_before_down);
-                        else park_scatter_bf16<kParkLdInStage>(park, acc, row, lane, row_weights, !g.weight_before_down);
+                        park_scatter_bf16<kParkLdInStage>(park, result, row, lane, row_weights, !g.weight_before_down);
                         fence_async_shared();  // (the stage's next copies come through the async proxy)
                     } else if constexpr (kParkBf16) {
-                        uint16_t* park = reinterpret_cast<uint16_t*>(parked_block);
-                        if constexpr (kScaled) park_scatter_bf16<kParkLd16>(park, total, row, lane, row_weights, !g.weight_before_down);
-                        else park_scatter_bf16<kParkLd16>(park, acc, row, lane, row_weights, !g.weight_before_down);
+                        park_scatter_bf16<kParkLd16>(reinterpret_cast<uint16_t*>(parked_block), result, row, lane, row_weights,
+                                                     !g.weight_before_down);
                     } else if constexpr (kParkSwiGlu) {
-                        uint16_t* park = reinterpret_cast<uint16_t*>(parked_block);
-                        if constexpr (kScaled) park_swiglu_bf16(park, total, row, lane, row_weights, g);
-                        else park_swiglu_bf16(park, acc, row, lane, row_weights, g);
-                    } else if constexpr (kScaled) {
-                        park_results(parked_block, total, row, lane);
+                        park_swiglu_bf16(reinterpret_cast<uint16_t*>(parked_block), result, row, lane, row_weights, g);
                     } else {
-                        park_results(parked_block, acc, row, lane);
+                        park_results(parked_block, result, row, lane);
                     }
                 }
                 __syncwarp();
@@ -552,8 +553,7 @@ int concurrent_clusters(int threads, int smem) {
 // The paths whose persistent launches may run in clusters of four (quad_ctas): bf16 rows meeting bf16 weights
 // and e4m3 rows meeting FP8 weights, prefill's two paths whose stages' weights come straight from L2.
 template <WeightCode kCode, bool kScaled, bool kFp8A, bool kPersistent, bool kWide>
-constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8A, kWide> &&
-                           ((kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A));
+constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8A, kWide> && kPlainStages<kCode, kScaled, kFp8A>;
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false,
           bool kWide = false, ParkedForm kForm = ParkedForm::F32Results>
@@ -605,16 +605,16 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g, bool* quantised = nullptr) 
     const cudaError_t launched = cluster == 4 ? cudaLaunchKernelEx(&config, quad_kernel, kernel_launch, rows_map, by_map, true)
                                               : cudaLaunchKernelEx(&config, kernel, kernel_launch, rows_map, by_map, cluster == 2);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
-    if (launched == cudaSuccess && last == cudaSuccess && cluster > 0)
-        (cluster == 4 ? quad_launches : paired_launches).fetch_add(1, std::memory_order_relaxed);
-    if (launched == cudaSuccess && last == cudaSuccess && (kForm == ParkedForm::ScatterBf16 || kForm == ParkedForm::ScatterBf16InStage))
-        parked_scatters.fetch_add(1, std::memory_order_relaxed);
-    if (launched == cudaSuccess && last == cudaSuccess && kForm == ParkedForm::ScatterBf16InStage)
-        in_stage_scatters.fetch_add(1, std::memory_order_relaxed);
-    if (launched == cudaSuccess && last == cudaSuccess && kForm == ParkedForm::SwiGluBf16)
-        parked_swiglus.fetch_add(1, std::memory_order_relaxed);
-    if (launched == cudaSuccess && last == cudaSuccess && quantise) e4m3_swiglus.fetch_add(1, std::memory_order_relaxed);
-    if (quantised) *quantised = launched == cudaSuccess && last == cudaSuccess && quantise;
+    const bool ran = launched == cudaSuccess && last == cudaSuccess;
+    auto count = [&](std::atomic<uint64_t>& launches, bool counted) {
+        if (ran && counted) launches.fetch_add(1, std::memory_order_relaxed);
+    };
+    count(cluster == 4 ? quad_launches : paired_launches, cluster > 0);
+    count(parked_scatters, kForm == ParkedForm::ScatterBf16 || kForm == ParkedForm::ScatterBf16InStage);
+    count(in_stage_scatters, kForm == ParkedForm::ScatterBf16InStage);
+    count(parked_swiglus, kForm == ParkedForm::SwiGluBf16);
+    count(e4m3_swiglus, quantise);
+    if (quantised) *quantised = ran && quantise;
     return launched != cudaSuccess ? launched : last;
 }
 
@@ -653,7 +653,7 @@ bool parked_scatter(const GroupedGemmLaunch& g) {
 // weights, e4m3 rows meeting FP8 weights (stages that hold 128 rows of 132 bf16 values; converted FP4 keeps
 // six stages beside its parked block already).
 template <WeightCode kCode, bool kScaled, bool kFp8A>
-constexpr bool kParkInStagePath = (kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A);
+constexpr bool kParkInStagePath = kPlainStages<kCode, kScaled, kFp8A>;
 
 // Whether a parked scatter (parked_scatter) parks its values in the item's last stage rather than a block of
 // its own (the kernel's ScatterBf16InStage form: six stages in place of five, the same bits): with

@@ -146,6 +146,11 @@ struct SharedCopies {
     uint16_t row_ctas = 0, weight_ctas = 0;
 };
 
+// Whether a stage's rows and weights are multiplied as they land, neither widened nor converted: bf16 rows
+// meeting bf16 weights (unscaled), e4m3 rows meeting FP8 weights.
+template <WeightCode kCode, bool kScaled, bool kFp8A>
+constexpr bool kPlainStages = (kCode == WeightCode::Bf16 && !kScaled && !kFp8A) || (kCode == WeightCode::Fp8 && kFp8A);
+
 // Whether a stage's stored weights are one run of bytes that CTAs of a cluster can copy half each (not
 // converted, widened from FP4 with separate scales, nor two n-tiles' runs).
 template <WeightCode kCode, bool kFp8A, bool kWide>
@@ -456,10 +461,7 @@ __device__ __forceinline__ void quantise_parked_swiglu(const GroupedGemmLaunch& 
     // (width a multiple of 128: every item's 64 outputs are in range)
     const int64_t width = g.n / 2, j = t.n0 / 2 + 2 * lane;
     float* mine = maxima + (n & 1) * kHopperTileRows;
-    auto values = [&](int row) {
-        const uint32_t pair = *reinterpret_cast<const uint32_t*>(park + row * kParkLdSwiGlu + 2 * lane);
-        return make_float2(f32_from_bits(pair << 16), f32_from_bits(pair & 0xFFFF0000u));
-    };
+    auto values = [&](int row) { return bf16x2_to_f32x2(*reinterpret_cast<const uint32_t*>(park + row * kParkLdSwiGlu + 2 * lane)); };
     for (int row = e; row < t.rows; row += kEpilogueWarps) {
         const float2 x = values(row);
         float amax = fmaxf(fmaxf(0.0f, abs_f32(x.x)), abs_f32(x.y));
@@ -496,7 +498,7 @@ __device__ __forceinline__ void drain_parked_swiglu(const GroupedGemmLaunch& g, 
         const uint32_t pair = *reinterpret_cast<const uint32_t*>(park + row * kParkLdSwiGlu + 2 * lane);
         const int64_t offset = (t.row0 + row) * g.ldo + j;
         if (g.out_bf16) *reinterpret_cast<uint32_t*>(g.out_bf16 + offset) = pair;
-        else *reinterpret_cast<float2*>(g.out + offset) = make_float2(f32_from_bits(pair << 16), f32_from_bits(pair & 0xFFFF0000u));
+        else *reinterpret_cast<float2*>(g.out + offset) = bf16x2_to_f32x2(pair);
     }
 }
 

@@ -37,6 +37,11 @@ __device__ __forceinline__ uint32_t f32x2_to_bf16x2(float a, float b) {
     return uint32_t(f32_to_bf16(a)) | uint32_t(f32_to_bf16(b)) << 16;
 }
 
+// Two bf16 values (a in the low half) as the floats they are.
+__device__ __forceinline__ float2 bf16x2_to_f32x2(uint32_t pair) {
+    return make_float2(f32_from_bits(pair << 16), f32_from_bits(pair & 0xFFFF0000u));
+}
+
 // x rounded to the activation dtype (round_to_bf16's bits), or x.
 template <Bf16Rounding kHow = Bf16Rounding::Hardware>
 __device__ __forceinline__ float round_act(float x, bool bf16) {
