@@ -122,12 +122,11 @@ uint8_t clamp_magnitude(uint8_t code, uint8_t sign_bit, uint8_t max_magnitude) {
     return magnitude > max_magnitude ? uint8_t((code & sign_bit) | max_magnitude) : code;
 }
 
-// Two e2m1 codes per byte along K, the even index in the low nibble.
-void pack_e2m1_pair(uint8_t* dst, int64_t k, uint8_t code) {
-    if (k % 2 == 0)
-        *dst = uint8_t((*dst & 0xF0u) | code);
-    else
-        *dst = uint8_t((*dst & 0x0Fu) | uint8_t(code << 4));
+// A block's `count` values (even) as e2m1 codes of value / s, at most `top` in magnitude, two to a byte along K,
+// the even index in the low nibble.
+void pack_e2m1_block(uint8_t* dst, const float* src, int64_t count, float s, uint8_t top) {
+    const auto code = [&](float v) { return clamp_magnitude(f32_to_e2m1(v / s), 0x8, top); };
+    for (int64_t i = 0; i < count; i += 2) dst[i / 2] = uint8_t(code(src[i]) | code(src[i + 1]) << 4);
 }
 
 WeightMatrix empty_result(ExpertFormat format, int64_t rows, int64_t cols, const std::string& name) {
@@ -204,11 +203,7 @@ WeightMatrix quantize_mxfp4(const float* w, int64_t rows, int64_t cols, E8M0Roun
             scales[r * blocks + b] = code;
             const float s = e8m0_to_f32(code);
             const uint8_t top = largest_finite_magnitude(7, [s](uint8_t c) { return e2m1_to_f32(c) * s; });
-            for (int64_t i = 0; i < kMxBlockSize; ++i) {
-                const int64_t k = b * kMxBlockSize + i;
-                pack_e2m1_pair(packed + r * (cols / 2) + k / 2, k,
-                               clamp_magnitude(f32_to_e2m1(src[i] / s), 0x8, top));
-            }
+            pack_e2m1_block(packed + r * (cols / 2) + b * (kMxBlockSize / 2), src, kMxBlockSize, s, top);
         }
     }
     m.validate();
@@ -238,11 +233,7 @@ WeightMatrix quantize_nvfp4(const float* w, int64_t rows, int64_t cols, const st
             const float s = sv * g;  // the divisor: what a reader multiplies back
             const uint8_t top =
                 largest_finite_magnitude(7, [sv, g](uint8_t c) { return (e2m1_to_f32(c) * sv) * g; });
-            for (int64_t i = 0; i < kNvfp4BlockSize; ++i) {
-                const int64_t k = b * kNvfp4BlockSize + i;
-                pack_e2m1_pair(packed + r * (cols / 2) + k / 2, k,
-                               clamp_magnitude(f32_to_e2m1(src[i] / s), 0x8, top));
-            }
+            pack_e2m1_block(packed + r * (cols / 2) + b * (kNvfp4BlockSize / 2), src, kNvfp4BlockSize, s, top);
         }
     }
     m.validate();
