@@ -3,6 +3,7 @@
 // NonFinitePolicy::Propagate; construction rejects damaged or inconsistent weights.
 #include "steadymoe/engine/demo_model.hpp"
 #include "steadymoe/engine/moe_layer.hpp"
+#include "steadymoe/engine/synthetic.hpp"
 #include "steadymoe/core/numeric.hpp"
 #include "steadymoe/model/checkpoint.hpp"
 #include "steadymoe/model/quantize.hpp"
@@ -526,6 +527,26 @@ TEST(BadWeights, ExpertOfTheWrongShapeIsRejectedAtConstruction) {
     w.experts[2].down = quantize_mxfp4(values.data(), 320, s.intermediate, E8M0Rounding::Up, "wide.w2");
     expect_error_of([&] { MoeLayer layer(demo_config(s), std::move(w)); }, kRejected,
                  {"wide.w2", "320"});
+}
+
+TEST(BadWeights, AnExpertMixingQuantisedAndDenseProjectionsIsRejectedAtConstruction) {
+    // Experts are decoded for the CPU kernels only when a batch first needs them; what decoding refuses is
+    // still refused when the layer is made, not at some later batch.
+    const DemoModelShape s = small_demo();
+    MoeLayerWeights w = demo_layer_weights(s, 1);
+    const Tensor dense = synthetic::tensor(DType::BF16, {s.hidden, s.intermediate}, 5, synthetic::kDown, 0.02f);
+    w.experts[3].down = WeightMatrix{ExpertFormat::Dense, s.hidden, s.intermediate, dense, {}, 1.0f, "dense.w2"};
+    expect_error_of([&] { MoeLayer layer(demo_config(s), std::move(w)); }, {ErrorKind::BadFormat},
+                    {"demo.layers.1.experts.3.w1", "mix quantised and dense"});
+}
+
+TEST(BadWeights, OnlyHeldExpertsAreHandedOutDecoded) {
+    const MoeLayer layer = demo_layer(1);
+    EXPECT_NO_THROW(layer.packed_expert(0));
+    const int64_t experts = small_demo().experts;
+    expect_error_of([&] { layer.packed_expert(experts); }, {ErrorKind::InvalidArgument},
+                    {"routed expert " + std::to_string(experts), "not one this layer holds"});
+    expect_error_of([&] { layer.packed_expert(-1); }, {ErrorKind::InvalidArgument}, {"routed expert -1"});
 }
 
 TEST(BadWeights, NonFiniteSharedExpertGateIsRejected) {

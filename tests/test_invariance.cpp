@@ -9,6 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <thread>
+#include <vector>
+
 using namespace steadymoe;
 
 namespace {
@@ -49,6 +53,29 @@ TEST(DemoInvariance, BatchesBarelyLargerThanTheProbes) {
     const InvarianceReport report = run_invariance(layer, probe, opt);
     EXPECT_GE(report.cases.size(), 6u);
     for (const auto& c : report.cases) EXPECT_TRUE(c.passed) << c.name << ": " << c.first_difference;
+}
+
+// Experts are decoded for the CPU kernels the first time a batch needs them. Several threads running a fresh
+// layer's first batches at once (one decoding an expert while others wait for it) give the bytes the same
+// batches give on a layer whose every expert was decoded first.
+TEST(DemoInvariance, FirstBatchesOnSeveralThreadsAtOnceGiveTheDecodedLayersBits) {
+    const DemoModelShape s = small_demo();
+    const MoeLayer decoded(demo_config(s), demo_layer_weights(s, 1));
+    decoded.packed();
+    constexpr int kThreads = 6;
+    std::vector<MoeInput> inputs(kThreads);
+    std::vector<Tensor> want(kThreads), got(kThreads);
+    for (int i = 0; i < kThreads; ++i) {
+        inputs[size_t(i)].hidden = demo_hidden(s, 3 + 5 * i, uint64_t(i));
+        want[size_t(i)] = decoded.forward(inputs[size_t(i)]).output;
+    }
+    const MoeLayer fresh(demo_config(s), demo_layer_weights(s, 1));
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i)  // copies share the decoded experts, as the layer's users' copies do
+        threads.emplace_back([&, i] { got[size_t(i)] = fresh.with_threads(2).forward(inputs[size_t(i)]).output; });
+    for (std::thread& t : threads) t.join();
+    for (int i = 0; i < kThreads; ++i)
+        EXPECT_EQ(std::memcmp(got[size_t(i)].raw(), want[size_t(i)].raw(), want[size_t(i)].nbytes()), 0) << "batch " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, DemoInvariance,

@@ -64,7 +64,7 @@ int bench_cuda(const BenchOptions& given) {
     MoeLayerOptions opts;
     opts.threads = resolve_threads(o.threads);
     opts.activation_quant = parse_activations(o.activations, c);
-    progress.line("packing the layer (the CPU reference)");
+    progress.line("checking the layer (the CPU reference, whose experts are decoded as its batch needs them)");
     const MoeLayer layer(c, std::move(w.weights), opts);
     progress.line("uploading the layer to the GPU");
     CudaMoeLayer gpu(layer);

@@ -64,7 +64,7 @@ int bench_cuda_ep(const BenchOptions& given) {
     MoeLayerOptions opts;
     opts.threads = resolve_threads(o.threads);
     opts.activation_quant = parse_activations(o.activations, c);
-    progress.line("packing the layer");
+    progress.line("checking the layer");
     const MoeLayer layer(c, std::move(w.weights), opts);
     const ExpertPlacement placement = ExpertPlacement::contiguous(c.n_routed_experts, ranks);
     const int64_t H = c.hidden_size;

@@ -47,6 +47,7 @@ int bench_ep(const BenchOptions& options) {
     opts.activation_quant = parse_activations(o.activations, c);
     progress.line("packing the layer");
     const MoeLayer layer(c, std::move(w.weights), opts);
+    layer.packed();  // (else each expert would be decoded in the first timed batch that reaches it)
     const MoeLayer one_rank = layer.with_threads(threads);
     const ExpertPlacement placement = ExpertPlacement::contiguous(c.n_routed_experts, ranks);
     const int64_t H = c.hidden_size;

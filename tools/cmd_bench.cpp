@@ -60,6 +60,7 @@ int bench(const BenchOptions& o) {
     opts.activation_quant = parse_activations(o.activations, c);
     progress.line("packing the layer for the CPU kernels");
     const MoeLayer layer(c, std::move(w.weights), opts);
+    layer.packed();  // (else each expert would be decoded in the first timed batch that reaches it)
     progress.line("dequantising the baseline's experts to fp32");
     const std::unique_ptr<BlasBaseline> baseline = make_blas_baseline(c, layer.weights(), threads);
 

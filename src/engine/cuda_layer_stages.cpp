@@ -367,7 +367,7 @@ int score_func_code(ScoreFunc f) { return f == ScoreFunc::Softmax ? 0 : f == Sco
 RouterStage::RouterStage(const MoeLayer& layer) : layer_(layer) {
     const MoeLayerWeights& w = layer.weights();
     if (w.router.dtype() == DType::BF16) router_ = cuda::upload_bf16_matrix(w.router, "router");
-    router_exact_ = cuda::upload_weight(layer.packed().router, "router");
+    router_exact_ = cuda::upload_weight(layer.packed_router(), "router");
     if (w.selection_bias.defined()) {
         bias_ = DeviceBuffer(w.selection_bias.nbytes(), "selection bias");
         bias_.upload(w.selection_bias.raw(), w.selection_bias.nbytes());

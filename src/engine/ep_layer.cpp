@@ -106,6 +106,7 @@ EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transpo
     // FP8 rows need every routed expert quantised: each rank vouches for the experts it loaded (together
     // they hold every expert), and all must — a vote in the agreement's collective. Experts moved in later
     // are copies of loaded ones.
+    layer_.packed();  // every expert this rank loaded, decoded now, several at a time (batches would one by one)
     bool quantised = layer_.activation_quant() != ActivationQuant::None;
     for (int64_t e = 0; e < layer_.config().n_routed_experts && quantised; ++e)
         if (holds(e)) quantised = packed_expert(e).gate.quantized;
@@ -134,7 +135,7 @@ const ExpertWeights& EpMoeLayer::weights_of(int64_t e) const {
 }
 
 const cpu::PackedExpert& EpMoeLayer::packed_expert(int64_t e) const {
-    return layer_.weights().experts[size_t(e)].held() ? layer_.packed().experts[size_t(e)] : moved_.at(e)->packed;
+    return layer_.weights().experts[size_t(e)].held() ? layer_.packed_expert(e) : moved_.at(e)->packed;
 }
 
 bool EpMoeLayer::agree(const ExpertPlacement& placement, bool require_held, bool vote) const {
@@ -501,10 +502,10 @@ MoeOutput EpMoeLayer::finish_combine(EpBatch& batch, EpStats* stats) const {
             std::memcpy(contributions.data() + o.pair_home[p] * H, returned[size_t(d)].data() + p * size_t(H) * 4,
                         size_t(H) * 4);
     }
-    const cpu::PackedLayer& packed = layer_.packed();
+    const cpu::PackedExpert* shared_expert = layer_.weights().has_shared ? &layer_.packed_shared() : nullptr;
     std::vector<cpu::ExpertJob> shared;
     for (cpu::ExpertJob& job : plan.jobs)
-        if (job.expert == &packed.shared) shared.push_back(std::move(job));
+        if (job.expert == shared_expert) shared.push_back(std::move(job));
     if (!shared.empty()) {
         cpu::ExpertStageParams sp;
         sp.hidden = plan.x.data<float>();

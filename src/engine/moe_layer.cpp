@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 namespace steadymoe {
 
@@ -107,6 +108,33 @@ void reject_nonfinite(const Tensor& hidden, int64_t T, int64_t H, const std::vec
 
 }  // namespace
 
+// Slot e < E: routed expert e; slot E: the shared expert. Each slot's decoding runs once (a failed one is
+// tried again by the next caller); layer.experts is sized at construction, so slots never move.
+struct MoeLayer::Packing {
+    explicit Packing(std::shared_ptr<const MoeLayerWeights> w)
+        : weights(std::move(w)), once(std::make_unique<std::once_flag[]>(weights->experts.size() + 1)) {
+        layer.router = cpu::pack_dense(weights->router, "router");
+        layer.experts.resize(weights->experts.size());
+        layer.has_shared = weights->has_shared;
+    }
+    const cpu::PackedExpert& expert(int64_t slot) {
+        const bool shared = slot == int64_t(layer.experts.size());
+        std::call_once(once[size_t(slot)], [&] {
+            if (shared) layer.shared = cpu::pack_expert(weights->shared);
+            else layer.experts[size_t(slot)] = cpu::pack_expert(weights->experts[size_t(slot)]);
+        });
+        return shared ? layer.shared : layer.experts[size_t(slot)];
+    }
+    // Decodes the given slots, several at a time.
+    void ensure(const std::vector<int64_t>& slots, int threads) {
+        parallel_for(int64_t(slots.size()), threads, [&](int64_t i) { expert(slots[size_t(i)]); });
+    }
+
+    const std::shared_ptr<const MoeLayerWeights> weights;
+    cpu::PackedLayer layer;
+    std::unique_ptr<std::once_flag[]> once;
+};
+
 MoeLayer::MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions options)
     : config_(std::move(config)), options_(options) {
     config_.validate();
@@ -118,8 +146,34 @@ MoeLayer::MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions op
     if (options_.check_weights) check_weights_finite(weights);
     act_quant_ = options_.activation_quant.value_or(config_.native_activation_quant());
     options_.threads = resolve_threads(options_.threads);
-    packed_ = std::make_shared<const cpu::PackedLayer>(cpu::pack_layer(weights, options_.threads));
+    // What decoding an expert would refuse, refused now rather than at its first batch.
+    for (const ExpertWeights& e : weights.experts)
+        if (e.held()) cpu::check_packable(e);
+    if (weights.has_shared) cpu::check_packable(weights.shared);
     weights_ = std::make_shared<const MoeLayerWeights>(std::move(weights));
+    packing_ = std::make_shared<Packing>(weights_);
+}
+
+const cpu::PackedLayer& MoeLayer::packed() const {
+    std::vector<int64_t> slots;
+    for (int64_t e = 0; e < int64_t(weights_->experts.size()); ++e)
+        if (weights_->experts[size_t(e)].held()) slots.push_back(e);
+    if (weights_->has_shared) slots.push_back(int64_t(weights_->experts.size()));
+    packing_->ensure(slots, options_.threads);
+    return packing_->layer;
+}
+
+const cpu::PackedWeight& MoeLayer::packed_router() const { return packing_->layer.router; }
+
+const cpu::PackedExpert& MoeLayer::packed_expert(int64_t e) const {
+    SMOE_CHECK(e >= 0 && e < int64_t(weights_->experts.size()) && weights_->experts[size_t(e)].held(), InvalidArgument,
+               "layer {}: routed expert {} is not one this layer holds", weights_->layer, e);
+    return packing_->expert(e);
+}
+
+const cpu::PackedExpert& MoeLayer::packed_shared() const {
+    SMOE_CHECK(weights_->has_shared, InvalidArgument, "layer {} has no shared expert", weights_->layer);
+    return packing_->expert(int64_t(weights_->experts.size()));
 }
 
 MoeLayer MoeLayer::from_checkpoint(const Checkpoint& ckpt, int64_t layer, MoeLayerOptions options,
@@ -198,7 +252,7 @@ void MoeLayer::route_batch(BatchPlan& plan, const float* logits) const {
     std::vector<cpu::ExpertJob>& jobs = plan.jobs;
     jobs.assign(static_cast<size_t>(E), cpu::ExpertJob{});
     for (int64_t e = 0; e < E; ++e) {
-        jobs[size_t(e)].expert = &packed_->experts[size_t(e)];
+        jobs[size_t(e)].expert = &packing_->layer.experts[size_t(e)];  // (decoded below where it has tokens)
         jobs[size_t(e)].swiglu_limit = float(cfg.swiglu_limit);
         jobs[size_t(e)].weight_before_down = cfg.weight_placement == WeightPlacement::BeforeDown;
         jobs[size_t(e)].tokens.reserve(size_t(out.expert_load[size_t(e)]));
@@ -211,11 +265,15 @@ void MoeLayer::route_batch(BatchPlan& plan, const float* logits) const {
         job.weights.push_back(wts[i]);
     }
     std::erase_if(jobs, [](const cpu::ExpertJob& j) { return j.tokens.empty(); });
+    // The experts the jobs need decoded, those this layer holds (an expert-parallel share's others run elsewhere).
+    std::vector<int64_t> slots;
+    for (const cpu::ExpertJob& job : jobs)
+        if (const int64_t e = job.expert - packing_->layer.experts.data(); weights_->experts[size_t(e)].held()) slots.push_back(e);
 
     // The shared expert is one more job over every real token, its rows after the slot rows.
-    if (!packed_->has_shared) return;
+    if (!weights_->has_shared) return packing_->ensure(slots, options_.threads);
     cpu::ExpertJob shared;
-    shared.expert = &packed_->shared;
+    shared.expert = &packing_->layer.shared;
     for (int64_t t = 0; t < T; ++t) {
         if (!plan.active[size_t(t)]) continue;
         shared.tokens.push_back(t);
@@ -230,21 +288,25 @@ void MoeLayer::route_batch(BatchPlan& plan, const float* logits) const {
         }
         shared.weights.push_back(w);
     }
-    if (!shared.tokens.empty()) jobs.push_back(std::move(shared));
+    if (!shared.tokens.empty()) {
+        jobs.push_back(std::move(shared));
+        slots.push_back(E);
+    }
+    packing_->ensure(slots, options_.threads);
 }
 
 void MoeLayer::router_logits(const BatchPlan& plan, float* logits) const {
     const int64_t H = config_.hidden_size, E = config_.n_routed_experts, T = plan.tokens;
     cpu::PackedActivations packed;
     cpu::pack_activations({plan.x.data<float>(), nullptr, T, H}, packed);
-    cpu::parallel_gemm(packed, packed_->router, logits, E, options_.threads);
+    cpu::parallel_gemm(packed, packing_->layer.router, logits, E, options_.threads);
 }
 
 void MoeLayer::combine(BatchPlan& plan, const float* contributions) const {
     const int64_t H = config_.hidden_size, K = config_.top_k, T = plan.tokens;
     const std::vector<uint8_t>& active = plan.active;
     MoeOutput& out = plan.out;
-    const bool has_shared = packed_->has_shared;
+    const bool has_shared = weights_->has_shared;
     const int64_t chunk = 64;
     // The k slots in slot order, then the shared expert, in fp32; rounded once.
     parallel_for((T + chunk - 1) / chunk, options_.threads, [&](int64_t c) {

@@ -17,6 +17,8 @@ namespace steadymoe {
 class Checkpoint;
 namespace cpu {
 struct PackedLayer;
+struct PackedExpert;
+struct PackedWeight;
 struct ExpertJob;
 enum class ActDType;
 }
@@ -106,8 +108,16 @@ public:
     // Fills plan.out.output from contribution rows: row t*K+k is slot k of token t, row T*K+t the
     // shared expert's (when the layer has one); only real tokens' rows are read.
     void combine(BatchPlan& plan, const float* contributions) const;
-    // The weights as decoded for the kernels (the CUDA backend uploads these).
-    const cpu::PackedLayer& packed() const { return *packed_; }
+    // The weights as decoded for the CPU kernels. Each expert is decoded the first time something asks for it
+    // (a batch routed to it, packed_expert, packed) and kept, shared by the layer's copies, so that a layer
+    // whose batches run elsewhere (a GPU's tensor cores) never holds its experts twice. packed(): every held
+    // expert (the CUDA backend's portable path uploads them); packed_router(): the router alone, decoded at
+    // construction; packed_expert(e): routed expert e, which must be held; packed_shared(): the shared expert.
+    // All are safe to call from several threads at once.
+    const cpu::PackedLayer& packed() const;
+    const cpu::PackedWeight& packed_router() const;
+    const cpu::PackedExpert& packed_expert(int64_t e) const;
+    const cpu::PackedExpert& packed_shared() const;
 
 private:
     // The checks of begin_batch and check_input: fills plan's tokens, act_dtype, active and token_ids.
@@ -115,7 +125,8 @@ private:
 
     MoeConfig config_;
     std::shared_ptr<const MoeLayerWeights> weights_;
-    std::shared_ptr<const cpu::PackedLayer> packed_;  // the weights decoded for the CPU kernels
+    struct Packing;                     // the weights decoded for the CPU kernels, as far as asked for
+    std::shared_ptr<Packing> packing_;  // (shared by copies; filled under once-flags, so never seen half-made)
     MoeLayerOptions options_;
     ActivationQuant act_quant_ = ActivationQuant::None;
 };

@@ -100,11 +100,15 @@ std::vector<WorkItem> work_items(const std::vector<ExpertJob>& jobs, bool down) 
 
 }  // namespace
 
+void check_packable(const ExpertWeights& w) {
+    const bool quantized = w.gate.format != ExpertFormat::Dense;
+    SMOE_CHECK((w.up.format != ExpertFormat::Dense) == quantized && (w.down.format != ExpertFormat::Dense) == quantized,
+               BadFormat, "{}: gate, up and down projections mix quantised and dense formats", w.gate.name);
+}
+
 PackedExpert pack_expert(const ExpertWeights& w) {
-    PackedExpert p{pack_weight(w.gate), pack_weight(w.up), pack_weight(w.down)};
-    SMOE_CHECK(p.gate.quantized == p.up.quantized && p.gate.quantized == p.down.quantized, BadFormat,
-               "{}: gate, up and down projections mix quantised and dense formats", w.gate.name);
-    return p;
+    check_packable(w);
+    return {pack_weight(w.gate), pack_weight(w.up), pack_weight(w.down)};
 }
 
 void parallel_gemm(const PackedActivations& a, const PackedWeight& w, float* c, int64_t ldc, int threads) {
@@ -209,19 +213,6 @@ size_t PackedLayer::bytes() const {
     size_t total = router.bytes() + (has_shared ? shared.bytes() : 0);
     for (const auto& e : experts) total += e.bytes();
     return total;
-}
-
-PackedLayer pack_layer(const MoeLayerWeights& w, int threads) {
-    PackedLayer p;
-    p.router = pack_dense(w.router, "router");
-    p.experts.resize(w.experts.size());
-    parallel_for(int64_t(w.experts.size()), threads,
-                 [&](int64_t e) {
-                     if (w.experts[size_t(e)].held()) p.experts[size_t(e)] = pack_expert(w.experts[size_t(e)]);
-                 });
-    p.has_shared = w.has_shared;
-    if (w.has_shared) p.shared = pack_expert(w.shared);
-    return p;
 }
 
 }  // namespace steadymoe::cpu

@@ -17,7 +17,10 @@ struct PackedExpert {
     size_t bytes() const { return gate.bytes() + up.bytes() + down.bytes(); }
 };
 
+// The weights of one expert decoded for the CPU kernels (check_packable first).
 PackedExpert pack_expert(const ExpertWeights& w);
+// Throws BadFormat where pack_expert would refuse the expert: gate, up and down not all quantised or all dense.
+void check_packable(const ExpertWeights& w);
 
 // One expert's work for one batch: the rows it reads, where each result goes, and its weight.
 struct ExpertJob {
@@ -56,7 +59,7 @@ void parallel_gemm(const PackedActivations& a, const PackedWeight& w, float* c, 
 
 namespace steadymoe::cpu {
 
-// A layer's weights decoded into GEMM panels once, at load.
+// A layer's weights decoded into GEMM panels (MoeLayer decodes each expert the first time a batch needs it).
 struct PackedLayer {
     PackedWeight router;
     std::vector<PackedExpert> experts;
@@ -64,7 +67,5 @@ struct PackedLayer {
     PackedExpert shared;
     size_t bytes() const;
 };
-
-PackedLayer pack_layer(const MoeLayerWeights& w, int threads);
 
 }  // namespace steadymoe::cpu
