@@ -4,12 +4,15 @@
 #include "weight_layouts.hpp"
 
 #include "steadymoe/core/numeric.hpp"
+#include "steadymoe/core/parallel.hpp"
 
 #include "check.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 
 namespace steadymoe::cuda {
@@ -106,26 +109,40 @@ DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, c
     return s;
 }
 
+// One matrix of one expert as the device holds it, laid out on the host: its data, and its scales where
+// they lie apart from it (FP4 scale tiles, FP8 block scales).
+struct HostMatrix {
+    std::vector<uint8_t> data;
+    std::vector<uint8_t> scales;
+};
+
 // Rows r of the result are rows pick(r) of the sources (data and, for FP4, e8m0 scales; for block-exact FP4,
 // their 128-row blocks' exponents).
-void upload_rows(DeviceMatrixSet& s, int64_t e, const std::vector<const uint8_t*>& data_rows,
-                 const std::vector<const uint8_t*>& scale_rows, const std::vector<const uint8_t*>& block_exp_rows, int64_t row_bytes) {
+HostMatrix lay_out_rows(const DeviceMatrixSet& s, const std::vector<const uint8_t*>& data_rows,
+                        const std::vector<const uint8_t*>& scale_rows, const std::vector<const uint8_t*>& block_exp_rows,
+                        int64_t row_bytes) {
     const int64_t n = int64_t(data_rows.size());
     std::vector<uint8_t> rows(size_t(n * row_bytes));
     for (int64_t r = 0; r < n; ++r) std::memcpy(rows.data() + r * row_bytes, data_rows[size_t(r)], size_t(row_bytes));
     const int64_t sb = s.k / kMxBlockSize;
     std::vector<uint8_t> scales(size_t(s.code == WeightCode::Fp4 ? n * sb : 0));
     for (int64_t r = 0; r < n && s.code == WeightCode::Fp4; ++r) std::memcpy(scales.data() + r * sb, scale_rows[size_t(r)], size_t(sb));
-    if (s.fp4_e4m3_order) {
-        const std::vector<uint8_t> blocks = fp4_e4m3_blocks(rows.data(), scales.data(), n, s.k, block_exp_rows);
-        copy_to_device(s.data, e * s.expert_bytes, blocks.data(), blocks.size());
-        return;
+    if (s.fp4_e4m3_order) return {fp4_e4m3_blocks(rows.data(), scales.data(), n, s.k, block_exp_rows), {}};
+    HostMatrix m{tile_matrix(rows.data(), n, s.k, s.code), {}};
+    if (s.code == WeightCode::Fp4) m.scales = tile_fp4_scales(scales.data(), n, s.k);
+    return m;
+}
+
+// FP8 block scales of the matrices as f32, one after the other, as bytes.
+std::vector<uint8_t> fp8_scale_bytes(std::initializer_list<const WeightMatrix*> matrices) {
+    std::vector<float> all;
+    for (const WeightMatrix* w : matrices) {
+        const std::vector<float> scales = fp8_scales(*w);
+        all.insert(all.end(), scales.begin(), scales.end());
     }
-    const std::vector<uint8_t> tiled = tile_matrix(rows.data(), n, s.k, s.code);
-    copy_to_device(s.data, e * s.expert_bytes, tiled.data(), tiled.size());
-    if (s.code != WeightCode::Fp4) return;
-    const std::vector<uint8_t> scale_tiles = tile_fp4_scales(scales.data(), n, s.k);
-    copy_to_device(s.scale, e * s.scale_expert_bytes, scale_tiles.data(), scale_tiles.size());
+    std::vector<uint8_t> bytes(all.size() * 4);
+    std::memcpy(bytes.data(), all.data(), bytes.size());
+    return bytes;
 }
 
 // Block-exact FP4 matrices' 128-row blocks' exponents (fp4_block_exponents), each [row block][k block].
@@ -137,8 +154,8 @@ const uint8_t* block_exp_row(const BlockExponents& exps, int64_t row, int64_t k)
 }
 
 // Gate and up of one expert, rows interleaved by 8: rows 16j..16j+7 are gate rows 8j.., the next 8 up's.
-void upload_gate_up(DeviceMatrixSet& s, int64_t e, const WeightMatrix& gate, const WeightMatrix& up, const BlockExponents& gate_exps = {},
-                    const BlockExponents& up_exps = {}) {
+HostMatrix lay_out_gate_up(const DeviceMatrixSet& s, const WeightMatrix& gate, const WeightMatrix& up,
+                           const BlockExponents& gate_exps, const BlockExponents& up_exps) {
     const int64_t I = gate.rows, rb = row_bytes(gate), sb = gate.cols / kMxBlockSize;
     std::vector<const uint8_t*> data_rows(size_t(2 * I)), scale_rows(size_t(2 * I)), block_exp_rows;
     for (int64_t r = 0; r < 2 * I; ++r) {
@@ -148,16 +165,12 @@ void upload_gate_up(DeviceMatrixSet& s, int64_t e, const WeightMatrix& gate, con
         if (s.code == WeightCode::Fp4) scale_rows[size_t(r)] = static_cast<const uint8_t*>(w.scale.raw()) + original * sb;
         if (s.fp4_block_exact) block_exp_rows.push_back(block_exp_row(frag & 1 ? up_exps : gate_exps, original, gate.cols));
     }
-    upload_rows(s, e, data_rows, scale_rows, block_exp_rows, rb);
-    if (s.code == WeightCode::Fp8) {
-        std::vector<float> scales = fp8_scales(gate);
-        const std::vector<float> up_scales = fp8_scales(up);
-        scales.insert(scales.end(), up_scales.begin(), up_scales.end());
-        copy_to_device(s.scale, e * s.scale_expert_bytes, scales.data(), scales.size() * 4);
-    }
+    HostMatrix m = lay_out_rows(s, data_rows, scale_rows, block_exp_rows, rb);
+    if (s.code == WeightCode::Fp8) m.scales = fp8_scale_bytes({&gate, &up});
+    return m;
 }
 
-void upload_plain(DeviceMatrixSet& s, int64_t e, const WeightMatrix& w, const BlockExponents& exps = {}) {
+HostMatrix lay_out_plain(const DeviceMatrixSet& s, const WeightMatrix& w, const BlockExponents& exps = {}) {
     const int64_t rb = row_bytes(w), sb = w.cols / kMxBlockSize;
     std::vector<const uint8_t*> data_rows(size_t(w.rows)), scale_rows(size_t(w.rows)), block_exp_rows;
     for (int64_t r = 0; r < w.rows; ++r) {
@@ -165,11 +178,26 @@ void upload_plain(DeviceMatrixSet& s, int64_t e, const WeightMatrix& w, const Bl
         if (s.code == WeightCode::Fp4) scale_rows[size_t(r)] = static_cast<const uint8_t*>(w.scale.raw()) + r * sb;
         if (s.fp4_block_exact) block_exp_rows.push_back(block_exp_row(exps, r, w.cols));
     }
-    upload_rows(s, e, data_rows, scale_rows, block_exp_rows, rb);
-    if (s.code == WeightCode::Fp8) {
-        const std::vector<float> scales = fp8_scales(w);
-        copy_to_device(s.scale, e * s.scale_expert_bytes, scales.data(), scales.size() * 4);
-    }
+    HostMatrix m = lay_out_rows(s, data_rows, scale_rows, block_exp_rows, rb);
+    if (s.code == WeightCode::Fp8) m.scales = fp8_scale_bytes({&w});
+    return m;
+}
+
+// The first of the experts' reasons (`reason` of each, "" for none) in their order, "" if none has one: the
+// experts' scans (a pass over their scales or codes each) on several threads.
+template <class Reason>
+std::string first_reason(const std::vector<const ExpertWeights*>& experts, Reason reason) {
+    std::vector<std::string> reasons(experts.size());
+    parallel_for(int64_t(experts.size()), resolve_threads(0), [&](int64_t i) { reasons[size_t(i)] = reason(*experts[size_t(i)]); });
+    for (std::string& why : reasons)
+        if (!why.empty()) return std::move(why);
+    return {};
+}
+
+// Expert e's matrix into its place in the set.
+void copy_to_set(DeviceMatrixSet& s, int64_t e, const HostMatrix& m) {
+    copy_to_device(s.data, e * s.expert_bytes, m.data.data(), m.data.size());
+    if (!m.scales.empty()) copy_to_device(s.scale, e * s.scale_expert_bytes, m.scales.data(), m.scales.size());
 }
 
 }  // namespace
@@ -181,13 +209,13 @@ std::string tensor_core_blocker(const std::vector<const ExpertWeights*>& experts
         return fmt::format("{}: {} intermediate features is not a multiple of 8", first.gate.name, first.gate.rows);
     if (!same_kind(first.gate, first.up))
         return fmt::format("{} and {} differ in format or shape", first.gate.name, first.up.name);
-    for (const ExpertWeights* e : experts) {
-        if (!same_kind(e->gate, first.gate) || !same_kind(e->up, first.up) || !same_kind(e->down, first.down))
-            return fmt::format("{} differs in format or shape from {}", e->gate.name, first.gate.name);
-        for (const WeightMatrix* w : {&e->gate, &e->up, &e->down})
+    return first_reason(experts, [&](const ExpertWeights& e) -> std::string {
+        if (!same_kind(e.gate, first.gate) || !same_kind(e.up, first.up) || !same_kind(e.down, first.down))
+            return fmt::format("{} differs in format or shape from {}", e.gate.name, first.gate.name);
+        for (const WeightMatrix* w : {&e.gate, &e.up, &e.down})
             if (std::string why = matrix_blocker(*w); !why.empty()) return why;
-    }
-    return {};
+        return {};
+    });
 }
 
 namespace {
@@ -201,20 +229,29 @@ std::string not_block_exact(const WeightMatrix& w) {
                        w.name);
 }
 
-// Its block exponents (fp4_block_exponents), or Unsupported naming it.
-BlockExponents block_exponents_or_refuse(const WeightMatrix& w) {
-    std::optional<BlockExponents> exps = fp4_block_exponents(w);
-    SMOE_CHECK(exps.has_value(), Unsupported, "{}", not_block_exact(w));
-    return std::move(*exps);
+// The block exponents (fp4_block_exponents) of matrix `pick(expert)` of every expert, found on several threads,
+// or Unsupported naming the first (in the experts' order) that has none.
+template <class Pick>
+std::vector<BlockExponents> block_exponents_or_refuse(const std::vector<const ExpertWeights*>& experts, Pick pick) {
+    std::vector<std::optional<BlockExponents>> found(experts.size());
+    parallel_for(int64_t(experts.size()), resolve_threads(0),
+                 [&](int64_t i) { found[size_t(i)] = fp4_block_exponents(pick(*experts[size_t(i)])); });
+    std::vector<BlockExponents> exps(experts.size());
+    for (size_t i = 0; i < experts.size(); ++i) {
+        SMOE_CHECK(found[i].has_value(), Unsupported, "{}", not_block_exact(pick(*experts[i])));
+        exps[i] = std::move(*found[i]);
+    }
+    return exps;
 }
 
 }  // namespace
 
 std::string fp4_block_exact_blocker(const std::vector<const ExpertWeights*>& experts) {
-    for (const ExpertWeights* e : experts)
-        for (const WeightMatrix* w : {&e->gate, &e->up, &e->down})
+    return first_reason(experts, [](const ExpertWeights& e) -> std::string {
+        for (const WeightMatrix* w : {&e.gate, &e.up, &e.down})
             if (w->format == ExpertFormat::Fp4 && !fp4_block_exponents(*w)) return not_block_exact(*w);
-    return {};
+        return {};
+    });
 }
 
 bool fp4_block_exact_requested() {
@@ -233,20 +270,32 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
     // is uploaded.
     const bool exact = fp4_block_exact && fp4_e4m3_order;
     const bool gate_up_exact = exact && first.gate.format == ExpertFormat::Fp4, down_exact = exact && first.down.format == ExpertFormat::Fp4;
-    std::vector<BlockExponents> gate_exps(experts.size()), up_exps(experts.size()), down_exps(experts.size());
-    for (size_t i = 0; i < experts.size(); ++i) {
-        if (gate_up_exact) {
-            gate_exps[i] = block_exponents_or_refuse(experts[i]->gate);
-            up_exps[i] = block_exponents_or_refuse(experts[i]->up);
-        }
-        if (down_exact) down_exps[i] = block_exponents_or_refuse(experts[i]->down);
-    }
+    const auto gate = [](const ExpertWeights& e) -> const WeightMatrix& { return e.gate; };
+    const auto up = [](const ExpertWeights& e) -> const WeightMatrix& { return e.up; };
+    const auto down = [](const ExpertWeights& e) -> const WeightMatrix& { return e.down; };
+    const std::vector<BlockExponents> none(experts.size());
+    const std::vector<BlockExponents> gate_exps = gate_up_exact ? block_exponents_or_refuse(experts, gate) : none;
+    const std::vector<BlockExponents> up_exps = gate_up_exact ? block_exponents_or_refuse(experts, up) : none;
+    const std::vector<BlockExponents> down_exps = down_exact ? block_exponents_or_refuse(experts, down) : none;
     g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, gate_up_exact);
     g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, down_exact);
-    for (int64_t e = 0; e < g.experts; ++e) {
-        const size_t i = size_t(e);
-        upload_gate_up(g.gate_up, e, experts[i]->gate, experts[i]->up, gate_exps[i], up_exps[i]);
-        upload_plain(g.down, e, experts[i]->down, down_exps[i]);
+    // Experts laid out a batch at a time on several threads (most of an upload's time is this host work), then
+    // copied in order from this thread, whose device is the group's. A batch of at most 16 bounds the host
+    // memory the layouts hold at once (deepseek-v3's: 16 x 44 MB).
+    const int threads = resolve_threads(0);
+    const int64_t batch = std::min<int64_t>(threads, 16);
+    for (int64_t e0 = 0; e0 < g.experts; e0 += batch) {
+        const int64_t count = std::min(batch, g.experts - e0);
+        std::vector<HostMatrix> gate_ups(static_cast<size_t>(count)), downs(static_cast<size_t>(count));
+        parallel_for(count, threads, [&](int64_t j) {
+            const size_t i = size_t(e0 + j);
+            gate_ups[size_t(j)] = lay_out_gate_up(g.gate_up, experts[i]->gate, experts[i]->up, gate_exps[i], up_exps[i]);
+            downs[size_t(j)] = lay_out_plain(g.down, experts[i]->down, down_exps[i]);
+        });
+        for (int64_t j = 0; j < count; ++j) {
+            copy_to_set(g.gate_up, e0 + j, gate_ups[size_t(j)]);
+            copy_to_set(g.down, e0 + j, downs[size_t(j)]);
+        }
     }
     return g;
 }
@@ -254,7 +303,7 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
 DeviceMatrixSet upload_bf16_matrix(const Tensor& matrix, const std::string& what) {
     WeightMatrix w{ExpertFormat::Dense, matrix.dim(0), matrix.dim(1), matrix, {}, 1.0f, what};
     DeviceMatrixSet s = make_set(w, 1, w.rows, what);
-    upload_plain(s, 0, w);
+    copy_to_set(s, 0, lay_out_plain(s, w));
     return s;
 }
 
