@@ -1,6 +1,7 @@
 # Sourced by a device call's script (after `start=$SECONDS`): bench_run NAME KNOB ARGS... runs
 # `steadymoe bench --backend cuda ARGS` under the environment KNOB sets (NAME=VALUE, several separated by
-# spaces, or - for none), appending its table to $OUT/bench.txt and writing its records to $OUT/t/NAME.json.
+# spaces, or - for none), appending its table to $OUT/bench.txt and writing its records to $OUT/t/NAME.json and
+# its whole output, the timed progress lines of its setup included, to $OUT/t/NAME.log.
 # Once the call has run BENCH_BUDGET_S seconds (480 unless set) the rest are skipped, so that the call ends
 # inside its limit with what it has. BENCH_CLI=PATH runs another build's CLI (one built in the same call from
 # an older commit, to compare): the table's header line names it.
@@ -14,7 +15,8 @@ bench_run() {
   fi
   echo "=== $name ($knob${BENCH_CLI:+, $BENCH_CLI})" >> "$OUT/bench.txt"
   [[ $knob == - ]] && knob=STEADYMOE_UNSET=1
-  env $knob timeout 120 "$cli" bench --backend cuda "$@" --json "$OUT/t/$name.json" 2>&1 | grep -v "^\[bench" >> "$OUT/bench.txt"
+  env $knob timeout 120 "$cli" bench --backend cuda "$@" --json "$OUT/t/$name.json" > "$OUT/t/$name.log" 2>&1
+  grep -v "^\[bench" "$OUT/t/$name.log" >> "$OUT/bench.txt"
   echo "($name done at $((SECONDS - start)) s)" >> "$OUT/bench.txt"
 }
 compare_named() {

@@ -12,6 +12,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace steadymoe::cli {
 
@@ -74,25 +75,30 @@ void set_format(MoeConfig& c, const std::string& format) {
     c.quantization.activation_scheme = "dynamic";
 }
 
-// One matrix [rows, cols] from bf16 values, stored in `format` (fp4 shared experts are fp8, as V4 ships).
-WeightMatrix make_matrix(const Tensor& bf16, const std::string& format, bool ue8m0, const std::string& name) {
-    if (format == "bf16") return {ExpertFormat::Dense, bf16.dim(0), bf16.dim(1), bf16, {}, 1.0f, name};
-    const Tensor f = bf16.to_f32();
-    if (format == "fp8") return quantize_fp8(f.data<float>(), bf16.dim(0), bf16.dim(1), ue8m0, name);
-    return quantize_mxfp4(f.data<float>(), bf16.dim(0), bf16.dim(1), E8M0Rounding::Up, name);
+// One matrix [rows, cols] of the stream from element `offset` on: bf16 values, stored in `format` (fp4 shared
+// experts are fp8, as V4 ships). Quantised ones are generated into a buffer this thread keeps (an expert's f32
+// values, fresh pages each time, cost as much as drawing them).
+WeightMatrix make_matrix(uint32_t seed, uint32_t stream, uint64_t offset, int64_t rows, int64_t cols,
+                         const std::string& format, bool ue8m0, const std::string& name) {
+    if (format == "bf16")
+        return {ExpertFormat::Dense, rows, cols, synthetic::tensor(DType::BF16, {rows, cols}, seed, stream, 0.02f, offset), {},
+                1.0f, name};
+    thread_local std::vector<float> values;
+    values.resize(size_t(rows * cols));
+    synthetic::fill_bf16_as_f32(values.data(), rows * cols, seed, stream, 0.02f, offset);
+    if (format == "fp8") return quantize_fp8(values.data(), rows, cols, ue8m0, name);
+    return quantize_mxfp4(values.data(), rows, cols, E8M0Rounding::Up, name);
 }
 
 ExpertWeights make_expert(uint32_t seed, uint32_t gate_up_stream, uint32_t down_stream, int64_t index,
                           int64_t H, int64_t I, const std::string& format, bool ue8m0,
                           const std::string& name) {
-    // Expert e's rows of the [E, 2I, H] and [E, H, I] streams: element offsets e*2I*H and e*H*I.
-    const Tensor gu =
-        synthetic::tensor(DType::BF16, {2 * I, H}, seed, gate_up_stream, 0.02f, uint64_t(index * 2 * I * H));
-    const Tensor down =
-        synthetic::tensor(DType::BF16, {H, I}, seed, down_stream, 0.02f, uint64_t(index * H * I));
-    return {make_matrix(gu.rows(0, I), format, ue8m0, name + ".gate"),
-            make_matrix(gu.rows(I, 2 * I), format, ue8m0, name + ".up"),
-            make_matrix(down, format, ue8m0, name + ".down")};
+    // Expert e's rows of the [E, 2I, H] and [E, H, I] streams: element offsets e*2I*H (gate's I rows, then
+    // up's) and e*H*I.
+    const uint64_t gate = uint64_t(index * 2 * I * H), up = gate + uint64_t(I * H), down = uint64_t(index * H * I);
+    return {make_matrix(seed, gate_up_stream, gate, I, H, format, ue8m0, name + ".gate"),
+            make_matrix(seed, gate_up_stream, up, I, H, format, ue8m0, name + ".up"),
+            make_matrix(seed, down_stream, down, H, I, format, ue8m0, name + ".down")};
 }
 
 }  // namespace
