@@ -394,6 +394,23 @@ TEST(BadWeights, NaNBf16ValueInOneExpertNamesTheTensor) {
                                "element " + std::to_string(element), "row 7"});
 }
 
+// The experts are checked on several threads; where several are damaged, the first in the experts' order is
+// named, whichever thread finds its damage first.
+TEST(BadWeights, OfSeveralDamagedExpertsTheFirstIsNamed) {
+    for (const int threads : {1, 8}) {
+        GoldenLayer g = qwen3_layer0();
+        for (const size_t e : {size_t(11), size_t(4), size_t(9)}) {
+            WeightMatrix& down = g.weights.experts[e].down;
+            down.data = owned_copy(down.data);
+            down.data.mutable_data<uint16_t>()[e * 3] = 0x7F80;  // +inf
+        }
+        MoeLayerOptions options;
+        options.threads = threads;
+        expect_error([&] { MoeLayer layer(g.config, std::move(g.weights), options); }, ErrorKind::BadFormat,
+                     {"model.layers.0.mlp.experts.4.down_proj.weight", "element 12"});
+    }
+}
+
 TEST(BadWeights, InfBf16ValueInTheRouterIsRejected) {
     GoldenLayer g = qwen3_layer0();
     g.weights.router = owned_copy(g.weights.router);

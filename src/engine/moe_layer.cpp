@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <mutex>
 
 namespace steadymoe {
@@ -24,15 +25,24 @@ void grow(std::vector<float>& v, int64_t n) {
     if (int64_t(v.size()) < n) v.resize(size_t(n));
 }
 
-// NaN/Inf codes anywhere in the weights (one pass over them).
-void check_weights_finite(const MoeLayerWeights& w) {
+// NaN/Inf codes anywhere in the weights (one pass over them, the experts on several threads; where several
+// are damaged, the first in their order is named, whatever the threads did).
+void check_weights_finite(const MoeLayerWeights& w, int threads) {
     auto check = [](const ExpertWeights& e) {
         e.gate.check_finite();
         e.up.check_finite();
         e.down.check_finite();
     };
-    for (const auto& e : w.experts)
-        if (e.held()) check(e);
+    std::vector<std::exception_ptr> failed(w.experts.size());
+    parallel_for(int64_t(w.experts.size()), threads, [&](int64_t e) {
+        try {
+            if (w.experts[size_t(e)].held()) check(w.experts[size_t(e)]);
+        } catch (...) {
+            failed[size_t(e)] = std::current_exception();
+        }
+    });
+    for (const std::exception_ptr& f : failed)
+        if (f) std::rethrow_exception(f);
     if (w.has_shared) check(w.shared);
     WeightMatrix router{ExpertFormat::Dense, w.router.dim(0), w.router.dim(1), w.router, {}, 1.0f, "router"};
     router.check_finite();
@@ -143,9 +153,9 @@ MoeLayer::MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions op
     for (int64_t e = 0; weights.selection_bias.defined() && e < config_.n_routed_experts; ++e)
         SMOE_CHECK(std::isfinite(weights.selection_bias.data<float>()[e]), BadFormat,
                    "layer {}: selection bias of expert {} is not finite", weights.layer, e);
-    if (options_.check_weights) check_weights_finite(weights);
-    act_quant_ = options_.activation_quant.value_or(config_.native_activation_quant());
     options_.threads = resolve_threads(options_.threads);
+    if (options_.check_weights) check_weights_finite(weights, options_.threads);
+    act_quant_ = options_.activation_quant.value_or(config_.native_activation_quant());
     // What decoding an expert would refuse, refused now rather than at its first batch.
     for (const ExpertWeights& e : weights.experts)
         if (e.held()) cpu::check_packable(e);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace steadymoe {
@@ -56,54 +57,62 @@ void WeightMatrix::validate() const {
     }
 }
 
+namespace {
+
+// The index of the first element for which bad(element) holds, or -1. A chunk is scanned whole, with no exit
+// inside it, so the compiler runs the test on many elements at a time (a load takes one pass over every
+// weight), and only a chunk that holds a bad element is searched for it.
+template <class T, class Bad>
+int64_t first_bad(const T* p, int64_t n, Bad bad) {
+    constexpr int64_t kChunk = 4096;
+    for (int64_t c = 0; c < n; c += kChunk) {
+        const int64_t end = std::min(n, c + kChunk);
+        unsigned any = 0;  // (an unsigned sum vectorises where a bool one did not)
+        for (int64_t i = c; i < end; ++i) any |= unsigned(bad(p[i]));
+        if (!any) continue;
+        for (int64_t i = c; i < end; ++i)
+            if (bad(p[i])) return i;
+    }
+    return -1;
+}
+
+bool f32_nonfinite(float v) { return (f32_bits(v) & 0x7F800000u) == 0x7F800000u; }
+
+}  // namespace
+
 void WeightMatrix::check_finite() const {
     const int64_t n = data.numel();
+    int64_t i = -1;
     switch (data.dtype()) {
-        case DType::BF16: {
-            const uint16_t* p = data.data<uint16_t>();
-            for (int64_t i = 0; i < n; ++i)
-                SMOE_CHECK((p[i] & 0x7F80u) != 0x7F80u, BadFormat, "{}: non-finite value at element {} (row {})",
-                           name, i, i / cols);
+        case DType::BF16:
+            i = first_bad(data.data<uint16_t>(), n, [](uint16_t v) { return (v & 0x7F80u) == 0x7F80u; });
+            SMOE_CHECK(i < 0, BadFormat, "{}: non-finite value at element {} (row {})", name, i, i / cols);
             break;
-        }
-        case DType::F16: {
-            const uint16_t* p = data.data<uint16_t>();
-            for (int64_t i = 0; i < n; ++i)
-                SMOE_CHECK((p[i] & 0x7C00u) != 0x7C00u, BadFormat, "{}: non-finite value at element {} (row {})",
-                           name, i, i / cols);
+        case DType::F16:
+            i = first_bad(data.data<uint16_t>(), n, [](uint16_t v) { return (v & 0x7C00u) == 0x7C00u; });
+            SMOE_CHECK(i < 0, BadFormat, "{}: non-finite value at element {} (row {})", name, i, i / cols);
             break;
-        }
-        case DType::F32: {
-            const float* p = data.data<float>();
-            for (int64_t i = 0; i < n; ++i)
-                SMOE_CHECK(std::isfinite(p[i]), BadFormat, "{}: non-finite value at element {} (row {})", name, i,
-                           i / cols);
+        case DType::F32:
+            i = first_bad(data.data<float>(), n, f32_nonfinite);
+            SMOE_CHECK(i < 0, BadFormat, "{}: non-finite value at element {} (row {})", name, i, i / cols);
             break;
-        }
-        case DType::F8_E4M3: {
-            const uint8_t* p = data.data<uint8_t>();
-            for (int64_t i = 0; i < n; ++i)
-                SMOE_CHECK((p[i] & 0x7Fu) != 0x7Fu, BadFormat, "{}: NaN code at element {} (row {})", name, i,
-                           i / cols);
+        case DType::F8_E4M3:
+            i = first_bad(data.data<uint8_t>(), n, [](uint8_t v) { return (v & 0x7Fu) == 0x7Fu; });
+            SMOE_CHECK(i < 0, BadFormat, "{}: NaN code at element {} (row {})", name, i, i / cols);
             break;
-        }
         default: break;  // e2m1 has no NaN codes
     }
     if (!scale.defined()) return;
     const int64_t ns = scale.numel();
     if (scale.dtype() == DType::F8_E8M0) {
-        const uint8_t* p = scale.data<uint8_t>();
-        for (int64_t i = 0; i < ns; ++i)
-            SMOE_CHECK(p[i] != 0xFF, BadFormat, "{}: NaN scale (0xFF) at scale element {}", name, i);
+        i = first_bad(scale.data<uint8_t>(), ns, [](uint8_t v) { return v == 0xFF; });
+        SMOE_CHECK(i < 0, BadFormat, "{}: NaN scale (0xFF) at scale element {}", name, i);
     } else if (scale.dtype() == DType::F8_E4M3) {
-        const uint8_t* p = scale.data<uint8_t>();
-        for (int64_t i = 0; i < ns; ++i)
-            SMOE_CHECK((p[i] & 0x7Fu) != 0x7Fu && !(p[i] & 0x80u), BadFormat,
-                       "{}: NaN or negative scale at scale element {}", name, i);
+        i = first_bad(scale.data<uint8_t>(), ns, [](uint8_t v) { return (v & 0x7Fu) == 0x7Fu || (v & 0x80u) != 0; });
+        SMOE_CHECK(i < 0, BadFormat, "{}: NaN or negative scale at scale element {}", name, i);
     } else if (scale.dtype() == DType::F32) {
-        const float* p = scale.data<float>();
-        for (int64_t i = 0; i < ns; ++i)
-            SMOE_CHECK(std::isfinite(p[i]), BadFormat, "{}: non-finite scale at scale element {}", name, i);
+        i = first_bad(scale.data<float>(), ns, f32_nonfinite);
+        SMOE_CHECK(i < 0, BadFormat, "{}: non-finite scale at scale element {}", name, i);
     }
 }
 
