@@ -3,8 +3,10 @@
 #include "steadymoe/core/numeric.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
@@ -19,8 +21,14 @@ constexpr int64_t kScaleBlock = 128;
 // Row r of w with every scale that folds exactly applied; the rest is left to block_scale.
 void decode_row_foldable(const WeightMatrix& w, int64_t r, float* out) {
     if (w.format == ExpertFormat::Fp8 && w.scale.dtype() == DType::F32) {
+        // e4m3_to_f32 of every code, looked up (its branches, on random codes, cost more than its arithmetic)
+        static const std::array<float, 256> kValues = [] {
+            std::array<float, 256> v{};
+            for (int c = 0; c < 256; ++c) v[size_t(c)] = e4m3_to_f32(uint8_t(c));
+            return v;
+        }();
         const uint8_t* p = w.data.data<uint8_t>() + r * w.cols;
-        for (int64_t k = 0; k < w.cols; ++k) out[k] = e4m3_to_f32(p[k]);
+        for (int64_t k = 0; k < w.cols; ++k) out[k] = kValues[p[k]];
         return;
     }
     if (w.format == ExpertFormat::Nvfp4) {
@@ -42,11 +50,29 @@ float unfoldable_scale(const WeightMatrix& w, int64_t r, int64_t kb) {
     return w.scale.data<float>()[(r / kFp8BlockSize) * w.scale.dim(1) + kb];
 }
 
+// Panel p of w ([K][kPanelWidth], k-major; rows past w.rows left as they are) from its rows decoded into
+// `rows` first, so that the panel is written in order (a row at a time, each write lands kPanelWidth values
+// from the last: a cache line a value). T = uint16_t: bf16 panels, whose values must be exact there; false
+// where one is not (rounding to bf16 changes it, or it is NaN), and the panel is then unfinished.
 template <typename T>
-void scatter_row_into_panels(const T* row, int64_t r, int64_t cols, std::vector<T>& panels) {
-    const int64_t p = r / kPanelWidth, j = r % kPanelWidth;
-    T* base = panels.data() + p * cols * kPanelWidth + j;
-    for (int64_t k = 0; k < cols; ++k) base[k * kPanelWidth] = row[k];
+bool fill_panel(const WeightMatrix& w, int64_t p, std::vector<float>& rows, T* panel) {
+    const int64_t r0 = p * kPanelWidth, n = std::min(kPanelWidth, w.rows - r0), K = w.cols;
+    rows.resize(size_t(kPanelWidth * K));
+    for (int64_t j = 0; j < n; ++j) decode_row_foldable(w, r0 + j, rows.data() + j * K);
+    bool exact = true;
+    for (int64_t k = 0; k < K; ++k) {
+        for (int64_t j = 0; j < n; ++j) {
+            const float v = rows[size_t(j * K + k)];
+            if constexpr (std::is_same_v<T, float>) {
+                panel[k * kPanelWidth + j] = v;
+            } else {
+                const uint16_t b = f32_to_bf16(v);
+                exact &= bf16_to_f32(b) == v;
+                panel[k * kPanelWidth + j] = b;
+            }
+        }
+    }
+    return exact;
 }
 
 }  // namespace
@@ -57,35 +83,24 @@ PackedWeight pack_weight(const WeightMatrix& w) {
     out.rows = w.rows;
     out.cols = w.cols;
     out.quantized = w.format != ExpertFormat::Dense;
-    const int64_t padded = out.panels() * kPanelWidth * w.cols;
-    std::vector<float> row(static_cast<size_t>(w.cols));
+    const int64_t panel_values = kPanelWidth * w.cols, padded = out.panels() * panel_values;
+    std::vector<float> rows;
 
-    // Decoded values go to bf16 panels when every one of them is exactly representable there.
-    bool exact_in_bf16 = !(w.format == ExpertFormat::Dense && w.data.dtype() != DType::BF16);
-    if (exact_in_bf16 && w.format != ExpertFormat::Dense) {
-        for (int64_t r = 0; r < w.rows && exact_in_bf16; ++r) {
-            decode_row_foldable(w, r, row.data());
-            for (int64_t k = 0; k < w.cols; ++k) {
-                if (round_to_bf16(row[k]) != row[k]) {
-                    exact_in_bf16 = false;
-                    break;
-                }
-            }
-        }
+    // Decoded values go to bf16 panels when every one of them is exactly representable there (found while
+    // they are written: every stored format but f16 and f32 always is), else all to f32 panels. bf16 weights
+    // are bf16 panels whatever they hold.
+    const bool bf16_source = w.format == ExpertFormat::Dense && w.data.dtype() == DType::BF16;
+    bool exact_in_bf16 = !(w.format == ExpertFormat::Dense && !bf16_source);
+    if (exact_in_bf16) {
+        out.bf16.assign(size_t(padded), 0);
+        for (int64_t p = 0; p < out.panels() && exact_in_bf16; ++p)
+            exact_in_bf16 = fill_panel(w, p, rows, out.bf16.data() + p * panel_values) || bf16_source;
     }
     out.f32_panels = !exact_in_bf16;
-    if (out.f32_panels) out.f32.assign(size_t(padded), 0.0f);
-    else out.bf16.assign(size_t(padded), 0);
-
-    std::vector<uint16_t> row16(static_cast<size_t>(w.cols));
-    for (int64_t r = 0; r < w.rows; ++r) {
-        decode_row_foldable(w, r, row.data());
-        if (out.f32_panels) {
-            scatter_row_into_panels(row.data(), r, w.cols, out.f32);
-        } else {
-            for (int64_t k = 0; k < w.cols; ++k) row16[size_t(k)] = f32_to_bf16(row[k]);
-            scatter_row_into_panels(row16.data(), r, w.cols, out.bf16);
-        }
+    if (out.f32_panels) {
+        out.bf16 = {};
+        out.f32.assign(size_t(padded), 0.0f);
+        for (int64_t p = 0; p < out.panels(); ++p) fill_panel(w, p, rows, out.f32.data() + p * panel_values);
     }
     if (has_unfoldable_scale(w)) {
         const int64_t nkb = out.k_blocks();
