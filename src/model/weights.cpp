@@ -116,6 +116,25 @@ void WeightMatrix::check_finite() const {
     }
 }
 
+const std::array<float, 256>& e4m3_code_values() {
+    static const std::array<float, 256> values = [] {
+        std::array<float, 256> v{};
+        for (int c = 0; c < 256; ++c) v[size_t(c)] = e4m3_to_f32(uint8_t(c));
+        return v;
+    }();
+    return values;
+}
+
+const std::array<float, 16>& e2m1_code_values() {
+    static const std::array<float, 16> values = [] {
+        std::array<float, 16> v{};
+        for (int c = 0; c < 16; ++c) v[size_t(c)] = e2m1_to_f32(uint8_t(c));
+        return v;
+    }();
+    return values;
+}
+
+// (Each scale block's scale found once, codes decoded by lookup: the values of a conversion per element.)
 void WeightMatrix::dequantize_row(int64_t r, float* out) const {
     switch (format) {
         case ExpertFormat::Dense: {
@@ -132,28 +151,28 @@ void WeightMatrix::dequantize_row(int64_t r, float* out) const {
             break;
         }
         case ExpertFormat::Fp8: {
+            const std::array<float, 256>& value = e4m3_code_values();
             const uint8_t* p = data.data<uint8_t>() + r * cols;
-            const int64_t scale_cols = scale.dim(1);
-            const int64_t srow = r / kFp8BlockSize;
-            for (int64_t k = 0; k < cols; ++k) {
-                const int64_t sc = srow * scale_cols + k / kFp8BlockSize;
-                const float s = scale.dtype() == DType::F32 ? scale.data<float>()[sc]
-                                                            : e8m0_to_f32(scale.data<uint8_t>()[sc]);
-                out[k] = e4m3_to_f32(p[k]) * s;
+            const int64_t first = (r / kFp8BlockSize) * scale.dim(1);
+            for (int64_t k0 = 0; k0 < cols; k0 += kFp8BlockSize) {
+                const int64_t sc = first + k0 / kFp8BlockSize, k1 = std::min(cols, k0 + kFp8BlockSize);
+                const float s = scale.dtype() == DType::F32 ? scale.data<float>()[sc] : e8m0_to_f32(scale.data<uint8_t>()[sc]);
+                for (int64_t k = k0; k < k1; ++k) out[k] = value[p[k]] * s;
             }
             break;
         }
         case ExpertFormat::Fp4:
         case ExpertFormat::Nvfp4: {
+            const std::array<float, 16>& value = e2m1_code_values();
             const uint8_t* p = data.data<uint8_t>() + r * (cols / 2);
             const int64_t block = format == ExpertFormat::Fp4 ? kMxBlockSize : kNvfp4BlockSize;
             const uint8_t* s = scale.data<uint8_t>() + r * (cols / block);
-            for (int64_t k = 0; k < cols; ++k) {
-                const uint8_t byte = p[k / 2];
-                const float v = e2m1_to_f32((k & 1) ? uint8_t(byte >> 4) : uint8_t(byte & 0xF));
-                const float sv = format == ExpertFormat::Fp4 ? e8m0_to_f32(s[k / block])
-                                                             : e4m3_to_f32(s[k / block]);
-                out[k] = format == ExpertFormat::Fp4 ? v * sv : (v * sv) * global_scale;
+            for (int64_t k0 = 0; k0 < cols; k0 += block) {
+                const float sv = format == ExpertFormat::Fp4 ? e8m0_to_f32(s[k0 / block]) : e4m3_to_f32(s[k0 / block]);
+                for (int64_t k = k0; k < k0 + block; ++k) {
+                    const float v = value[(k & 1) ? p[k / 2] >> 4 : p[k / 2] & 0xF];
+                    out[k] = format == ExpertFormat::Fp4 ? v * sv : (v * sv) * global_scale;
+                }
             }
             break;
         }

@@ -4,6 +4,7 @@
 #include "steadymoe/core/tensor.hpp"
 #include "steadymoe/model/config.hpp"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,11 @@ namespace steadymoe {
 inline constexpr int64_t kFp8BlockSize = 128;  // 128x128 weight blocks, 1x128 activation groups
 inline constexpr int64_t kMxBlockSize = 32;    // e2m1 values sharing one E8M0 scale (along K)
 inline constexpr int64_t kNvfp4BlockSize = 16; // e2m1 values sharing one E4M3 scale (along K)
+
+// Every e4m3 code's value (e4m3_to_f32) and every e2m1 code's (e2m1_to_f32), for host loops that decode many
+// codes: a lookup costs less than the conversions' branches on codes a branch predictor sees as random.
+const std::array<float, 256>& e4m3_code_values();
+const std::array<float, 16>& e2m1_code_values();
 
 // One linear layer's weight, [rows = out features, cols = in features], as the checkpoint stores it.
 //   Dense: data BF16 / F16 / F32 [rows, cols]

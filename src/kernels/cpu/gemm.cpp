@@ -21,14 +21,9 @@ constexpr int64_t kScaleBlock = 128;
 // Row r of w with every scale that folds exactly applied; the rest is left to block_scale.
 void decode_row_foldable(const WeightMatrix& w, int64_t r, float* out) {
     if (w.format == ExpertFormat::Fp8 && w.scale.dtype() == DType::F32) {
-        // e4m3_to_f32 of every code, looked up (its branches, on random codes, cost more than its arithmetic)
-        static const std::array<float, 256> kValues = [] {
-            std::array<float, 256> v{};
-            for (int c = 0; c < 256; ++c) v[size_t(c)] = e4m3_to_f32(uint8_t(c));
-            return v;
-        }();
+        const std::array<float, 256>& value = e4m3_code_values();
         const uint8_t* p = w.data.data<uint8_t>() + r * w.cols;
-        for (int64_t k = 0; k < w.cols; ++k) out[k] = kValues[p[k]];
+        for (int64_t k = 0; k < w.cols; ++k) out[k] = value[p[k]];
         return;
     }
     if (w.format == ExpertFormat::Nvfp4) {
@@ -98,7 +93,7 @@ PackedWeight pack_weight(const WeightMatrix& w) {
     }
     out.f32_panels = !exact_in_bf16;
     if (out.f32_panels) {
-        out.bf16 = {};
+        std::vector<uint16_t>().swap(out.bf16);  // (its memory too)
         out.f32.assign(size_t(padded), 0.0f);
         for (int64_t p = 0; p < out.panels(); ++p) fill_panel(w, p, rows, out.f32.data() + p * panel_values);
     }
