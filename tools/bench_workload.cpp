@@ -7,6 +7,7 @@
 #include "steadymoe/model/quantize.hpp"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <cmath>
 #include <exception>
@@ -76,14 +77,13 @@ void set_format(MoeConfig& c, const std::string& format) {
 }
 
 // One matrix [rows, cols] of the stream from element `offset` on: bf16 values, stored in `format` (fp4 shared
-// experts are fp8, as V4 ships). Quantised ones are generated into a buffer this thread keeps (an expert's f32
-// values, fresh pages each time, cost as much as drawing them).
+// experts are fp8, as V4 ships). Quantised ones are generated into `values`, a buffer the generating thread
+// reuses (an expert's f32 values in fresh pages each time cost as much as drawing them).
 WeightMatrix make_matrix(uint32_t seed, uint32_t stream, uint64_t offset, int64_t rows, int64_t cols,
-                         const std::string& format, bool ue8m0, const std::string& name) {
+                         const std::string& format, bool ue8m0, const std::string& name, std::vector<float>& values) {
     if (format == "bf16")
         return {ExpertFormat::Dense, rows, cols, synthetic::tensor(DType::BF16, {rows, cols}, seed, stream, 0.02f, offset), {},
                 1.0f, name};
-    thread_local std::vector<float> values;
     values.resize(size_t(rows * cols));
     synthetic::fill_bf16_as_f32(values.data(), rows * cols, seed, stream, 0.02f, offset);
     if (format == "fp8") return quantize_fp8(values.data(), rows, cols, ue8m0, name);
@@ -92,13 +92,13 @@ WeightMatrix make_matrix(uint32_t seed, uint32_t stream, uint64_t offset, int64_
 
 ExpertWeights make_expert(uint32_t seed, uint32_t gate_up_stream, uint32_t down_stream, int64_t index,
                           int64_t H, int64_t I, const std::string& format, bool ue8m0,
-                          const std::string& name) {
+                          const std::string& name, std::vector<float>& values) {
     // Expert e's rows of the [E, 2I, H] and [E, H, I] streams: element offsets e*2I*H (gate's I rows, then
     // up's) and e*H*I.
     const uint64_t gate = uint64_t(index * 2 * I * H), up = gate + uint64_t(I * H), down = uint64_t(index * H * I);
-    return {make_matrix(seed, gate_up_stream, gate, I, H, format, ue8m0, name + ".gate"),
-            make_matrix(seed, gate_up_stream, up, I, H, format, ue8m0, name + ".up"),
-            make_matrix(seed, down_stream, down, H, I, format, ue8m0, name + ".down")};
+    return {make_matrix(seed, gate_up_stream, gate, I, H, format, ue8m0, name + ".gate", values),
+            make_matrix(seed, gate_up_stream, up, I, H, format, ue8m0, name + ".up", values),
+            make_matrix(seed, down_stream, down, H, I, format, ue8m0, name + ".down", values)};
 }
 
 }  // namespace
@@ -133,11 +133,13 @@ Workload build_workload(const BenchOptions& o, Progress& progress) {
     std::exception_ptr failure;
     std::mutex guard;
     size_t done = 0;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(resolve_threads(o.threads))
+    const int threads = resolve_threads(o.threads);
+    std::vector<std::vector<float>> values(static_cast<size_t>(threads));  // each generating thread's (freed on return)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t e = 0; e < E; ++e) {
         try {
-            w.weights.experts[size_t(e)] = make_expert(o.seed, synthetic::kGateUp, synthetic::kDown, e, H, I,
-                                                       w.format, ue8m0, fmt::format("experts.{}", e));
+            w.weights.experts[size_t(e)] = make_expert(o.seed, synthetic::kGateUp, synthetic::kDown, e, H, I, w.format,
+                                                       ue8m0, fmt::format("experts.{}", e), values[size_t(omp_get_thread_num())]);
             const std::lock_guard<std::mutex> lock(guard);
             progress.throttled(++done, size_t(E), fmt::format("experts generated ({})", w.format));
         } catch (...) {
@@ -150,7 +152,7 @@ Workload build_workload(const BenchOptions& o, Progress& progress) {
         w.weights.has_shared = true;
         w.weights.shared = make_expert(o.seed, synthetic::kSharedGateUp, synthetic::kSharedDown, 0, H,
                                        c.shared_intermediate_size, w.format == "fp4" ? "fp8" : w.format,
-                                       ue8m0, "shared_experts");
+                                       ue8m0, "shared_experts", values.front());
     }
     return w;
 }

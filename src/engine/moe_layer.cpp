@@ -7,6 +7,7 @@
 #include "steadymoe/model/checkpoint.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -118,31 +119,43 @@ void reject_nonfinite(const Tensor& hidden, int64_t T, int64_t H, const std::vec
 
 }  // namespace
 
-// Slot e < E: routed expert e; slot E: the shared expert. Each slot's decoding runs once (a failed one is
-// tried again by the next caller); layer.experts is sized at construction, so slots never move.
+// Slot e < E: routed expert e; slot E: the shared expert. Each slot's decoding runs once (a failed one, its
+// exception passed on, is tried again by the next caller); layer.experts is sized at construction, so slots
+// never move. `decoded` spares batches whose experts are all decoded a parallel region.
 struct MoeLayer::Packing {
     explicit Packing(std::shared_ptr<const MoeLayerWeights> w)
-        : weights(std::move(w)), once(std::make_unique<std::once_flag[]>(weights->experts.size() + 1)) {
+        : weights(std::move(w)), once(std::make_unique<std::once_flag[]>(weights->experts.size() + 1)),
+          decoded(std::make_unique<std::atomic<bool>[]>(weights->experts.size() + 1)) {
         layer.router = cpu::pack_dense(weights->router, "router");
         layer.experts.resize(weights->experts.size());
         layer.has_shared = weights->has_shared;
     }
     const cpu::PackedExpert& expert(int64_t slot) {
         const bool shared = slot == int64_t(layer.experts.size());
-        std::call_once(once[size_t(slot)], [&] {
-            if (shared) layer.shared = cpu::pack_expert(weights->shared);
-            else layer.experts[size_t(slot)] = cpu::pack_expert(weights->experts[size_t(slot)]);
-        });
+        if (!decoded[size_t(slot)].load(std::memory_order_acquire)) {
+            std::call_once(once[size_t(slot)], [&] {
+                if (shared) layer.shared = cpu::pack_expert(weights->shared);
+                else layer.experts[size_t(slot)] = cpu::pack_expert(weights->experts[size_t(slot)]);
+            });
+            decoded[size_t(slot)].store(true, std::memory_order_release);
+        }
         return shared ? layer.shared : layer.experts[size_t(slot)];
     }
-    // Decodes the given slots, several at a time.
+    // Decodes those of the given slots not yet decoded, several at a time.
     void ensure(const std::vector<int64_t>& slots, int threads) {
-        parallel_for(int64_t(slots.size()), threads, [&](int64_t i) { expert(slots[size_t(i)]); });
+        std::vector<int64_t> missing;
+        for (const int64_t slot : slots)
+            if (!decoded[size_t(slot)].load(std::memory_order_acquire)) missing.push_back(slot);
+        if (missing.empty()) return;
+        parallel_for(int64_t(missing.size()), int(std::min<int64_t>(threads, int64_t(missing.size()))),
+                     [&](int64_t i) { expert(missing[size_t(i)]); });
     }
 
     const std::shared_ptr<const MoeLayerWeights> weights;
     cpu::PackedLayer layer;
     std::unique_ptr<std::once_flag[]> once;
+    std::unique_ptr<std::atomic<bool>[]> decoded;
+    std::atomic<bool> all_decoded{false};  // every held slot (packed())
 };
 
 MoeLayer::MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions options)
@@ -165,11 +178,13 @@ MoeLayer::MoeLayer(MoeConfig config, MoeLayerWeights weights, MoeLayerOptions op
 }
 
 const cpu::PackedLayer& MoeLayer::packed() const {
+    if (packing_->all_decoded.load(std::memory_order_acquire)) return packing_->layer;
     std::vector<int64_t> slots;
     for (int64_t e = 0; e < int64_t(weights_->experts.size()); ++e)
         if (weights_->experts[size_t(e)].held()) slots.push_back(e);
     if (weights_->has_shared) slots.push_back(int64_t(weights_->experts.size()));
     packing_->ensure(slots, options_.threads);
+    packing_->all_decoded.store(true, std::memory_order_release);
     return packing_->layer;
 }
 

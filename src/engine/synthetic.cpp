@@ -85,11 +85,11 @@ Tensor tensor(DType dtype, Shape shape, uint32_t seed, uint32_t stream, float st
     Tensor t = Tensor::zeros(dtype, std::move(shape));
     const int64_t n = t.numel();
     const Draw d = draw_of(seed, stream, stddev);
-    // Large tensors (a batch's hidden states) in chunks on every thread; inside another parallel loop (the
-    // experts of a layer being built), on the calling thread alone.
+    // Large tensors (a batch's hidden states) in chunks on the threads a parallel region here would have
+    // (ambient_threads: inside another parallel loop, such as the experts of a layer being built, one).
     const int64_t chunk = int64_t(1) << 20, chunks = (n + chunk - 1) / chunk;
     void* data = t.mutable_raw();
-    parallel_for(chunks, chunks > 1 ? resolve_threads(0) : 1, [&](int64_t c) {
+    parallel_for(chunks, chunks > 1 ? ambient_threads() : 1, [&](int64_t c) {
         const int64_t begin = c * chunk, count = std::min(n, begin + chunk) - begin;
         const uint64_t offset = index_offset + uint64_t(begin);
         if (dtype == DType::F32) {

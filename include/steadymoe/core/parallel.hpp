@@ -11,6 +11,10 @@ namespace steadymoe {
 
 // The thread count to use for `requested` (0 = every hardware thread).
 int resolve_threads(int requested);
+// The threads library code takes for work no caller sized (a layer's upload, a large synthetic tensor): as
+// many as a parallel region started here would have (OMP_NUM_THREADS where set, else every hardware thread;
+// inside another parallel region that region's nesting rule decides, by default one).
+int ambient_threads();
 
 template <typename Fn>
 void parallel_for(int64_t count, int threads, Fn&& fn) {

@@ -104,6 +104,7 @@ public:
     void check_input(const MoeInput& input) const;
     // fp32 router logits [T][E] of a planned batch (plan.x converted).
     void router_logits(const BatchPlan& plan, float* logits) const;
+    // (Decodes for the CPU kernels those held experts the batch's jobs need that are not decoded yet.)
     void route_batch(BatchPlan& plan, const float* logits) const;
     // Fills plan.out.output from contribution rows: row t*K+k is slot k of token t, row T*K+t the
     // shared expert's (when the layer has one); only real tokens' rows are read.

@@ -1,7 +1,7 @@
 // The benchmark data generator: element i of a tensor drawn from stream s with seed S is a fixed function of
 // (S, s, i), so any implementation can regenerate the same inputs. Element i (the row-major flat index, 64-bit):
 //   key = lowbias32(S * 0x9E3779B1 + s * 0x85EBCA77 + 0x165667B1)             (uint32 arithmetic throughout)
-//   h_lane = lowbias32(lowbias32(uint32(c) ^ key) ^ uint32(c >> 32)) for c = 2i + lane, lane 0 and 1
+//   h_lane = lowbias32(lowbias32(uint32(c) ^ key) ^ uint32(c >> 32)) for c = 2i + lane (mod 2^64), lane 0, 1
 //   n = lo16(h_0) + hi16(h_0) + lo16(h_1) + hi16(h_1)                          (in [0, 262140])
 //   value = float32(n - 131070) * float32(std / sqrt((65536^2 - 1) / 3)), rounded to nearest-even into the
 //   tensor's dtype

@@ -188,7 +188,7 @@ HostMatrix lay_out_plain(const DeviceMatrixSet& s, const WeightMatrix& w, const 
 template <class Reason>
 std::string first_reason(const std::vector<const ExpertWeights*>& experts, Reason reason) {
     std::vector<std::string> reasons(experts.size());
-    parallel_for(int64_t(experts.size()), resolve_threads(0), [&](int64_t i) { reasons[size_t(i)] = reason(*experts[size_t(i)]); });
+    parallel_for(int64_t(experts.size()), ambient_threads(), [&](int64_t i) { reasons[size_t(i)] = reason(*experts[size_t(i)]); });
     for (std::string& why : reasons)
         if (!why.empty()) return std::move(why);
     return {};
@@ -229,17 +229,32 @@ std::string not_block_exact(const WeightMatrix& w) {
                        w.name);
 }
 
-// The block exponents (fp4_block_exponents) of matrix `pick(expert)` of every expert, found on several threads,
-// or Unsupported naming the first (in the experts' order) that has none.
-template <class Pick>
-std::vector<BlockExponents> block_exponents_or_refuse(const std::vector<const ExpertWeights*>& experts, Pick pick) {
-    std::vector<std::optional<BlockExponents>> found(experts.size());
-    parallel_for(int64_t(experts.size()), resolve_threads(0),
-                 [&](int64_t i) { found[size_t(i)] = fp4_block_exponents(pick(*experts[size_t(i)])); });
-    std::vector<BlockExponents> exps(experts.size());
+// Block exponents (fp4_block_exponents) of every expert's gate and up (where gate_up) and down (where down),
+// found on several threads, or Unsupported naming the first matrix that has none, in the experts' order and
+// gate, up, down within one.
+struct ExpertExponents {
+    BlockExponents gate, up, down;
+};
+std::vector<ExpertExponents> block_exponents_or_refuse(const std::vector<const ExpertWeights*>& experts, bool gate_up,
+                                                       bool down) {
+    struct Found {
+        std::optional<BlockExponents> gate, up, down;
+    };
+    std::vector<Found> found(experts.size());
+    parallel_for(int64_t(experts.size()), ambient_threads(), [&](int64_t i) {
+        const ExpertWeights& e = *experts[size_t(i)];
+        Found& f = found[size_t(i)];
+        if (gate_up) f.gate = fp4_block_exponents(e.gate), f.up = fp4_block_exponents(e.up);
+        if (down) f.down = fp4_block_exponents(e.down);
+    });
+    std::vector<ExpertExponents> exps(experts.size());
     for (size_t i = 0; i < experts.size(); ++i) {
-        SMOE_CHECK(found[i].has_value(), Unsupported, "{}", not_block_exact(pick(*experts[i])));
-        exps[i] = std::move(*found[i]);
+        const auto take = [&](std::optional<BlockExponents>& f, const WeightMatrix& w, BlockExponents& to) {
+            SMOE_CHECK(f.has_value(), Unsupported, "{}", not_block_exact(w));
+            to = std::move(*f);
+        };
+        if (gate_up) take(found[i].gate, experts[i]->gate, exps[i].gate), take(found[i].up, experts[i]->up, exps[i].up);
+        if (down) take(found[i].down, experts[i]->down, exps[i].down);
     }
     return exps;
 }
@@ -270,27 +285,21 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
     // is uploaded.
     const bool exact = fp4_block_exact && fp4_e4m3_order;
     const bool gate_up_exact = exact && first.gate.format == ExpertFormat::Fp4, down_exact = exact && first.down.format == ExpertFormat::Fp4;
-    const auto gate = [](const ExpertWeights& e) -> const WeightMatrix& { return e.gate; };
-    const auto up = [](const ExpertWeights& e) -> const WeightMatrix& { return e.up; };
-    const auto down = [](const ExpertWeights& e) -> const WeightMatrix& { return e.down; };
-    const std::vector<BlockExponents> none(experts.size());
-    const std::vector<BlockExponents> gate_exps = gate_up_exact ? block_exponents_or_refuse(experts, gate) : none;
-    const std::vector<BlockExponents> up_exps = gate_up_exact ? block_exponents_or_refuse(experts, up) : none;
-    const std::vector<BlockExponents> down_exps = down_exact ? block_exponents_or_refuse(experts, down) : none;
+    const std::vector<ExpertExponents> exps = block_exponents_or_refuse(experts, gate_up_exact, down_exact);
     g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, gate_up_exact);
     g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, down_exact);
     // Experts laid out a batch at a time on several threads (most of an upload's time is this host work), then
     // copied in order from this thread, whose device is the group's. A batch of at most 16 bounds the host
     // memory the layouts hold at once (deepseek-v3's: 16 x 44 MB).
-    const int threads = resolve_threads(0);
+    const int threads = ambient_threads();
     const int64_t batch = std::min<int64_t>(threads, 16);
     for (int64_t e0 = 0; e0 < g.experts; e0 += batch) {
         const int64_t count = std::min(batch, g.experts - e0);
         std::vector<HostMatrix> gate_ups(static_cast<size_t>(count)), downs(static_cast<size_t>(count));
         parallel_for(count, threads, [&](int64_t j) {
             const size_t i = size_t(e0 + j);
-            gate_ups[size_t(j)] = lay_out_gate_up(g.gate_up, experts[i]->gate, experts[i]->up, gate_exps[i], up_exps[i]);
-            downs[size_t(j)] = lay_out_plain(g.down, experts[i]->down, down_exps[i]);
+            gate_ups[size_t(j)] = lay_out_gate_up(g.gate_up, experts[i]->gate, experts[i]->up, exps[i].gate, exps[i].up);
+            downs[size_t(j)] = lay_out_plain(g.down, experts[i]->down, exps[i].down);
         });
         for (int64_t j = 0; j < count; ++j) {
             copy_to_set(g.gate_up, e0 + j, gate_ups[size_t(j)]);
