@@ -116,21 +116,25 @@ void WeightMatrix::check_finite() const {
     }
 }
 
+namespace {
+
+// decode(c) for every code c below N.
+template <size_t N, class Decode>
+std::array<float, N> code_values(Decode decode) {
+    std::array<float, N> values{};
+    for (size_t c = 0; c < N; ++c) values[c] = decode(uint8_t(c));
+    return values;
+}
+
+}  // namespace
+
 const std::array<float, 256>& e4m3_code_values() {
-    static const std::array<float, 256> values = [] {
-        std::array<float, 256> v{};
-        for (int c = 0; c < 256; ++c) v[size_t(c)] = e4m3_to_f32(uint8_t(c));
-        return v;
-    }();
+    static const std::array<float, 256> values = code_values<256>(e4m3_to_f32);
     return values;
 }
 
 const std::array<float, 16>& e2m1_code_values() {
-    static const std::array<float, 16> values = [] {
-        std::array<float, 16> v{};
-        for (int c = 0; c < 16; ++c) v[size_t(c)] = e2m1_to_f32(uint8_t(c));
-        return v;
-    }();
+    static const std::array<float, 16> values = code_values<16>(e2m1_to_f32);
     return values;
 }
 
