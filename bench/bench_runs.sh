@@ -1,7 +1,7 @@
 # Sourced by a device call's script (after `start=$SECONDS`): bench_run NAME KNOB ARGS... runs
 # `steadymoe bench --backend cuda ARGS` under the environment KNOB sets (NAME=VALUE, several separated by
-# spaces, or - for none), appending its table to $OUT/bench.txt and writing its records to $OUT/t/NAME.json and
-# its whole output, the timed progress lines of its setup included, to $OUT/t/NAME.log.
+# spaces, or - for none), appending its table to $OUT/bench.txt and writing its records to $OUT/t/NAME.json
+# and its whole output, the timed progress lines of its setup included, to $OUT/t/NAME.log.
 # Once the call has run BENCH_BUDGET_S seconds (480 unless set) the rest are skipped, so that the call ends
 # inside its limit with what it has. BENCH_CLI=PATH runs another build's CLI (one built in the same call from
 # an older commit, to compare): the table's header line names it.

@@ -1184,18 +1184,25 @@ TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
     }
 }
 
-// The SwiGLU epilogue of persistent CTAs (its outputs parked as bf16 for epilogue warps where
-// STEADYMOE_PARKED_SWIGLU=1 and they are rounded to bf16; else from the consumers' registers, or f32 results
-// parked where STEADYMOE_PARKED_EPILOGUES=1: K = 512 is too short for them by default) stores the bits of one
-// CTA per tile on ManyItems' launch (the last n-block's 36 outputs), into bf16 and f32 rows, with the routing
-// weights applied in SwiGLU or not, with and without a clamp, and without the bf16 rounding (never parked as
-// bf16).
+// Whether a persistent SwiGLU launch rounded to bf16 parks its outputs as bf16 (on the paths that have the
+// form): bf16 rows meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path where it is 1.
+bool parks_swiglu(bool bf16_rows_and_weights) {
+    return cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1") ||
+           (bf16_rows_and_weights && !cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "0"));
+}
+
+// The SwiGLU epilogue of persistent CTAs (its outputs parked as bf16 for epilogue warps where they are
+// rounded to bf16, as bf16 rows meeting bf16 weights are by default (parks_swiglu); else from the consumers'
+// registers, or f32 results parked where STEADYMOE_PARKED_EPILOGUES=1: K = 512 is too short for them by
+// default) stores the bits of one CTA per tile on ManyItems' launch (the last n-block's 36 outputs), into
+// bf16 and f32 rows, with the routing weights applied in SwiGLU or not, with and without a clamp, and without
+// the bf16 rounding (never parked as bf16).
 TEST(CudaGroupedGemm, PersistentSwiGlusStoreWhatPerTileCtasStore) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
     const ManyItems m;
     const int64_t I = m.N / 2;
-    const bool parks = cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1");
+    const bool parks = parks_swiglu(true);  // (ManyItems' rows and weights are bf16)
     struct Case {
         bool bf16_out, weight_before_down, round_bf16;
         float limit;
@@ -1229,15 +1236,15 @@ TEST(CudaGroupedGemm, PersistentSwiGlusStoreWhatPerTileCtasStore) {
 // quantising the outputs it stores with launch_gather_fp8, for both scale rules, on ManyItems' launch with
 // I = 11520 (90 groups of 128; 180 n-blocks: 270 pair items over at most 66 clusters, so a CTA takes four or
 // five, using both halves of its maxima and both phases of its barriers): by paired persistent CTAs in their
-// epilogue where STEADYMOE_PARKED_SWIGLU=1 (a pair's two items hold a group's two halves), else by the
-// quantiser after the launch.
+// epilogue where they park their outputs (parks_swiglu: a pair's two items hold a group's two halves), else
+// by the quantiser after the launch.
 TEST(CudaGroupedGemm, SwiGluOutputsQuantisedByTheirLaunchGiveTheGatheredBytes) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the tile list is the Hopper kernel's; this GPU runs the sm_80 kernel";
     const ManyItems m(180 * 128);
     const int64_t I = m.N / 2, groups = I / 128, rows = ManyItems::rows;
     const bool paired = !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
-    const bool in_epilogue = paired && cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1");
+    const bool in_epilogue = paired && parks_swiglu(true);
     cuda::DeviceBuffer codes_buf(size_t(2 * rows * I), "codes"), scales_buf(size_t(2 * rows * groups) * 4, "scales"),
         mid_buf(size_t(rows * I) * 2, "SwiGLU outputs");
     for (bool pow2 : {false, true})
@@ -1282,7 +1289,7 @@ TEST(CudaGroupedGemm, SwiGluOutputsQuantisedByTheirLaunchGiveTheGatheredBytes) {
 // the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the
 // consumers' registers (persistent CTAs: the scatter's own path), from shared memory (one CTA per tile) and
 // parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0, in the item's
-// last stage where STEADYMOE_PARK_IN_STAGE=1, SwiGLU's outputs as bf16 where STEADYMOE_PARKED_SWIGLU=1); and
+// last stage where STEADYMOE_PARK_IN_STAGE=1, SwiGLU's outputs as bf16 as parks_swiglu says); and
 // every schedule stores the bits of the first. FP8 weights (scaled) and bf16 ones with bf16 activations
 // (unscaled: persistent CTAs take 256 features an item where STEADYMOE_WIDE_CTAS=1, but for parked scatters
 // and parked SwiGLU outputs). The counts of parked launches are checked on the Hopper kernel only.
@@ -1327,8 +1334,8 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                     const bool parked_scatter = !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0") &&
                                                 !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1") && !swiglu &&
                                                 schedule == cuda::TiledSchedule::Persistent && (fp8_a || p->bf16);
-                    // and SwiGLU's on those paths where STEADYMOE_PARKED_SWIGLU=1 (the Parked schedule too)
-                    const bool parked_swiglu = cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1") && swiglu &&
+                    // and SwiGLU's on those paths as parks_swiglu says (the Parked schedule too)
+                    const bool parked_swiglu = parks_swiglu(p->bf16 && !fp8_a) && swiglu &&
                                                schedule != cuda::TiledSchedule::PerTile && (fp8_a || p->bf16);
                     if (cuda::grouped_gemm_tile_rows() == 128) {  // (the Hopper kernel's)
                         EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - parked_before, parked_scatter ? 1u : 0u);

@@ -1,6 +1,7 @@
 // The synthetic generator: whole tensors (filled many elements at a time, on several threads) and buffers of
-// widened bf16 values hold exactly the values the element-at-a-time formula gives, at every offset, across the 2^31-index runs the fast fill
-// works in; and that formula gives the values an independent transcription of it computed.
+// widened bf16 values hold exactly the values the element-at-a-time formula gives, at every offset, across
+// the 2^31-index runs the fast fill works in; and that formula gives the values an independent transcription
+// of it computed.
 #include "steadymoe/core/numeric.hpp"
 #include "steadymoe/engine/synthetic.hpp"
 

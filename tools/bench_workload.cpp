@@ -134,7 +134,8 @@ Workload build_workload(const BenchOptions& o, Progress& progress) {
     std::mutex guard;
     size_t done = 0;
     const int threads = resolve_threads(o.threads);
-    std::vector<std::vector<float>> values(static_cast<size_t>(threads));  // each generating thread's (freed on return)
+    // Each generating thread's (freed on return)
+    std::vector<std::vector<float>> values(static_cast<size_t>(threads));
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t e = 0; e < E; ++e) {
         try {

@@ -112,7 +112,8 @@ int run_model(const RunOptions& o) {
     const std::string backend = resolve_backend(o.backend, !held, "expert parallelism runs on CPU ranks for now");
     progress.line(fmt::format("loading layer {} of {}", o.layer, o.model));
     const MoeLayer layer = MoeLayer::from_checkpoint(ckpt, o.layer, opts, held ? &*held : nullptr);
-    if (backend != "cuda") layer.packed();  // (the CPU kernels' decoded experts, made before the clock starts)
+    // The CPU kernels' decoded experts, made before the clock starts
+    if (backend != "cuda") layer.packed();
     progress.line(backend == "cuda" ? fmt::format("running {} tokens on the GPU", T)
                                     : fmt::format("running {} tokens on {} threads", T, opts.threads));
     const double t0 = now_seconds();
@@ -200,7 +201,8 @@ struct DemoLayer {
 DemoLayer demo_layer(const MoeLayer& layer, const std::string& backend) {
     if (backend == "cuda")
         return {layer, cuda_layer_forward(layer), cuda_layer_forward(layer, 0), "CUDA graph replays vs graph-free launches"};
-    layer.packed();  // every expert decoded for the CPU kernels before any batch is timed (the copy shares them)
+    // Every expert decoded for the CPU kernels before any batch is timed (the copy shares them)
+    layer.packed();
     auto one = std::make_shared<MoeLayer>(layer.with_threads(1));
     return {layer, [&layer](const MoeInput& in) { return layer.forward(in); },
             [one](const MoeInput& in) { return one->forward(in); },

@@ -106,7 +106,8 @@ EpMoeLayer::EpMoeLayer(const MoeLayer& layer, ExpertPlacement placement, Transpo
     // FP8 rows need every routed expert quantised: each rank vouches for the experts it loaded (together
     // they hold every expert), and all must — a vote in the agreement's collective. Experts moved in later
     // are copies of loaded ones.
-    layer_.packed();  // every expert this rank loaded, decoded now, several at a time (batches would one by one)
+    // Every expert this rank loaded, decoded now, several at a time (batches would one by one)
+    layer_.packed();
     bool quantised = layer_.activation_quant() != ActivationQuant::None;
     for (int64_t e = 0; e < layer_.config().n_routed_experts && quantised; ++e)
         if (holds(e)) quantised = packed_expert(e).gate.quantized;

@@ -290,7 +290,8 @@ void MoeLayer::route_batch(BatchPlan& plan, const float* logits) const {
         job.weights.push_back(wts[i]);
     }
     std::erase_if(jobs, [](const cpu::ExpertJob& j) { return j.tokens.empty(); });
-    // The experts the jobs need decoded, those this layer holds (an expert-parallel share's others run elsewhere).
+    // The experts the jobs need decoded, those this layer holds (an expert-parallel share's others run
+    // elsewhere).
     std::vector<int64_t> slots;
     for (const cpu::ExpertJob& job : jobs)
         if (const int64_t e = job.expert - packing_->layer.experts.data(); weights_->experts[size_t(e)].held()) slots.push_back(e);

@@ -61,7 +61,8 @@ void fill(const Draw& d, uint64_t offset, int64_t n, Store store) {
 
 uint32_t lowbias32(uint32_t x) { return mix(x); }
 
-// The generator as synthetic.hpp writes it out, an element at a time: the reference the tests hold fill_run to.
+// The generator as synthetic.hpp writes it out, an element at a time: the reference the tests hold fill_run
+// to.
 float value(uint32_t seed, uint32_t stream, uint64_t index, float stddev) {
     const uint32_t key = lowbias32(seed * 0x9E3779B1u + stream * 0x85EBCA77u + 0x165667B1u);
     uint32_t n = 0;

@@ -122,8 +122,8 @@ uint8_t clamp_magnitude(uint8_t code, uint8_t sign_bit, uint8_t max_magnitude) {
     return magnitude > max_magnitude ? uint8_t((code & sign_bit) | max_magnitude) : code;
 }
 
-// A block's `count` values (even) as e2m1 codes of value / s, at most `top` in magnitude, two to a byte along K,
-// the even index in the low nibble.
+// A block's `count` values (even) as e2m1 codes of value / s, at most `top` in magnitude, two to a byte along
+// K, the even index in the low nibble.
 void pack_e2m1_block(uint8_t* dst, const float* src, int64_t count, float s, uint8_t top) {
     const auto code = [&](float v) { return clamp_magnitude(f32_to_e2m1(v / s), 0x8, top); };
     for (int64_t i = 0; i < count; i += 2) dst[i / 2] = uint8_t(code(src[i]) | code(src[i + 1]) << 4);

@@ -113,8 +113,8 @@ public:
     // (a batch routed to it, packed_expert, packed) and kept, shared by the layer's copies, so that a layer
     // whose batches run elsewhere (a GPU's tensor cores) never holds its experts twice. packed(): every held
     // expert (the CUDA backend's portable path uploads them); packed_router(): the router alone, decoded at
-    // construction; packed_expert(e): routed expert e, which must be held; packed_shared(): the shared expert.
-    // All are safe to call from several threads at once.
+    // construction; packed_expert(e): routed expert e, which must be held; packed_shared(): the shared
+    // expert. All are safe to call from several threads at once.
     const cpu::PackedLayer& packed() const;
     const cpu::PackedWeight& packed_router() const;
     const cpu::PackedExpert& packed_expert(int64_t e) const;
@@ -127,7 +127,8 @@ private:
     MoeConfig config_;
     std::shared_ptr<const MoeLayerWeights> weights_;
     struct Packing;                     // the weights decoded for the CPU kernels, as far as asked for
-    std::shared_ptr<Packing> packing_;  // (shared by copies; filled under once-flags, so never seen half-made)
+    // Shared by copies; filled under once-flags, so never seen half-made
+    std::shared_ptr<Packing> packing_;
     MoeLayerOptions options_;
     ActivationQuant act_quant_ = ActivationQuant::None;
 };

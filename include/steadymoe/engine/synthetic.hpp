@@ -1,5 +1,6 @@
 // The benchmark data generator: element i of a tensor drawn from stream s with seed S is a fixed function of
-// (S, s, i), so any implementation can regenerate the same inputs. Element i (the row-major flat index, 64-bit):
+// (S, s, i), so any implementation can regenerate the same inputs. Element i (the row-major flat index,
+// 64-bit):
 //   key = lowbias32(S * 0x9E3779B1 + s * 0x85EBCA77 + 0x165667B1)             (uint32 arithmetic throughout)
 //   h_lane = lowbias32(lowbias32(uint32(c) ^ key) ^ uint32(c >> 32)) for c = 2i + lane (mod 2^64), lane 0, 1
 //   n = lo16(h_0) + hi16(h_0) + lo16(h_1) + hi16(h_1)                          (in [0, 262140])
@@ -33,8 +34,9 @@ uint32_t lowbias32(uint32_t x);
 float value(uint32_t seed, uint32_t stream, uint64_t index, float stddev);
 // A whole tensor (F32 or BF16), elements index_offset .. index_offset + numel - 1 of the stream.
 Tensor tensor(DType dtype, Shape shape, uint32_t seed, uint32_t stream, float stddev, uint64_t index_offset = 0);
-// Elements index_offset .. index_offset + n - 1 into out, each rounded to bf16 and widened back: the f32 values
-// of a BF16 tensor of the stream (what a quantiser reads), into a buffer the caller keeps, on this thread.
+// Elements index_offset .. index_offset + n - 1 into out, each rounded to bf16 and widened back: the f32
+// values of a BF16 tensor of the stream (what a quantiser reads), into a buffer the caller keeps, on this
+// thread.
 void fill_bf16_as_f32(float* out, int64_t n, uint32_t seed, uint32_t stream, float stddev, uint64_t index_offset);
 
 }  // namespace steadymoe::synthetic

@@ -288,9 +288,9 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
     const std::vector<ExpertExponents> exps = block_exponents_or_refuse(experts, gate_up_exact, down_exact);
     g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, gate_up_exact);
     g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, down_exact);
-    // Experts laid out a batch at a time on several threads (most of an upload's time is this host work), then
-    // copied in order from this thread, whose device is the group's. A batch of at most 16 bounds the host
-    // memory the layouts hold at once (deepseek-v3's: 16 x 44 MB).
+    // Experts laid out a batch at a time on several threads (most of an upload's time is this host work),
+    // then copied in order from this thread, whose device is the group's. A batch of at most 16 bounds the
+    // host memory the layouts hold at once (deepseek-v3's: 16 x 44 MB).
     const int threads = ambient_threads();
     const int64_t batch = std::min<int64_t>(threads, 16);
     for (int64_t e0 = 0; e0 < g.experts; e0 += batch) {

@@ -658,7 +658,8 @@ constexpr bool kParkInStagePath = kPlainStages<kCode, kScaled, kFp8A>;
 // Whether a parked scatter (parked_scatter) parks its values in the item's last stage rather than a block of
 // its own (the kernel's ScatterBf16InStage form: six stages in place of five, the same bits): with
 // STEADYMOE_PARK_IN_STAGE=1, on kParkInStagePath, where an item has a stage to hold (K of 128 or more: the
-// expert groups' always are). Off unless asked: not yet measured.
+// expert groups' always are). Off unless asked: on an H100, deepseek-v3's down GEMM took 10-12% more time so
+// and qwen3's 26% more at 16384 tokens (bench/results/2026-12-05-cuda-measured-switches.md).
 bool park_in_stage(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_PARK_IN_STAGE", "1");
     return on && g.k / g.k_splits >= 128;
@@ -666,15 +667,15 @@ bool park_in_stage(const GroupedGemmLaunch& g) {
 
 // Whether a persistent SwiGLU launch (the experts' gate/up GEMMs) parks its SwiGLU outputs (the kernel's
 // SwiGluBf16 form: the consumers run SwiGLU as the register epilogue does, the same bits), where the launch
-// rounds them to bf16 (so that 16 bits hold each), outside few-row launches, on the paths of kParkScatterPath,
-// before epilogues parked as f32 (parked_epilogues) or the Parked schedule. The parked block leaves every stage
-// (six of bf16 or e4m3 rows, where f32 results leave four) and the epilogue warps only store (or, paired,
-// quantise: out_e4m3). By default for bf16 rows meeting bf16 weights, whose register epilogue held up the next
-// item's MMAs: on an H100, qwen3's routed gate/up took 1498.4 and 1499.1 µs against 1719.9 and 1723.1 at 16384
-// tokens (routed experts x0.92), x0.96 at 1024; e4m3 rows meeting FP8 weights (deepseek-v3, whose gate/up parks
-// f32 results) took 11-12% more time so, and block-exact FP4 more too
-// (bench/results/2026-12-05-cuda-measured-switches.md). STEADYMOE_PARKED_SWIGLU=1 parks them on every path that
-// has the form, =0 on none.
+// rounds them to bf16 (so that 16 bits hold each), outside few-row launches, on the paths of
+// kParkScatterPath, before epilogues parked as f32 (parked_epilogues) or the Parked schedule. The parked
+// block leaves every stage (six of bf16 or e4m3 rows, where f32 results leave four) and the epilogue warps
+// only store (or, paired, quantise: out_e4m3). By default for bf16 rows meeting bf16 weights, whose register
+// epilogue held up the next item's MMAs: on an H100, qwen3's routed gate/up took 1498.4 and 1499.1 µs against
+// 1719.9 and 1723.1 at 16384 tokens (routed experts x0.92), x0.96 at 1024; e4m3 rows meeting FP8 weights
+// (deepseek-v3, whose gate/up parks f32 results) took 10-12% more time so
+// (bench/results/2026-12-05-cuda-measured-switches.md). STEADYMOE_PARKED_SWIGLU=1 parks them on every path
+// that has the form, =0 on none.
 bool parked_swiglu(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_PARKED_SWIGLU", "1"), off = env_equals("STEADYMOE_PARKED_SWIGLU", "0");
     const bool bf16 = g.code == WeightCode::Bf16 && !g.scaled && g.a_fp8 == nullptr;

@@ -19,7 +19,8 @@ struct PackedExpert {
 
 // The weights of one expert decoded for the CPU kernels (check_packable first).
 PackedExpert pack_expert(const ExpertWeights& w);
-// Throws BadFormat where pack_expert would refuse the expert: gate, up and down not all quantised or all dense.
+// Throws BadFormat where pack_expert would refuse the expert: gate, up and down not all quantised or all
+// dense.
 void check_packable(const ExpertWeights& w);
 
 // One expert's work for one batch: the rows it reads, where each result goes, and its weight.
