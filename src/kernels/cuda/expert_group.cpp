@@ -237,6 +237,7 @@ struct ExpertExponents {
 };
 std::vector<ExpertExponents> block_exponents_or_refuse(const std::vector<const ExpertWeights*>& experts, bool gate_up,
                                                        bool down) {
+    if (!gate_up && !down) return std::vector<ExpertExponents>(experts.size());
     struct Found {
         std::optional<BlockExponents> gate, up, down;
     };

@@ -155,8 +155,8 @@ struct GroupedGemmLaunch {
     // launch_gather_fp8 (row_gathers.hpp) gives from the outputs of the first quant_rows rows, as many as
     // *quant_live where set, which must be the rows the tiles hold (as a layer's permutation makes them): the
     // down GEMM's e4m3 inputs. Persistent CTAs paired in clusters that park their SwiGLU outputs (bf16 rows
-    // meeting bf16 weights; every path with STEADYMOE_PARKED_SWIGLU=1) quantise the tiles' rows in their
-    // epilogue, and store nothing at out / out_bf16; other launches store the outputs there as usual
+    // meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path with =1) quantise the tiles' rows in
+    // their epilogue, and store nothing at out / out_bf16; other launches store the outputs there as usual
     // (scratch, then) and quantise those rows from there after.
     uint8_t* out_e4m3 = nullptr;
     float* out_e4m3_scale = nullptr;

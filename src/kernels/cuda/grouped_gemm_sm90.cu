@@ -685,11 +685,12 @@ bool parked_swiglu(const GroupedGemmLaunch& g) {
 // Whether an unscaled bf16 persistent launch takes wide CTAs (kWide: 256 features an item, one m64n256 MMA
 // per k step reading its rows once for both halves; the same sums, so the same bits): with
 // STEADYMOE_WIDE_CTAS=1, where the features are a multiple of 256 and the launch is not a few-row one, nor
-// one whose epilogues are parked (those are asked first: parked_swiglu, parked_epilogues). Off unless asked:
-// qwen3's routed experts took 7% more time so at 16384 tokens, its gate/up GEMM 15% more and its down GEMM 6%
-// less, the same bits (bench/results/2026-12-05-cuda-switched-paths.md). STEADYMOE_WIDE_CTAS=down asks for
-// them in scatter launches (the experts' down GEMMs) only. Scatters into bf16 rows park their results unless
-// STEADYMOE_PARKED_SCATTER=0 (asked first: parked_scatter), and then take no wide CTAs.
+// one whose epilogues are parked (those are asked first: parked_swiglu, parked_epilogues; so bf16 gate/up
+// launches take them only with STEADYMOE_PARKED_SWIGLU=0). Off unless asked: qwen3's routed experts took 7%
+// more time so at 16384 tokens, its gate/up GEMM 15% more and its down GEMM 6% less, the same bits, before
+// its SwiGLU outputs were parked (bench/results/2026-12-05-cuda-switched-paths.md). STEADYMOE_WIDE_CTAS=down
+// asks for them in scatter launches (the experts' down GEMMs) only. Scatters into bf16 rows park their
+// results unless STEADYMOE_PARKED_SCATTER=0 (asked first: parked_scatter), and then take no wide CTAs.
 bool wide_ctas(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_WIDE_CTAS", "1"), down = env_equals("STEADYMOE_WIDE_CTAS", "down");
     return (on || (down && g.epilogue == GemmEpilogue::Scatter)) && !g.few_rows && g.n % (2 * kTileN) == 0;

@@ -35,7 +35,8 @@ uint64_t hopper_quad_launches();
 uint64_t hopper_parked_scatters();
 // Those of them that parked in the item's last stage (STEADYMOE_PARK_IN_STAGE=1).
 uint64_t hopper_in_stage_scatters();
-// Launches so far that parked their SwiGLU outputs as bf16 (STEADYMOE_PARKED_SWIGLU=1).
+// Launches so far that parked their SwiGLU outputs as bf16 (bf16 rows meeting bf16 weights unless
+// STEADYMOE_PARKED_SWIGLU=0; every path with =1).
 uint64_t hopper_parked_swiglus();
 // Those of them that quantised their outputs to e4m3 too (out_e4m3).
 uint64_t hopper_e4m3_swiglus();
