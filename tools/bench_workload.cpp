@@ -130,25 +130,17 @@ Workload build_workload(const BenchOptions& o, Progress& progress) {
     if (c.selection_bias)
         w.weights.selection_bias = synthetic::tensor(DType::F32, {E}, o.seed, synthetic::kBias, 0.01f);
     w.weights.experts.resize(size_t(E));
-    std::exception_ptr failure;
     std::mutex guard;
     size_t done = 0;
     const int threads = resolve_threads(o.threads);
     // Each generating thread's (freed on return)
     std::vector<std::vector<float>> values(static_cast<size_t>(threads));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t e = 0; e < E; ++e) {
-        try {
-            w.weights.experts[size_t(e)] = make_expert(o.seed, synthetic::kGateUp, synthetic::kDown, e, H, I, w.format,
-                                                       ue8m0, fmt::format("experts.{}", e), values[size_t(omp_get_thread_num())]);
-            const std::lock_guard<std::mutex> lock(guard);
-            progress.throttled(++done, size_t(E), fmt::format("experts generated ({})", w.format));
-        } catch (...) {
-            const std::lock_guard<std::mutex> lock(guard);
-            if (!failure) failure = std::current_exception();
-        }
-    }
-    if (failure) std::rethrow_exception(failure);
+    parallel_for(E, threads, [&](int64_t e) {
+        w.weights.experts[size_t(e)] = make_expert(o.seed, synthetic::kGateUp, synthetic::kDown, e, H, I, w.format, ue8m0,
+                                                   fmt::format("experts.{}", e), values[size_t(omp_get_thread_num())]);
+        const std::lock_guard<std::mutex> lock(guard);
+        progress.throttled(++done, size_t(E), fmt::format("experts generated ({})", w.format));
+    });
     if (c.n_shared_experts > 0) {
         w.weights.has_shared = true;
         w.weights.shared = make_expert(o.seed, synthetic::kSharedGateUp, synthetic::kSharedDown, 0, H,

@@ -1,6 +1,8 @@
 // parallel_for: the one way library code runs loops on several threads. Items are independent, so
-// which thread runs which item never changes a result; an exception thrown by any item (say, an
-// allocation failure) is carried out of the parallel region and rethrown on the calling thread.
+// which thread runs which item never changes a result; an exception thrown by an item (say, an
+// allocation failure) is carried out of the parallel region and rethrown on the calling thread: the
+// lowest-numbered failing item's, so that what a caller reports (the first damaged expert, say) does not
+// depend on which thread failed first.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@ int ambient_threads();
 template <typename Fn>
 void parallel_for(int64_t count, int threads, Fn&& fn) {
     std::exception_ptr first;
+    int64_t first_item = count;  // the item `first` came from
     std::mutex guard;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int64_t i = 0; i < count; ++i) {
@@ -26,7 +29,7 @@ void parallel_for(int64_t count, int threads, Fn&& fn) {
             fn(i);
         } catch (...) {
             std::lock_guard<std::mutex> lock(guard);
-            if (!first) first = std::current_exception();
+            if (i < first_item) first_item = i, first = std::current_exception();
         }
     }
     if (first) std::rethrow_exception(first);

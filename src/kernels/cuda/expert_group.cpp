@@ -237,26 +237,19 @@ struct ExpertExponents {
 };
 std::vector<ExpertExponents> block_exponents_or_refuse(const std::vector<const ExpertWeights*>& experts, bool gate_up,
                                                        bool down) {
-    if (!gate_up && !down) return std::vector<ExpertExponents>(experts.size());
-    struct Found {
-        std::optional<BlockExponents> gate, up, down;
+    std::vector<ExpertExponents> exps(experts.size());
+    if (!gate_up && !down) return exps;
+    const auto exponents = [](const WeightMatrix& w) {
+        std::optional<BlockExponents> found = fp4_block_exponents(w);
+        SMOE_CHECK(found.has_value(), Unsupported, "{}", not_block_exact(w));
+        return std::move(*found);
     };
-    std::vector<Found> found(experts.size());
+    // (parallel_for passes on the first failing expert's refusal)
     parallel_for(int64_t(experts.size()), ambient_threads(), [&](int64_t i) {
         const ExpertWeights& e = *experts[size_t(i)];
-        Found& f = found[size_t(i)];
-        if (gate_up) f.gate = fp4_block_exponents(e.gate), f.up = fp4_block_exponents(e.up);
-        if (down) f.down = fp4_block_exponents(e.down);
+        if (gate_up) exps[size_t(i)].gate = exponents(e.gate), exps[size_t(i)].up = exponents(e.up);
+        if (down) exps[size_t(i)].down = exponents(e.down);
     });
-    std::vector<ExpertExponents> exps(experts.size());
-    for (size_t i = 0; i < experts.size(); ++i) {
-        const auto take = [&](std::optional<BlockExponents>& f, const WeightMatrix& w, BlockExponents& to) {
-            SMOE_CHECK(f.has_value(), Unsupported, "{}", not_block_exact(w));
-            to = std::move(*f);
-        };
-        if (gate_up) take(found[i].gate, experts[i]->gate, exps[i].gate), take(found[i].up, experts[i]->up, exps[i].up);
-        if (down) take(found[i].down, experts[i]->down, exps[i].down);
-    }
     return exps;
 }
 
