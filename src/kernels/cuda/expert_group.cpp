@@ -1,6 +1,7 @@
 #include "expert_group.hpp"
 #include "env_switch.hpp"
 #include "fp4_blocks.hpp"
+#include "pinned_uploads.hpp"
 #include "weight_layouts.hpp"
 
 #include "steadymoe/core/numeric.hpp"
@@ -81,10 +82,6 @@ std::vector<float> fp8_scales(const WeightMatrix& w) {
         for (int64_t i = 0; i < count; ++i) out[size_t(i)] = e8m0_to_f32(e[i]);
     }
     return out;
-}
-
-void copy_to_device(DeviceBuffer& dst, int64_t offset, const void* src, size_t bytes) {
-    SMOE_CUDA_CHECK(cudaMemcpy(static_cast<char*>(dst.get()) + offset, src, bytes, cudaMemcpyHostToDevice));
 }
 
 DeviceMatrixSet make_set(const WeightMatrix& like, int64_t experts, int64_t n, const std::string& what, bool fp4_e4m3_order = false,
@@ -194,10 +191,10 @@ std::string first_reason(const std::vector<const ExpertWeights*>& experts, Reaso
     return {};
 }
 
-// Expert e's matrix into its place in the set.
-void copy_to_set(DeviceMatrixSet& s, int64_t e, const HostMatrix& m) {
-    copy_to_device(s.data, e * s.expert_bytes, m.data.data(), m.data.size());
-    if (!m.scales.empty()) copy_to_device(s.scale, e * s.scale_expert_bytes, m.scales.data(), m.scales.size());
+// Expert e's matrix on its way to its place in the set.
+void copy_to_set(DeviceMatrixSet& s, int64_t e, const HostMatrix& m, PinnedUploads& uploads) {
+    uploads.copy(s.data.as<char>() + e * s.expert_bytes, m.data.data(), m.data.size());
+    if (!m.scales.empty()) uploads.copy(s.scale.as<char>() + e * s.scale_expert_bytes, m.scales.data(), m.scales.size());
 }
 
 }  // namespace
@@ -282,9 +279,11 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
     const std::vector<ExpertExponents> exps = block_exponents_or_refuse(experts, gate_up_exact, down_exact);
     g.gate_up = make_set(first.gate, g.experts, 2 * first.gate.rows, what + " gate/up", fp4_e4m3_order, gate_up_exact);
     g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, down_exact);
-    // Experts laid out a batch at a time on several threads (most of an upload's time is this host work),
-    // then copied in order from this thread, whose device is the group's. A batch of at most 16 bounds the
-    // host memory the layouts hold at once (deepseek-v3's: 16 x 44 MB).
+    // Experts laid out a batch at a time on several threads, then copied in order from this thread, whose
+    // device is the group's, through page-locked staging. A batch of at most 16 bounds the host memory the
+    // layouts hold at once (deepseek-v3's: 16 x 44 MB).
+    PinnedUploads uploads = PinnedUploads::for_total(g.gate_up.data.bytes() + g.gate_up.scale.bytes() + g.down.data.bytes() +
+                                                     g.down.scale.bytes());
     const int threads = ambient_threads();
     const int64_t batch = std::min<int64_t>(threads, 16);
     for (int64_t e0 = 0; e0 < g.experts; e0 += batch) {
@@ -296,17 +295,20 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
             downs[size_t(j)] = lay_out_plain(g.down, experts[i]->down, exps[i].down);
         });
         for (int64_t j = 0; j < count; ++j) {
-            copy_to_set(g.gate_up, e0 + j, gate_ups[size_t(j)]);
-            copy_to_set(g.down, e0 + j, downs[size_t(j)]);
+            copy_to_set(g.gate_up, e0 + j, gate_ups[size_t(j)], uploads);
+            copy_to_set(g.down, e0 + j, downs[size_t(j)], uploads);
         }
     }
+    uploads.finish();
     return g;
 }
 
 DeviceMatrixSet upload_bf16_matrix(const Tensor& matrix, const std::string& what) {
     WeightMatrix w{ExpertFormat::Dense, matrix.dim(0), matrix.dim(1), matrix, {}, 1.0f, what};
     DeviceMatrixSet s = make_set(w, 1, w.rows, what);
-    copy_to_set(s, 0, lay_out_plain(s, w));
+    PinnedUploads uploads = PinnedUploads::for_total(s.data.bytes() + s.scale.bytes());
+    copy_to_set(s, 0, lay_out_plain(s, w), uploads);
+    uploads.finish();
     return s;
 }
 

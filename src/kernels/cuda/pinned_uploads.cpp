@@ -1,0 +1,87 @@
+#include "pinned_uploads.hpp"
+
+#include "check.hpp"
+#include "steadymoe/core/parallel.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace steadymoe::cuda {
+
+PinnedUploads::PinnedUploads(size_t chunk_bytes, int chunks) : chunk_bytes_(chunk_bytes) {
+    if (chunks <= 0 || chunk_bytes == 0) return;
+    // Without page-locked memory (a locked-memory limit, say) the copies still work, only slower: so a failed
+    // allocation here falls back rather than refusing the upload.
+    if (cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        stream_ = nullptr;
+        return;
+    }
+    for (int i = 0; i < chunks; ++i) {
+        Chunk c;
+        if (cudaHostAlloc(&c.host, chunk_bytes, cudaHostAllocDefault) != cudaSuccess) {
+            cudaGetLastError();
+            break;
+        }
+        if (cudaEventCreateWithFlags(&c.drained, cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            cudaFreeHost(c.host);
+            break;
+        }
+        chunks_.push_back(c);
+    }
+    // One chunk could not overlap filling with draining; then plain copies are as good.
+    if (chunks_.size() < 2) release();
+}
+
+PinnedUploads PinnedUploads::for_total(size_t total_bytes) {
+    constexpr size_t kChunk = size_t(16) << 20;
+    return PinnedUploads(kChunk, total_bytes >= 2 * kChunk ? 4 : 0);
+}
+
+PinnedUploads::~PinnedUploads() { release(); }
+
+void PinnedUploads::release() noexcept {
+    if (stream_) cudaStreamSynchronize(stream_);
+    for (Chunk& c : chunks_) {
+        cudaEventDestroy(c.drained);
+        cudaFreeHost(c.host);
+    }
+    chunks_.clear();
+    if (stream_) cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+    cudaGetLastError();  // an error here was reported by finish() or is the caller's to find
+}
+
+void PinnedUploads::copy(void* device, const void* host, size_t bytes) {
+    if (!pinned()) {
+        if (bytes) SMOE_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+        return;
+    }
+    const auto* src = static_cast<const char*>(host);
+    auto* dst = static_cast<char*>(device);
+    // Pieces of 1 MB per thread: a single thread's memcpy would be slower than the copy engine.
+    constexpr size_t kPiece = size_t(1) << 20;
+    for (size_t done = 0; done < bytes;) {
+        Chunk& c = chunks_[next_];
+        next_ = (next_ + 1) % chunks_.size();
+        const size_t n = std::min(chunk_bytes_, bytes - done);
+        SMOE_CUDA_CHECK(cudaEventSynchronize(c.drained));  // its last copy out has finished
+        auto* staging = static_cast<char*>(c.host);
+        const int64_t pieces = int64_t((n + kPiece - 1) / kPiece);
+        parallel_for(pieces, ambient_threads(), [&](int64_t p) {
+            const size_t at = size_t(p) * kPiece;
+            std::memcpy(staging + at, src + done + at, std::min(kPiece, n - at));
+        });
+        SMOE_CUDA_CHECK(cudaMemcpyAsync(dst + done, staging, n, cudaMemcpyHostToDevice, stream_));
+        SMOE_CUDA_CHECK(cudaEventRecord(c.drained, stream_));
+        done += n;
+    }
+}
+
+void PinnedUploads::finish() {
+    if (stream_) SMOE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace steadymoe::cuda

@@ -1,0 +1,97 @@
+// Copies through the page-locked staging ring (pinned_uploads.hpp) land byte for byte where they were sent,
+// however their sizes meet the chunks and however often they wrap the ring, with the source overwritten
+// as soon as each copy returns; and the plain-copy fallback does the same. Skips (and says so) when no GPU
+// is visible.
+#include "steadymoe/kernels/cuda/runtime.hpp"
+
+#include "../src/kernels/cuda/pinned_uploads.hpp"
+#include "test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace steadymoe;
+
+namespace {
+
+struct Range {
+    size_t offset, bytes;
+};
+
+// Sends each range of `expected` (random bytes) through `uploads` from a host copy that is scribbled over
+// once the call returns, then reads the whole buffer back.
+void check_ranges(cuda::PinnedUploads& uploads, const std::vector<Range>& ranges, size_t total, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<uint8_t> expected(total);
+    for (auto& b : expected) b = uint8_t(rng());
+    cuda::DeviceBuffer device(total, "upload test buffer");
+    std::vector<uint8_t> zeros(total, 0);
+    device.upload(zeros.data(), total);
+    cuda::synchronize();
+    std::vector<uint8_t> written(total, 0);  // what the ranges cover
+    for (const Range& r : ranges) {
+        std::vector<uint8_t> source(expected.begin() + int64_t(r.offset), expected.begin() + int64_t(r.offset + r.bytes));
+        uploads.copy(device.as<uint8_t>() + r.offset, source.data(), r.bytes);
+        for (auto& b : source) b = uint8_t(~b);  // the source is the caller's again
+        for (size_t i = 0; i < r.bytes; ++i) written[r.offset + i] = 1;
+    }
+    uploads.finish();
+    std::vector<uint8_t> back(total);
+    device.download(back.data(), total);
+    cuda::synchronize();
+    for (size_t i = 0; i < total; ++i) {
+        const uint8_t want = written[i] ? expected[i] : 0;
+        ASSERT_EQ(back[i], want) << "byte " << i << " of " << total;
+    }
+}
+
+// Ranges that are empty, one byte at an odd place, just under, at and just over a chunk, and longer than the
+// whole ring (so it wraps within one copy), back to back and with gaps.
+std::vector<Range> ranges_for(size_t chunk, int chunks, size_t* total) {
+    const size_t ring = chunk * size_t(chunks);
+    const std::vector<size_t> sizes = {0, 1, chunk - 1, chunk, chunk + 1, 3, 2 * ring + chunk / 2 + 7, ring, 5};
+    std::vector<Range> ranges;
+    size_t at = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+        ranges.push_back({at, sizes[i]});
+        at += sizes[i] + (i % 2 ? 0 : 13);  // every other range leaves a gap after it
+    }
+    *total = at;
+    return ranges;
+}
+
+}  // namespace
+
+TEST(CudaPinnedUploads, StagedCopiesLandWhereTheyWereSent) {
+    SMOE_SKIP_WITHOUT_GPU();
+    for (const auto& [chunk, chunks] : std::vector<std::pair<size_t, int>>{{4096, 2}, {4096, 3}, {(size_t(1) << 20) + 4096, 4}}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk) + " x " + std::to_string(chunks));
+        cuda::PinnedUploads uploads(chunk, chunks);
+        ASSERT_TRUE(uploads.pinned()) << "no page-locked staging on this machine";
+        size_t total = 0;
+        const std::vector<Range> ranges = ranges_for(chunk, chunks, &total);
+        check_ranges(uploads, ranges, total, uint32_t(chunk + chunks));
+        check_ranges(uploads, ranges, total, uint32_t(chunk * 3 + 1));  // the same ring again, after finish()
+    }
+}
+
+TEST(CudaPinnedUploads, PlainCopiesLandWhereTheyWereSent) {
+    SMOE_SKIP_WITHOUT_GPU();
+    for (int chunks : {0, 1}) {  // a single chunk could not overlap, so it falls back too
+        cuda::PinnedUploads uploads(4096, chunks);
+        EXPECT_FALSE(uploads.pinned());
+        size_t total = 0;
+        const std::vector<Range> ranges = ranges_for(4096, 2, &total);
+        check_ranges(uploads, ranges, total, 7u + uint32_t(chunks));
+    }
+}
+
+TEST(CudaPinnedUploads, SmallTotalsCopyPlainly) {
+    SMOE_SKIP_WITHOUT_GPU();
+    EXPECT_FALSE(cuda::PinnedUploads::for_total(size_t(20) << 20).pinned());
+    EXPECT_TRUE(cuda::PinnedUploads::for_total(size_t(64) << 20).pinned());
+}
