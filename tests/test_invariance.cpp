@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -76,6 +77,33 @@ TEST(DemoInvariance, FirstBatchesOnSeveralThreadsAtOnceGiveTheDecodedLayersBits)
     for (std::thread& t : threads) t.join();
     for (int i = 0; i < kThreads; ++i)
         EXPECT_EQ(std::memcmp(got[size_t(i)].raw(), want[size_t(i)].raw(), want[size_t(i)].nbytes()), 0) << "batch " << i;
+}
+
+// decode_for decodes exactly the routed experts forward() would need for its input (none for a fully masked
+// one), and the forward after it gives a fully decoded layer's bytes.
+TEST(DemoInvariance, DecodeForDecodesTheBatchsExpertsAlone) {
+    const DemoModelShape s = small_demo();
+    const MoeLayer decoded(demo_config(s), demo_layer_weights(s, 1));
+    decoded.packed();
+    MoeInput in;
+    in.hidden = demo_hidden(s, 2, 9);
+    const MoeOutput want = decoded.forward(in);
+    std::vector<int64_t> reached;
+    for (int64_t i = 0; i < want.topk_ids.numel(); ++i) reached.push_back(want.topk_ids.data<int32_t>()[i]);
+    std::sort(reached.begin(), reached.end());
+    reached.erase(std::unique(reached.begin(), reached.end()), reached.end());
+    ASSERT_LT(reached.size(), size_t(s.experts)) << "the probe reaches every expert, so it tests nothing";
+
+    const MoeLayer fresh(demo_config(s), demo_layer_weights(s, 1));
+    MoeInput masked = in;
+    masked.mask = Tensor::zeros(DType::BOOL, {2});
+    fresh.decode_for(masked);
+    EXPECT_TRUE(fresh.decoded_experts().empty());
+    fresh.decode_for(in);
+    EXPECT_EQ(fresh.decoded_experts(), reached);
+    const MoeOutput got = fresh.forward(in);
+    EXPECT_EQ(fresh.decoded_experts(), reached);
+    EXPECT_EQ(std::memcmp(got.output.raw(), want.output.raw(), want.output.nbytes()), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, DemoInvariance,

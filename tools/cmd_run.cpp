@@ -112,13 +112,15 @@ int run_model(const RunOptions& o) {
     const std::string backend = resolve_backend(o.backend, !held, "expert parallelism runs on CPU ranks for now");
     progress.line(fmt::format("loading layer {} of {}", o.layer, o.model));
     const MoeLayer layer = MoeLayer::from_checkpoint(ckpt, o.layer, opts, held ? &*held : nullptr);
-    // The CPU kernels' decoded experts, made before the clock starts
-    if (backend != "cuda") layer.packed();
     progress.line(backend == "cuda" ? fmt::format("running {} tokens on the GPU", T)
                                     : fmt::format("running {} tokens on {} threads", T, opts.threads));
-    const double t0 = now_seconds();
+    double t0 = 0;
     MoeOutput out;
     try {
+        // The CPU kernels' decoded experts, made before the clock starts: an expert-parallel rank's every held
+        // expert (any token may reach it), else those this input's tokens route to.
+        if (backend != "cuda") held ? void(layer.packed()) : layer.decode_for(in);
+        t0 = now_seconds();
         std::optional<MoeOutput> spread = run_expert_parallel(layer, in, ep);
         out = spread ? std::move(*spread) : forward_on(backend, layer, in);
     } catch (const Error& e) {

@@ -182,6 +182,21 @@ const cpu::PackedLayer& MoeLayer::packed() const {
 
 const cpu::PackedWeight& MoeLayer::packed_router() const { return packing_->layer.router; }
 
+void MoeLayer::decode_for(const MoeInput& input) const {
+    BatchPlan plan = begin_batch(input);
+    if (plan.tokens == 0) return;
+    std::vector<float> logits(size_t(plan.tokens * config_.n_routed_experts));
+    router_logits(plan, logits.data());
+    route_batch(plan, logits.data());  // (decodes the jobs' experts)
+}
+
+std::vector<int64_t> MoeLayer::decoded_experts() const {
+    std::vector<int64_t> out;
+    for (int64_t e = 0; e < int64_t(weights_->experts.size()); ++e)
+        if (packing_->decoded[size_t(e)].load(std::memory_order_acquire)) out.push_back(e);
+    return out;
+}
+
 const cpu::PackedExpert& MoeLayer::packed_expert(int64_t e) const {
     SMOE_CHECK(e >= 0 && e < int64_t(weights_->experts.size()) && weights_->experts[size_t(e)].held(), InvalidArgument,
                "layer {}: routed expert {} is not one this layer holds", weights_->layer, e);
