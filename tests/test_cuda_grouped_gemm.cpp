@@ -11,7 +11,6 @@
 #include "../src/kernels/cuda/fp4_blocks.hpp"
 #include "../src/kernels/cuda/fp4_exact_tiles.hpp"
 #include "../src/kernels/cuda/grouped_gemm.hpp"
-#include "../src/kernels/cuda/row_gathers.hpp"
 #include "../src/kernels/cuda/tensor_map.hpp"
 #include "../src/kernels/cuda/weight_layouts.hpp"
 #include "test_util.hpp"
@@ -1082,17 +1081,15 @@ namespace {
 
 // A launch with more items than an H200 has CTAs at once (70 n-blocks of three row tiles: 105 pair items over
 // 66 clusters, so CTAs park an item while their epilogue warps drain the one before), eight bf16 stages an
-// item (K = 512: a CTA's second item refills every stage of its six, the one its first item is parked in too
-// where scatters park in a stage), and a last n-block of 72 features (the drains' lanes past N store
-// nothing), for the persistent-against-per-tile tests below: random bf16 rows and weights, routing weights
-// and destinations (in reverse).
+// item (K = 512: a CTA's second item refills every stage of its six), and a last n-block of 72 features (the
+// drains' lanes past N store nothing), for the persistent-against-per-tile tests below: random bf16 rows and
+// weights, routing weights and destinations (in reverse).
 struct ManyItems {
-    static constexpr int64_t K = 512, rows = ThreeTiles::kRows;
-    const int64_t N;  // 70 * 128 - 56 unless given
+    static constexpr int64_t N = 70 * 128 - 56, K = 512, rows = ThreeTiles::kRows;
     const ThreeTiles tiles;
     cuda::DeviceExpertGroup group;
     cuda::DeviceBuffer a_buf{size_t(rows * K) * 2, "a"}, w_buf{size_t(rows) * 4, "row weights"}, dest_buf{size_t(rows) * 8, "row destinations"};
-    explicit ManyItems(int64_t n = 70 * 128 - 56) : N(n) {
+    ManyItems() {
         std::mt19937 rng(43);
         std::normal_distribution<float> normal(0.0f, 1.0f);
         const auto one = [](int64_t) { return 1.0f; };
@@ -1149,8 +1146,8 @@ int64_t unwritten(const std::vector<uint8_t>& got, size_t size) {
 
 }  // namespace
 
-// The scatter into bf16 rows of persistent CTAs (parked as bf16 for epilogue warps, in the item's last stage
-// where STEADYMOE_PARK_IN_STAGE=1, or from the consumers' registers where STEADYMOE_PARKED_SCATTER=0) stores
+// The scatter into bf16 rows of persistent CTAs (parked as bf16 for epilogue warps, or from the consumers'
+// registers where STEADYMOE_PARKED_SCATTER=0) stores
 // the bits of one CTA per tile on ManyItems' launch, with the routing weights applied in the scatter and
 // before it.
 TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
@@ -1159,20 +1156,17 @@ TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
     const ManyItems m;
     const int64_t N = m.N;
     const bool parks = !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0") && !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1");
-    const bool in_stage = parks && cuda::env_equals("STEADYMOE_PARK_IN_STAGE", "1");
     for (bool weight_before_down : {false, true}) {
         SCOPED_TRACE(weight_before_down ? "weights applied before" : "weights applied in the scatter");
         std::vector<uint8_t> per_tile;
         for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent}) {
             const uint64_t parked_before = cuda::grouped_gemm_parked_scatter_launches();
-            const uint64_t in_stage_before = cuda::grouped_gemm_in_stage_scatter_launches();
             const std::vector<uint8_t> got = m.outputs(schedule, N, true, [&](cuda::GroupedGemmLaunch& g) {
                 g.epilogue = cuda::GemmEpilogue::Scatter, g.row_weight = m.w_buf.as<float>(), g.row_dest = m.dest_buf.as<int64_t>();
                 g.weight_before_down = weight_before_down;
             });
             const bool parked = parks && schedule == cuda::TiledSchedule::Persistent;
             EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - parked_before, parked ? 1u : 0u) << "parked: " << parked;
-            EXPECT_EQ(cuda::grouped_gemm_in_stage_scatter_launches() - in_stage_before, parked && in_stage ? 1u : 0u);
             if (per_tile.empty()) {
                 per_tile = got;
                 EXPECT_EQ(unwritten(got, 2), 0) << "a value not written";
@@ -1232,67 +1226,14 @@ TEST(CudaGroupedGemm, PersistentSwiGlusStoreWhatPerTileCtasStore) {
     }
 }
 
-// SwiGLU outputs quantised to e4m3 by their own launch (out_e4m3: the down GEMM's inputs) give the bytes of
-// quantising the outputs it stores with launch_gather_fp8, for both scale rules, on ManyItems' launch with
-// I = 11520 (90 groups of 128; 180 n-blocks: 270 pair items over at most 66 clusters, so a CTA takes four or
-// five, using both halves of its maxima and both phases of its barriers): by paired persistent CTAs in their
-// epilogue where they park their outputs (parks_swiglu: a pair's two items hold a group's two halves), else
-// by the quantiser after the launch.
-TEST(CudaGroupedGemm, SwiGluOutputsQuantisedByTheirLaunchGiveTheGatheredBytes) {
-    SMOE_SKIP_WITHOUT_GPU();
-    if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the tile list is the Hopper kernel's; this GPU runs the sm_80 kernel";
-    const ManyItems m(180 * 128);
-    const int64_t I = m.N / 2, groups = I / 128, rows = ManyItems::rows;
-    const bool paired = !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
-    const bool in_epilogue = paired && parks_swiglu(true);
-    cuda::DeviceBuffer codes_buf(size_t(2 * rows * I), "codes"), scales_buf(size_t(2 * rows * groups) * 4, "scales"),
-        mid_buf(size_t(rows * I) * 2, "SwiGLU outputs");
-    for (bool pow2 : {false, true})
-        for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::PerTile}) {
-            SCOPED_TRACE(std::string(pow2 ? "power-of-two scales" : "scales kept") + ", schedule " + std::to_string(int(schedule)));
-            ASSERT_EQ(cudaMemset(codes_buf.get(), 0xA5, codes_buf.bytes()), cudaSuccess);
-            ASSERT_EQ(cudaMemset(scales_buf.get(), 0xA5, scales_buf.bytes()), cudaSuccess);
-            auto swiglu = [&](cuda::GroupedGemmLaunch& g) {
-                g.epilogue = cuda::GemmEpilogue::SwiGlu, g.row_weight = m.w_buf.as<float>(), g.weight_before_down = true;
-                g.swiglu_limit = 4.0f;
-            };
-            const uint64_t before = cuda::grouped_gemm_e4m3_swiglu_launches();
-            (void)m.outputs(schedule, I, true, [&](cuda::GroupedGemmLaunch& g) {
-                swiglu(g);
-                g.out_e4m3 = codes_buf.as<uint8_t>(), g.out_e4m3_scale = scales_buf.as<float>(), g.e4m3_pow2 = pow2;
-                g.quant_rows = rows;
-            });
-            const bool fused = in_epilogue && schedule == cuda::TiledSchedule::Persistent;
-            EXPECT_EQ(cuda::grouped_gemm_e4m3_swiglu_launches() - before, fused ? 1u : 0u) << "in the epilogue: " << fused;
-            // The same launch's outputs, quantised by the gather
-            const std::vector<uint8_t> mid = m.outputs(schedule, I, true, swiglu);
-            mid_buf.upload(mid.data(), mid.size());
-            ASSERT_EQ(cuda::launch_gather_fp8(mid_buf.get(), true, I, nullptr, rows, nullptr, I, pow2, codes_buf.as<uint8_t>() + rows * I,
-                                              scales_buf.as<float>() + rows * groups, nullptr),
-                      cudaSuccess);
-            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            std::vector<uint8_t> codes(size_t(2 * rows * I)), scales(size_t(2 * rows * groups) * 4);
-            codes_buf.download(codes.data(), codes.size());
-            scales_buf.download(scales.data(), scales.size());
-            const auto [first, wrong] = first_difference(std::vector<uint8_t>(codes.begin(), codes.begin() + rows * I),
-                                                         std::vector<uint8_t>(codes.begin() + rows * I, codes.end()), 1);
-            EXPECT_EQ(wrong, 0) << "codes: first at row " << first / I << " output " << first % I;
-            const size_t half = scales.size() / 2;
-            EXPECT_EQ(std::memcmp(scales.data(), scales.data() + half, half), 0) << "scales differ";
-            EXPECT_GT(std::count_if(scales.begin(), scales.begin() + std::ptrdiff_t(half), [](uint8_t b) { return b != 0xA5; }),
-                      std::ptrdiff_t(half / 2))
-                << "scales not written";
-        }
-}
-
 // The SwiGLU and scatter epilogues storing bf16 (out_bf16: the layer's bf16 stage buffers) write the bf16 of
 // the values they store as f32 — which are rounded to bf16 already — for every row and feature, from the
 // consumers' registers (persistent CTAs: the scatter's own path), from shared memory (one CTA per tile) and
-// parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0, in the item's
-// last stage where STEADYMOE_PARK_IN_STAGE=1, SwiGLU's outputs as bf16 as parks_swiglu says); and
-// every schedule stores the bits of the first. FP8 weights (scaled) and bf16 ones with bf16 activations
-// (unscaled: persistent CTAs take 256 features an item where STEADYMOE_WIDE_CTAS=1, but for parked scatters
-// and parked SwiGLU outputs). The counts of parked launches are checked on the Hopper kernel only.
+// parked (epilogue warps; the persistent scatter's as bf16 unless STEADYMOE_PARKED_SCATTER=0, SwiGLU's
+// outputs as bf16 as parks_swiglu says); and every schedule stores the bits of the first. FP8 weights
+// (scaled) and bf16 ones with bf16 activations (unscaled: persistent CTAs take 256 features an item where
+// STEADYMOE_WIDE_CTAS=1, but for parked scatters and parked SwiGLU outputs). The counts of parked launches
+// are checked on the Hopper kernel only.
 TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
     SMOE_SKIP_WITHOUT_GPU();
     Problem fp8 = make_problem({-3.0f, -1.0f, -0.375f, 0.5f, 1.25f, 2.0f}, {-1.5f, -0.25f, 0.75f, 1.0f}, {0.5f, 1.0f, 2.0f}, 11);
@@ -1323,7 +1264,6 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                     };
                     const std::vector<float> f32 = run(*p, fp8_a, false, scaled, stage);
                     const uint64_t parked_before = cuda::grouped_gemm_parked_scatter_launches();
-                    const uint64_t in_stage_before = cuda::grouped_gemm_in_stage_scatter_launches();
                     const uint64_t swiglus_before = cuda::grouped_gemm_parked_swiglu_launches();
                     (void)run(*p, fp8_a, false, scaled, [&](cuda::GroupedGemmLaunch& g) {
                         stage(g);
@@ -1339,8 +1279,6 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                                                schedule != cuda::TiledSchedule::PerTile && (fp8_a || p->bf16);
                     if (cuda::grouped_gemm_tile_rows() == 128) {  // (the Hopper kernel's)
                         EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - parked_before, parked_scatter ? 1u : 0u);
-                        const bool in_stage = parked_scatter && cuda::env_equals("STEADYMOE_PARK_IN_STAGE", "1");
-                        EXPECT_EQ(cuda::grouped_gemm_in_stage_scatter_launches() - in_stage_before, in_stage ? 1u : 0u);
                         EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - swiglus_before, parked_swiglu ? 1u : 0u);
                     }
                     std::vector<uint16_t> bf16(size_t(kRows * width));

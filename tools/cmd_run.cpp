@@ -117,8 +117,8 @@ int run_model(const RunOptions& o) {
     double t0 = 0;
     MoeOutput out;
     try {
-        // The CPU kernels' decoded experts, made before the clock starts: an expert-parallel rank's every held
-        // expert (any token may reach it), else those this input's tokens route to.
+        // The CPU kernels' decoded experts, made before the clock starts: an expert-parallel rank's every
+        // held expert (any token may reach it), else those this input's tokens route to.
         if (backend != "cuda") held ? void(layer.packed()) : layer.decode_for(in);
         t0 = now_seconds();
         std::optional<MoeOutput> spread = run_expert_parallel(layer, in, ep);

@@ -268,13 +268,6 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     if (direct) g1.out_bf16 = b.a2.as<uint16_t>();
     else if (mid_bf16) g1.out_bf16 = b.mid.as<uint16_t>();
     else g1.out = b.mid.as<float>();
-    // e4m3 inputs of the down GEMM quantised by the gate/up launch (in its epilogue where it can, else right
-    // after it: the same bytes as the gather below), with STEADYMOE_SWIGLU_E4M3=1
-    const bool e4m3_swiglu = !direct && bf16 && down_form.fp8 && I % 128 == 0 && cuda::grouped_gemm_e4m3_swiglu();
-    if (e4m3_swiglu) {
-        g1.out_e4m3 = b.a2.as<uint8_t>(), g1.out_e4m3_scale = b.a2_scale.as<float>(), g1.e4m3_pow2 = down_form.mode == 2;
-        g1.quant_rows = r.max_rows, g1.quant_live = r.live_rows;
-    }
     g1.ldo = I;
     g1.row_weight = r.perm->weight;
     g1.swiglu_limit = r.swiglu_limit;
@@ -291,8 +284,8 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     if (r.gate_up_time) r.gate_up_time->end(s, capturing);
 
     cuda::GroupedGemmLaunch g2 =
-        direct || e4m3_swiglu ? input_launch(r, r.group->down, I, down_form, b.a2, b.a2_scale, s)
-                              : gathered_launch(r, r.group->down, b.mid.get(), mid_bf16, I, nullptr, down_form, b.a2, b.a2_scale, s);
+        direct ? input_launch(r, r.group->down, I, down_form, b.a2, b.a2_scale, s)
+               : gathered_launch(r, r.group->down, b.mid.get(), mid_bf16, I, nullptr, down_form, b.a2, b.a2_scale, s);
     g2.epilogue = cuda::GemmEpilogue::Scatter;
     if (contributions.bf16) g2.out_bf16 = static_cast<uint16_t*>(contributions.data);
     else g2.out = static_cast<float*>(contributions.data);

@@ -24,10 +24,6 @@ __device__ __forceinline__ void fence_init() { asm volatile("fence.mbarrier_init
 // spares the conversion per use.)
 __device__ __forceinline__ void arrive(uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); }
 __device__ __forceinline__ void arrive(uint64_t* bar) { arrive(shared_address(bar)); }
-// `count` arrivals at once.
-__device__ __forceinline__ void arrive(uint32_t bar, uint32_t count) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
 
 // One arrival that also announces `bytes` still to come from bulk copies completing on this barrier.
 __device__ __forceinline__ void arrive_expect_bytes(uint64_t* bar, uint32_t bytes) {
@@ -41,25 +37,21 @@ __device__ __forceinline__ void arrive_after_cp_async(uint64_t* bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(bar)) : "memory");
 }
 
-// Waits until the phase of the given parity has completed (kAcquireCluster: acquiring at cluster scope what
-// arrivals released there, wait_acquiring below).
-#define SMOE_TRY_WAIT_PARITY(SEMANTICS)                                        \
-    "{\n"                                                                      \
-    ".reg .pred p;\n"                                                          \
-    "mbarrier.try_wait.parity" SEMANTICS ".shared::cta.b64 p, [%1], %2;\n"    \
-    "selp.u32 %0, 1, 0, p;\n"                                                  \
-    "}\n"
-template <bool kAcquireCluster = false>
+// Waits until the phase of the given parity has completed.
 __device__ __forceinline__ void wait(uint32_t address, uint32_t parity) {
     uint32_t done = 0;
     do {
-        if constexpr (kAcquireCluster)
-            asm volatile(SMOE_TRY_WAIT_PARITY(".acquire.cluster") : "=r"(done) : "r"(address), "r"(parity) : "memory");
-        else
-            asm volatile(SMOE_TRY_WAIT_PARITY("") : "=r"(done) : "r"(address), "r"(parity) : "memory");
+        asm volatile(
+            "{\n"
+            ".reg .pred p;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n"
+            "}\n"
+            : "=r"(done)
+            : "r"(address), "r"(parity)
+            : "memory");
     } while (!done);
 }
-#undef SMOE_TRY_WAIT_PARITY
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) { wait(shared_address(bar), parity); }
 // Whether the phase of the given parity has completed, without waiting.
 __device__ __forceinline__ bool completed(uint32_t address, uint32_t parity) {
@@ -122,31 +114,6 @@ __device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-// `count` such arrivals at once (the epilogue warps hand back a stage that held parked values for the
-// consumer warps: release at CTA scope as above, once every value the warp read from the stage has gone into
-// a store).
-__device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank, uint32_t count) {
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0], %1;\n" ::"r"(remote), "r"(count) : "memory");
-}
-
-// Exchanges between the CTAs of a cluster through their shared memory: an arrival on the barrier at the same
-// place in CTA `rank` that releases this thread's earlier writes at cluster scope, a wait that acquires at
-// cluster scope what the arrivals released, and a load from the same place in CTA `rank`.
-__device__ __forceinline__ void arrive_in_releasing(uint32_t bar, uint32_t rank) {
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-__device__ __forceinline__ void wait_acquiring(uint32_t address, uint32_t parity) { wait<true>(address, parity); }
-__device__ __forceinline__ float load_in(uint32_t address, uint32_t rank) {
-    uint32_t remote;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(address), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
-    return v;
 }
 
 // tensor_copy_2d into the same place of the shared memory of every CTA in `ctas` (a bit per rank), each

@@ -7,7 +7,6 @@
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_stage.cuh"
-#include "row_gathers.hpp"
 
 namespace steadymoe::cuda {
 
@@ -186,14 +185,7 @@ FewCtaShape grouped_gemm_few_cta_shape(WeightCode code, bool a_fp8) {
 uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 uint64_t grouped_gemm_quad_launches() { return hopper_quad_launches(); }
 uint64_t grouped_gemm_parked_scatter_launches() { return hopper_parked_scatters(); }
-uint64_t grouped_gemm_in_stage_scatter_launches() { return hopper_in_stage_scatters(); }
 uint64_t grouped_gemm_parked_swiglu_launches() { return hopper_parked_swiglus(); }
-uint64_t grouped_gemm_e4m3_swiglu_launches() { return hopper_e4m3_swiglus(); }
-
-bool grouped_gemm_e4m3_swiglu() {
-    static const bool on = env_equals("STEADYMOE_SWIGLU_E4M3", "1");
-    return on;
-}
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {
     static const bool enabled = !env_equals("STEADYMOE_FP8_TENSOR_CORES", "0");
@@ -241,16 +233,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.fp4_block_exact && !g.fp4_e4m3_order) return cudaErrorInvalidValue;  // (only e4m3 order has that layout)
     if (g.out_bf16 && (g.epilogue == GemmEpilogue::Store || !g.round_bf16)) return cudaErrorInvalidValue;
     if (g.a_index && !grouped_gemm_reads_indexed_rows(g)) return cudaErrorInvalidValue;
-    if (g.out_e4m3 && (g.epilogue != GemmEpilogue::SwiGlu || !g.round_bf16 || (!g.out && !g.out_bf16) || !g.out_e4m3_scale ||
-                       (g.n / 2) % 128 != 0 || g.ldo != g.n / 2 || g.quant_rows <= 0))
-        return cudaErrorInvalidValue;
-    bool quantised = false;
-    const cudaError_t err = hopper_gemm_available() ? launch_grouped_gemm_sm90(g, &quantised) : launch_portable(g);
-    if (err != cudaSuccess || !g.out_e4m3 || quantised) return err;
-    // The outputs quantised from where the launch stored them (the bytes its epilogue would give).
-    const void* outputs = g.out_bf16 ? static_cast<const void*>(g.out_bf16) : g.out;
-    return launch_gather_fp8(outputs, g.out_bf16 != nullptr, g.ldo, nullptr, g.quant_rows, g.quant_live, g.n / 2, g.e4m3_pow2,
-                             g.out_e4m3, g.out_e4m3_scale, g.stream);
+    return hopper_gemm_available() ? launch_grouped_gemm_sm90(g) : launch_portable(g);
 }
 
 bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& g) {

@@ -150,19 +150,6 @@ struct GroupedGemmLaunch {
     float swiglu_limit = 0.0f;          // <= 0: none
     bool weight_before_down = false;
     bool round_bf16 = false;            // round stage outputs to bf16 (the activation dtype)
-    // SwiGlu with round_bf16, N / 2 a multiple of 128 (ldo): the outputs quantised to e4m3 codes per 128 here
-    // and their scales at out_e4m3_scale ([rows][N / 256]; powers of two where e4m3_pow2), the bytes that
-    // launch_gather_fp8 (row_gathers.hpp) gives from the outputs of the first quant_rows rows, as many as
-    // *quant_live where set, which must be the rows the tiles hold (as a layer's permutation makes them): the
-    // down GEMM's e4m3 inputs. Persistent CTAs paired in clusters that park their SwiGLU outputs (bf16 rows
-    // meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path with =1) quantise the tiles' rows in
-    // their epilogue, and store nothing at out / out_bf16; other launches store the outputs there as usual
-    // (scratch, then) and quantise those rows from there after.
-    uint8_t* out_e4m3 = nullptr;
-    float* out_e4m3_scale = nullptr;
-    bool e4m3_pow2 = false;
-    int64_t quant_rows = 0;
-    const int32_t* quant_live = nullptr;
 
     cudaStream_t stream = nullptr;
 };
@@ -210,17 +197,9 @@ uint64_t grouped_gemm_quad_launches();
 // Launches so far whose persistent scatter into bf16 rows parked its results as bf16 for epilogue warps (the
 // default; STEADYMOE_PARKED_SCATTER=0 keeps the register epilogue; the same bits either way).
 uint64_t grouped_gemm_parked_scatter_launches();
-// Those of them that parked their values in the item's last stage (STEADYMOE_PARK_IN_STAGE=1).
-uint64_t grouped_gemm_in_stage_scatter_launches();
 // Launches so far whose persistent SwiGLU epilogue parked its outputs as bf16 for epilogue warps (bf16 rows
 // meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path with =1; the same bits either way).
 uint64_t grouped_gemm_parked_swiglu_launches();
-// Launches so far whose epilogue quantised its SwiGLU outputs to e4m3 itself (out_e4m3 on paired CTAs that
-// park them; the same bytes either way).
-uint64_t grouped_gemm_e4m3_swiglu_launches();
-// Whether layers ask their gate/up launches for the down GEMM's e4m3 inputs (out_e4m3):
-// STEADYMOE_SWIGLU_E4M3=1 (else they quantise the SwiGLU outputs by a gather of their own; the same bytes).
-bool grouped_gemm_e4m3_swiglu();
 
 // Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 and FP4 weights
 // on a Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores

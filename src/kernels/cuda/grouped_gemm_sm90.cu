@@ -54,10 +54,8 @@ using namespace sm90;
 // longer wait for every epilogue.
 // kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the epilogue
 // warps take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter): the bf16
-// values the scatter stores, which the epilogue warps copy to their destinations. ScatterBf16InStage
-// (park_in_stage): those values in the item's last stage, which the epilogue warps hand back to the producers
-// once they have copied them. SwiGluBf16 (SwiGLU rounded to bf16: parked_swiglu): the consumers' SwiGLU
-// outputs, which the epilogue warps store (or quantise to e4m3, with the pair's other CTA: out_e4m3).
+// values the scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU rounded
+// to bf16: parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store.
 // kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
 // one m64n256 MMA a k step over two n-tiles' weight tiles.
 // Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
@@ -92,13 +90,10 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                   "wide CTAs: unscaled bf16, persistent, epilogues from registers");
     static_assert(!kQuad || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide>), "clusters of four: persistent, weights in one run");
     static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
-    constexpr bool kParkInStage = kForm == ParkedForm::ScatterBf16InStage;
-    constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16 || kParkInStage, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
+    constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
     constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     constexpr bool kWiden = kWidens<kCode, kFp8A>;
-    static_assert(!kParkInStage || (!kQuad && kPlainStages<kCode, kScaled, kFp8A>),
-                  "parked in a stage: bf16 rows meeting bf16 weights or e4m3 rows meeting FP8 weights, pairs at most");
     constexpr int kARowBytes = a_row_bytes(kFp8A);
     constexpr int kRows = Cta<kWG>::kRows, kConsumers = Cta<kWG>::kConsumers, kConsumerWarps = Cta<kWG>::kConsumerWarps;
     using L = StageLayout<kCode, kFp8A, kWG, kWide>;
@@ -154,10 +149,6 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // once every epilogue warp is done with them (the block may take the next item's).
     uint64_t* parked = empty + kS;
     uint64_t* drained = parked + 1;
-    // Parked SwiGLU outputs quantised by a pair of CTAs: the half-group maxima and the other CTA's barriers
-    // (quantise_parked_swiglu).
-    [[maybe_unused]] float* maxima = reinterpret_cast<float*>(reinterpret_cast<char*>(parked_block) + kSwiGluMaxima);
-    [[maybe_unused]] uint64_t* peers = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + kSwiGluPeerBarriers);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kS; ++s) {
@@ -168,8 +159,6 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             barrier::init(parked, kConsumerWarps);
             barrier::init(drained, kEpilogueWarps);
         }
-        if constexpr (kParkSwiGlu)  // (the other CTA's epilogue warps arrive on them)
-            for (int p = 0; p < 2; ++p) barrier::init(peers + p, kEpilogueWarps);
         barrier::fence_init();
     }
     if constexpr (kPersistent) {
@@ -201,41 +190,17 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         if (warp_id > kConsumerWarps) {  // an epilogue warp: each item's, in turn, once its results are parked
             const int e = warp_id - kConsumerWarps - 1;
             uint32_t phase = 0;
-            [[maybe_unused]] int start = 0;  // (kParkInStage) the stage of the item's first block
-            [[maybe_unused]] uint32_t items_done = 0;
             for (int w = first; w < items; w += step, phase ^= 1) {
                 const Tile t = w == first ? t0 : item_tile(w);
                 barrier::wait(barrier::shared_address(parked), phase);
-                if constexpr (kParkInStage) {
-                    // Parked in the item's last stage, which goes back to the producers (this CTA's, and the
-                    // other's that copies rows into it) once copied out: this warp's share of the consumer
-                    // warps' arrivals there, after its reads.
-                    const int ktiles = t.ktiles / L::kSub, held = (start + ktiles - 1) % kS;
-                    start = (start + ktiles) % kS;
-                    drain_parked_scatter<kParkLdInStage>(g, t, reinterpret_cast<const uint16_t*>(smem + held * kStageBytes), e, lane);
-                    __syncwarp();
-                    if (lane == 0) {
-                        constexpr uint32_t kShare = kConsumerWarps / kEpilogueWarps;
-                        const uint32_t share = kShare + (e < kConsumerWarps % kEpilogueWarps ? 1 : 0);
-                        barrier::arrive(empty_at + 8 * held, share);
-                        if (rank >= 0) barrier::arrive_in(empty_at + 8 * held, uint32_t(rank ^ 1), share);
-                        barrier::arrive(drained);
-                    }
-                } else {
-                    if constexpr (kParkBf16) {
-                        drain_parked_scatter<kParkLd16>(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                    } else if constexpr (kParkSwiGlu) {
-                        const auto* park = reinterpret_cast<const uint16_t*>(parked_block);
-                        if (g.out_e4m3)  // (only where the CTAs are paired: launch_typed)
-                            quantise_parked_swiglu(g, t, park, e, lane, rank, maxima, barrier::shared_address(peers), items_done);
-                        else
-                            drain_parked_swiglu(g, t, park, e, lane);
-                    } else
-                        drain_parked(g, t, parked_block, e, lane);
-                    __syncwarp();
-                    if (lane == 0) barrier::arrive(drained);
-                }
-                ++items_done;
+                if constexpr (kParkBf16)
+                    drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
+                else if constexpr (kParkSwiGlu)
+                    drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
+                else
+                    drain_parked(g, t, parked_block, e, lane);
+                __syncwarp();
+                if (lane == 0) barrier::arrive(drained);
             }
             if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
             return;
@@ -387,7 +352,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                         fold_block<kFp8A>(total, acc, scales);
                     }
                     if (L::kSub == 1) release(last);
-                    if (!kParkInStage || kt + 1 < ktiles) release(s);  // (parked in it: held)
+                    release(s);
                 }
             } else {
                 if (live) wgmma_wait<1>();
@@ -401,14 +366,11 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             fence_operands(acc);
         }
         if constexpr (kPersistent) {
-            // the item's last stage: its MMAs are done (parked in it: held until the epilogue warps are done)
-            if (!kScaled && !kParkInStage && ktiles > 0) release(last);
+            if (!kScaled && ktiles > 0) release(last);  // the item's last stage: its MMAs are done
             if (w + step >= items) allow_next_kernel();
             if constexpr (kParked) {
                 // The block is free once the epilogue warps are done with the item before.
                 if (parked_items > 0) barrier::wait(barrier::shared_address(drained), (parked_items - 1) & 1);
-                // Parked in the item's last stage: once both warpgroups' MMAs have read it.
-                if constexpr (kParkInStage) barrier::sync_threads(1, kConsumers);
                 if (live) {
                     const int row = wg * 64 + warp * 16 + (lane >> 2);
                     // (the totals of scaled launches, else the sums: parked CTAs take 128 features)
@@ -416,13 +378,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                         if constexpr (kScaled) return total;
                         else return acc;
                     }();
-                    if constexpr (kParkInStage) {
-                        uint16_t* park = reinterpret_cast<uint16_t*>(smem + last * kStageBytes);
-                        park_scatter_bf16<kParkLdInStage>(park, result, row, lane, row_weights, !g.weight_before_down);
-                        fence_async_shared();  // (the stage's next copies come through the async proxy)
-                    } else if constexpr (kParkBf16) {
-                        park_scatter_bf16<kParkLd16>(reinterpret_cast<uint16_t*>(parked_block), result, row, lane, row_weights,
-                                                     !g.weight_before_down);
+                    if constexpr (kParkBf16) {
+                        park_scatter_bf16(reinterpret_cast<uint16_t*>(parked_block), result, row, lane, row_weights,
+                                          !g.weight_before_down);
                     } else if constexpr (kParkSwiGlu) {
                         park_swiglu_bf16(reinterpret_cast<uint16_t*>(parked_block), result, row, lane, row_weights, g);
                     } else {
@@ -519,8 +477,7 @@ bool quad_ctas() {
     return on;
 }
 
-std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, in_stage_scatters{0}, parked_swiglus{0},
-    e4m3_swiglus{0};
+std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, parked_swiglus{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -557,14 +514,12 @@ constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false,
           bool kWide = false, ParkedForm kForm = ParkedForm::F32Results>
-cudaError_t launch_typed(const GroupedGemmLaunch& g, bool* quantised = nullptr) {
+cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kForm>;
-    // (no clusters of four with parked SwiGLU outputs or scatters parked in a stage: a kernel fewer to build,
-    // for a pairing not measured)
-    constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16 &&
-                            kForm != ParkedForm::ScatterBf16InStage;
+    // (no clusters of four with parked SwiGLU outputs: a kernel fewer to build, for a pairing not measured)
+    constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16;
     // (where !kQuads, a kernel the other launches build, never launched)
     constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads,
                                                           kQuads ? kForm : ParkedForm::F32Results>;
@@ -596,25 +551,16 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g, bool* quantised = nullptr) 
     config.gridDim = grid, config.blockDim = dim3(kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(unsigned(cluster))};
     config.attrs = attributes, config.numAttrs = cluster > 0 ? 2 : 1;
-    // SwiGLU outputs quantised to e4m3 in the epilogue by pairs of CTAs whose outputs are parked
-    // (quantise_parked_swiglu), where the launch asks for it (out_e4m3); else launch_grouped_gemm quantises
-    // them after, from where the kernel stored them (the same bytes; out_e4m3 taken off the kernel's launch).
-    const bool quantise = kForm == ParkedForm::SwiGluBf16 && g.out_e4m3 && cluster == 2;
-    GroupedGemmLaunch kernel_launch = g;
-    if (!quantise) kernel_launch.out_e4m3 = nullptr;
-    const cudaError_t launched = cluster == 4 ? cudaLaunchKernelEx(&config, quad_kernel, kernel_launch, rows_map, by_map, true)
-                                              : cudaLaunchKernelEx(&config, kernel, kernel_launch, rows_map, by_map, cluster == 2);
+    const cudaError_t launched = cluster == 4 ? cudaLaunchKernelEx(&config, quad_kernel, g, rows_map, by_map, true)
+                                              : cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, cluster == 2);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     const bool ran = launched == cudaSuccess && last == cudaSuccess;
     auto count = [&](std::atomic<uint64_t>& launches, bool counted) {
         if (ran && counted) launches.fetch_add(1, std::memory_order_relaxed);
     };
     count(cluster == 4 ? quad_launches : paired_launches, cluster > 0);
-    count(parked_scatters, kForm == ParkedForm::ScatterBf16 || kForm == ParkedForm::ScatterBf16InStage);
-    count(in_stage_scatters, kForm == ParkedForm::ScatterBf16InStage);
+    count(parked_scatters, kForm == ParkedForm::ScatterBf16);
     count(parked_swiglus, kForm == ParkedForm::SwiGluBf16);
-    count(e4m3_swiglus, quantise);
-    if (quantised) *quantised = ran && quantise;
     return launched != cudaSuccess ? launched : last;
 }
 
@@ -649,28 +595,12 @@ bool parked_scatter(const GroupedGemmLaunch& g) {
     return !off && g.epilogue == GemmEpilogue::Scatter && g.out_bf16 && aligned && !g.few_rows;
 }
 
-// The paths whose parked scatters may take the item's last stage (park_in_stage): bf16 rows meeting bf16
-// weights, e4m3 rows meeting FP8 weights (stages that hold 128 rows of 132 bf16 values; converted FP4 keeps
-// six stages beside its parked block already).
-template <WeightCode kCode, bool kScaled, bool kFp8A>
-constexpr bool kParkInStagePath = kPlainStages<kCode, kScaled, kFp8A>;
-
-// Whether a parked scatter (parked_scatter) parks its values in the item's last stage rather than a block of
-// its own (the kernel's ScatterBf16InStage form: six stages in place of five, the same bits): with
-// STEADYMOE_PARK_IN_STAGE=1, on kParkInStagePath, where an item has a stage to hold (K of 128 or more: the
-// expert groups' always are). Off unless asked: on an H100, deepseek-v3's down GEMM took 10-12% more time so
-// and qwen3's 26% more at 16384 tokens (bench/results/2026-12-05-cuda-measured-switches.md).
-bool park_in_stage(const GroupedGemmLaunch& g) {
-    static const bool on = env_equals("STEADYMOE_PARK_IN_STAGE", "1");
-    return on && g.k / g.k_splits >= 128;
-}
-
 // Whether a persistent SwiGLU launch (the experts' gate/up GEMMs) parks its SwiGLU outputs (the kernel's
 // SwiGluBf16 form: the consumers run SwiGLU as the register epilogue does, the same bits), where the launch
 // rounds them to bf16 (so that 16 bits hold each), outside few-row launches, on the paths of
 // kParkScatterPath, before epilogues parked as f32 (parked_epilogues) or the Parked schedule. The parked
 // block leaves every stage (six of bf16 or e4m3 rows, where f32 results leave four) and the epilogue warps
-// only store (or, paired, quantise: out_e4m3). By default for bf16 rows meeting bf16 weights, whose register
+// only store. By default for bf16 rows meeting bf16 weights, whose register
 // epilogue held up the next item's MMAs: on an H100, qwen3's routed gate/up took 1498.4 and 1499.1 µs against
 // 1719.9 and 1723.1 at 16384 tokens (routed experts x0.92), x0.96 at 1024; e4m3 rows meeting FP8 weights
 // (deepseek-v3, whose gate/up parks f32 results) took 10-12% more time so
@@ -721,21 +651,18 @@ TiledSchedule schedule_from_environment() {
 // the scatter was slow in the persistent epilogue; with the scatter from registers, persistent CTAs took
 // qwen3's at 16384 tokens 913.4 against 1152.3 µs (bench/results/2026-12-04-cuda-combine-and-schedule.md).
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
-cudaError_t launch_tiled(const GroupedGemmLaunch& g, bool* quantised) {
+cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
         schedule = kScaled || g.epilogue != GemmEpilogue::Store ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
     if constexpr (kParkScatterPath<kCode, kScaled, kFp8A>)
         if ((schedule == TiledSchedule::Persistent || schedule == TiledSchedule::Parked) && parked_swiglu(g))
-            return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::SwiGluBf16>(g, quantised);
+            return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::SwiGluBf16>(g);
     if (schedule == TiledSchedule::Parked || (schedule == TiledSchedule::Persistent && parked_epilogues(g)))
         return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true>(g);
     if constexpr (kParkScatterPath<kCode, kScaled, kFp8A>)
-        if (schedule == TiledSchedule::Persistent && parked_scatter(g)) {
-            if constexpr (kParkInStagePath<kCode, kScaled, kFp8A>)
-                if (park_in_stage(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::ScatterBf16InStage>(g);
+        if (schedule == TiledSchedule::Persistent && parked_scatter(g))
             return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, true, false, ParkedForm::ScatterBf16>(g);
-        }
     if constexpr (kCode == WeightCode::Bf16 && !kScaled && !kFp8A)
         if (schedule == TiledSchedule::Persistent && wide_ctas(g)) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true, false, true>(g);
     if (schedule == TiledSchedule::Persistent) return launch_typed<kCode, kScaled, kFp8A, 2, 1, true>(g);
@@ -807,9 +734,7 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_scatters() { return parked_scatters.load(std::memory_order_relaxed); }
-uint64_t hopper_in_stage_scatters() { return in_stage_scatters.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_swiglus() { return parked_swiglus.load(std::memory_order_relaxed); }
-uint64_t hopper_e4m3_swiglus() { return e4m3_swiglus.load(std::memory_order_relaxed); }
 
 int hopper_few_row_ctas_per_sm() {
     constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;
@@ -834,23 +759,22 @@ bool hopper_fp4_exact_tiled() {
     return on;
 }
 
-cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g, bool* quantised) {
-    *quantised = false;
+cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
     if (hopper_decode(g)) return launch_decode_sm90(g);
     const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
         if (!g.a_scale) return cudaErrorInvalidValue;
         if (g.code == WeightCode::Fp4 && g.fp4_block_exact && !g.few_rows && !half && hopper_fp4_exact_tiled())
-            return launch_tiled<WeightCode::Fp4, true, true>(g, quantised);
+            return launch_tiled<WeightCode::Fp4, true, true>(g);
         if (g.code != WeightCode::Fp8) return cudaErrorInvalidValue;
-        return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g, quantised);
+        return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g);
     }
     if (half && g.code == WeightCode::Bf16)
         return g.scaled ? half_launch<WeightCode::Bf16, true>(g) : half_launch<WeightCode::Bf16, false>(g);
     switch (g.code) {
-    case WeightCode::Bf16: return g.scaled ? launch_tiled<WeightCode::Bf16, true>(g, quantised) : launch_tiled<WeightCode::Bf16, false>(g, quantised);
-    case WeightCode::Fp8: return launch_tiled<WeightCode::Fp8, true>(g, quantised);
-    case WeightCode::Fp4: return g.scaled ? launch_tiled<WeightCode::Fp4, true>(g, quantised) : launch_tiled<WeightCode::Fp4, false>(g, quantised);
+    case WeightCode::Bf16: return g.scaled ? launch_tiled<WeightCode::Bf16, true>(g) : launch_tiled<WeightCode::Bf16, false>(g);
+    case WeightCode::Fp8: return launch_tiled<WeightCode::Fp8, true>(g);
+    case WeightCode::Fp4: return g.scaled ? launch_tiled<WeightCode::Fp4, true>(g) : launch_tiled<WeightCode::Fp4, false>(g);
     }
     return cudaErrorInvalidValue;
 }

@@ -13,8 +13,7 @@ inline constexpr int kHopperTileRows = 128;
 // variable STEADYMOE_GEMM_KERNEL=mma forces the sm_80 kernel instead (to test it on a Hopper).
 bool hopper_gemm_available();
 
-// *quantised says whether the launch quantised its SwiGLU outputs to out_e4m3 itself (else its caller does).
-cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& launch, bool* quantised);
+cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& launch);
 
 // The kernels for launches whose tiles hold few rows (few_rows: a decode batch), each with the same
 // arithmetic per row as the tiled kernel: STEADYMOE_FEW_ROW_KERNELS=0 in the environment keeps every
@@ -33,13 +32,9 @@ uint64_t hopper_paired_launches();
 uint64_t hopper_quad_launches();
 // Launches so far whose scatter epilogues were parked as bf16 (unless STEADYMOE_PARKED_SCATTER=0).
 uint64_t hopper_parked_scatters();
-// Those of them that parked in the item's last stage (STEADYMOE_PARK_IN_STAGE=1).
-uint64_t hopper_in_stage_scatters();
 // Launches so far that parked their SwiGLU outputs as bf16 (bf16 rows meeting bf16 weights unless
 // STEADYMOE_PARKED_SWIGLU=0; every path with =1).
 uint64_t hopper_parked_swiglus();
-// Those of them that quantised their outputs to e4m3 too (out_e4m3).
-uint64_t hopper_e4m3_swiglus();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);
 // Whether block-exact FP4 weights meeting e4m3 activations take the tiled kernel in launches other than

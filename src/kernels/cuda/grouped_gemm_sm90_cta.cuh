@@ -90,31 +90,18 @@ constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
 // Parked SwiGLU outputs (ParkedForm::SwiGluBf16; the experts' gate/up GEMMs where the activations are bf16):
 // the consumers run each gate/up pair through SwiGLU as the register epilogue does, and park the 64 outputs
 // of a row, which the rounding to the activations' bf16 leaves exact in 16 bits (NaNs too: round_act clears
-// their low half); the epilogue warps only store each row (or quantise it). 128 x 64 take 18 KB: six stages
+// their low half); the epilogue warps only store each row. 128 x 64 take 18 KB: six stages
 // of bf16 or e4m3 rows, as many as without a parked block, where f32 results leave four. Rows are padded by
 // eight values, as above.
 constexpr int kParkLdSwiGlu = kTileN / 2 + 8;
-// After the outputs, for SwiGLU outputs quantised to e4m3 by a pair of CTAs (quantise_parked_swiglu): each
-// row's largest magnitude of this CTA's half of its 128-output group, for two items in turn, and two barriers
-// on which the other CTA's epilogue warps say that theirs are there.
-constexpr int kSwiGluMaxima = kHopperTileRows * kParkLdSwiGlu * 2;
-constexpr int kSwiGluPeerBarriers = kSwiGluMaxima + 2 * kHopperTileRows * 4;
-constexpr int kParkBytesSwiGlu = kSwiGluPeerBarriers + 2 * 8;
-// Parked scatters in the item's last stage (ScatterBf16InStage; bf16 or e4m3 rows): the consumers hold on to
-// the stage their item's last MMAs read and park its bf16 scatter values there, and the epilogue warps hand
-// the stage back once they have copied them out. No block of its own: six stages where ScatterBf16's leaves
-// five, one of them held while an item drains. A stage of bf16 or e4m3 rows holds 128 rows of 132 values
-// (their stores meet two-way bank conflicts: a row is 66 words, and a store's eight rows lie two banks
-// apart).
-constexpr int kParkLdInStage = kTileN + 4;
-// What a parked epilogue leaves in shared memory: the f32 results, the bf16 values a scatter stores (in a
-// block of their own, or in the item's last stage), or the bf16 outputs of SwiGLU.
-enum class ParkedForm { F32Results, ScatterBf16, ScatterBf16InStage, SwiGluBf16 };
+constexpr int kParkBytesSwiGlu = kHopperTileRows * kParkLdSwiGlu * 2;
+// What a parked epilogue leaves in shared memory: the f32 results, the bf16 values a scatter stores, or the
+// bf16 outputs of SwiGLU.
+enum class ParkedForm { F32Results, ScatterBf16, SwiGluBf16 };
 template <ParkedForm kForm>
-constexpr int kParkBytesOf = kForm == ParkedForm::ScatterBf16          ? kParkBytes16
-                             : kForm == ParkedForm::ScatterBf16InStage ? 0
-                             : kForm == ParkedForm::SwiGluBf16         ? kParkBytesSwiGlu
-                                                                       : kParkBytes;
+constexpr int kParkBytesOf = kForm == ParkedForm::ScatterBf16  ? kParkBytes16
+                             : kForm == ParkedForm::SwiGluBf16 ? kParkBytesSwiGlu
+                                                               : kParkBytes;
 constexpr int kEpilogueWarps = 3;
 constexpr int kSmemPerCta = 227 * 1024;  // the most shared memory a Hopper CTA may have
 template <WeightCode kCode, bool kFp8A, ParkedForm kForm = ParkedForm::F32Results>
@@ -129,12 +116,6 @@ static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16> == kS
               kParkedStages<WeightCode::Bf16, false, ParkedForm::SwiGluBf16> == kStages<WeightCode::Bf16, false, 2, 1> &&
               kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16> == kStages<WeightCode::Fp4, true, 2, 1>,
               "parked SwiGLU outputs leave every stage");
-static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16InStage> == kStages<WeightCode::Fp8, true, 2, 1> &&
-                  kParkedStages<WeightCode::Bf16, false, ParkedForm::ScatterBf16InStage> == kStages<WeightCode::Bf16, false, 2, 1>,
-              "scatters parked in a stage leave every stage");
-static_assert(kHopperTileRows * kParkLdInStage * 2 <= StageLayout<WeightCode::Fp8, true, 2>::kBytes &&
-                  kHopperTileRows * kParkLdInStage * 2 <= StageLayout<WeightCode::Bf16, false, 2>::kBytes,
-              "a stage of bf16 or e4m3 rows holds an item's parked scatter values");
 
 
 // What a CTA of a cluster copies for the others (persistent CTAs; see grouped_gemm_sm90.cu): half of each
@@ -395,8 +376,7 @@ __device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const T
 }
 
 // A consumer thread's 2 x 64 results (as park_results) through the scatter's arithmetic (scattered_bf16x2,
-// with its rows' routing weights `w`) into the parked bf16 block, as [row][feature], rows kLd values apart.
-template <int kLd>
+// with its rows' routing weights `w`) into the parked bf16 block, as [row][feature].
 __device__ __forceinline__ void park_scatter_bf16(uint16_t* park, const float (&v)[64], int row, int lane, const float (&w)[2],
                                                   bool weighted) {
     const int q2 = 2 * (lane & 3);
@@ -404,15 +384,14 @@ __device__ __forceinline__ void park_scatter_bf16(uint16_t* park, const float (&
     for (int j = 0; j < 16; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-            *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kLd + 8 * j + q2) =
+            *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kParkLd16 + 8 * j + q2) =
                 scattered_bf16x2(v[4 * j + 2 * h], v[4 * j + 2 * h + 1], w[h], weighted);
 }
 
 // Epilogue warp `e` copies rows e, e + kEpilogueWarps, ... of the parked bf16 block of item tile `t` to their
 // destination rows: each lane reads one row's destination, 32 rows at a time, then a row's 128 values take
 // the lanes four each, 8-byte stores (parked_scatter checks that N is a multiple of 4 and the rows 8-byte
-// aligned, so a lane's four are all in range or all past it). Rows kLd values apart.
-template <int kLd>
+// aligned, so a lane's four are all in range or all past it).
 __device__ __forceinline__ void drain_parked_scatter(const GroupedGemmLaunch& g, const Tile& t, const uint16_t* park, int e, int lane) {
     const int col = 4 * lane;
     const bool in_range = t.n0 + col < g.n;
@@ -423,7 +402,7 @@ __device__ __forceinline__ void drain_parked_scatter(const GroupedGemmLaunch& g,
 #pragma unroll 4
         for (int i = 0; i < count; ++i) {
             const int64_t dest = __shfl_sync(0xffffffffu, my_dest, i);
-            const uint2 v = *reinterpret_cast<const uint2*>(park + (base + kEpilogueWarps * i) * kLd + col);
+            const uint2 v = *reinterpret_cast<const uint2*>(park + (base + kEpilogueWarps * i) * kParkLd16 + col);
             if (in_range) *reinterpret_cast<uint2*>(g.out_bf16 + dest * g.ldo + t.n0 + col) = v;
         }
     }
@@ -445,44 +424,6 @@ __device__ __forceinline__ void park_swiglu_bf16(uint16_t* park, const float (&v
             const float b = swiglu_stage(v[8 * f + 2 * h + 1], v[8 * f + 4 + 2 * h + 1], g.swiglu_limit, g.weight_before_down, w[h], true);
             *reinterpret_cast<uint32_t*>(park + (row + 8 * h) * kParkLdSwiGlu + 8 * f + q2) = __byte_perm(f32_bits(a), f32_bits(b), 0x7632);
         }
-}
-
-// Epilogue warp `e` quantises rows e, e + kEpilogueWarps, ... of the parked SwiGLU outputs of item tile `t`
-// to e4m3 codes (out_e4m3) with the other CTA of its pair, whose item holds the other 64 outputs of the same
-// 128 (n-blocks 2p and 2p + 1): the bytes of launch_gather_fp8 on the outputs (quantise_rows_kernel: a
-// group's largest magnitude by fmaxf from 0, exact in any order; its scale; each value over it). Each CTA's
-// warps write their rows' half-group maxima (`maxima`, the item's half of two: n counts the CTA's items),
-// arrive on the other CTA's barrier at `peers` (releasing them at cluster scope; the other CTA overwrites
-// this half two items on, after it has waited for this CTA's arrival on the next item, made after these
-// reads), wait for the other CTA's three, and read its maxima of the same rows. The CTA of rank 0 stores the
-// scales.
-__device__ __forceinline__ void quantise_parked_swiglu(const GroupedGemmLaunch& g, const Tile& t, const uint16_t* park, int e, int lane,
-                                                       int rank, float* maxima, uint32_t peers, uint32_t n) {
-    // (width a multiple of 128: every item's 64 outputs are in range)
-    const int64_t width = g.n / 2, j = t.n0 / 2 + 2 * lane;
-    float* mine = maxima + (n & 1) * kHopperTileRows;
-    auto values = [&](int row) { return bf16x2_to_f32x2(*reinterpret_cast<const uint32_t*>(park + row * kParkLdSwiGlu + 2 * lane)); };
-    for (int row = e; row < t.rows; row += kEpilogueWarps) {
-        const float2 x = values(row);
-        float amax = fmaxf(fmaxf(0.0f, abs_f32(x.x)), abs_f32(x.y));
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-        if (lane == 0) mine[row] = amax;
-    }
-    __syncwarp();
-    const uint32_t peer = peers + 8 * (n & 1);
-    if (lane == 0) barrier::arrive_in_releasing(peer, uint32_t(rank ^ 1));
-    barrier::wait_acquiring(peer, (n >> 1) & 1);
-    for (int row = e; row < t.rows; row += kEpilogueWarps) {
-        const float2 x = values(row);
-        const float amax = fmaxf(mine[row], barrier::load_in(smem_u32(mine + row), uint32_t(rank ^ 1)));
-        const float s = e4m3_group_scale(amax, g.e4m3_pow2);
-        const float inv = g.e4m3_pow2 ? 1.0f / s : 0.0f;  // (a power of two's reciprocal is exact)
-        const uint32_t codes = g.e4m3_pow2 ? f32x4_to_e4m3x4(x.x * inv, x.y * inv, 0.0f, 0.0f) : f32x4_to_e4m3x4(x.x / s, x.y / s, 0.0f, 0.0f);
-        const int64_t r = t.row0 + row;
-        *reinterpret_cast<uint16_t*>(g.out_e4m3 + r * width + j) = uint16_t(codes);
-        if (rank == 0 && lane == 0) g.out_e4m3_scale[r * (width / 128) + t.n0 / 256] = s;
-    }
 }
 
 // Epilogue warp `e` stores rows e, e + kEpilogueWarps, ... of the parked SwiGLU outputs of item tile `t`: a
