@@ -733,6 +733,58 @@ TEST(QuantizeCheckpoint, Qwen3ToFp8) {
     EXPECT_EQ(files, (std::set<std::string>{"config.json", "model.safetensors"}));
 }
 
+// Expert matrices are converted several at a time: any thread count writes the same files, byte for byte.
+TEST(QuantizeCheckpoint, ThreadCountsWriteTheSameFiles) {
+    const fs::path dir = scratch_dir("quantize_threads");
+    std::vector<std::string> bytes;
+    for (const int threads : {1, 3, 0}) {
+        const fs::path out = dir / ("out" + std::to_string(threads));
+        QuantizeOptions o = options(QuantTarget::Mxfp4);
+        o.threads = threads;
+        (void)convert(qwen3(), out, o);
+        bytes.push_back(test::read_file(out / "model.safetensors") + test::read_file(out / "config.json"));
+    }
+    EXPECT_EQ(bytes[1], bytes[0]) << "3 threads";
+    EXPECT_EQ(bytes[2], bytes[0]) << "every thread";
+}
+
+// Where several expert matrices are damaged, the error names the first in the file's order whatever the
+// thread count, and nothing is written.
+TEST(QuantizeCheckpoint, TheFirstDamagedMatrixIsNamedOnAnyThreadCount) {
+    const fs::path dir = scratch_dir("quantize_damaged"), in = dir / "in";
+    fs::create_directories(in);
+    fs::copy_file(qwen3() / "config.json", in / "config.json");
+    const SafetensorsFile src = SafetensorsFile::open(qwen3() / "model.safetensors");
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    std::vector<std::string> experts;
+    for (const TensorInfo& t : src.tensors()) {
+        Tensor v = src.get(t.name);
+        if (is_routed_expert_weight(t.name)) {
+            experts.push_back(t.name);
+            if (experts.size() == 3 || experts.size() == 4) {  // two damaged side by side, one value each
+                Tensor bad = v.to_f32();
+                bad.mutable_data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+                v = std::move(bad);
+            }
+        }
+        tensors.emplace_back(t.name, std::move(v));
+    }
+    ASSERT_GE(experts.size(), 4u);
+    write_safetensors(in / "model.safetensors", tensors);
+    for (const int threads : {1, 2, 8}) {
+        const fs::path out = dir / ("out" + std::to_string(threads));
+        QuantizeOptions o = options(QuantTarget::Fp8);
+        o.threads = threads;
+        try {
+            quantize_checkpoint(in, out, o);
+            ADD_FAILURE() << "a damaged checkpoint converted on " << threads << " threads";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(experts[2]), std::string::npos) << threads << " threads: " << e.what();
+        }
+        EXPECT_FALSE(fs::exists(out / "model.safetensors")) << threads << " threads";
+    }
+}
+
 TEST(QuantizeCheckpoint, Qwen3ToFp8WithUe8m0Scales) {
     const fs::path out = scratch_dir("quantize_qwen3_fp8_ue8m0") / "out";
     const QuantizeOptions o = options(QuantTarget::Fp8, E8M0Rounding::Up, true);

@@ -21,6 +21,7 @@ struct QuantizeCliOptions {
     std::string out;
     std::string scale_rounding = "up";
     bool fp8_ue8m0 = false;
+    int threads = 0;
 };
 
 QuantTarget parse_target(const std::string& to) {
@@ -37,6 +38,8 @@ int quantize(const QuantizeCliOptions& o) {
                "--scale-rounding: '{}' is not one of up, down", o.scale_rounding);
     opts.rounding = o.scale_rounding == "up" ? E8M0Rounding::Up : E8M0Rounding::Down;
     opts.fp8_ue8m0 = o.fp8_ue8m0;
+    SMOE_CHECK(o.threads >= 0, InvalidArgument, "--threads must be 0 (all) or positive, not {}", o.threads);
+    opts.threads = o.threads;
     SMOE_CHECK(!o.fp8_ue8m0 || opts.target == QuantTarget::Fp8, InvalidArgument,
                "--fp8-ue8m0 applies only to --to fp8");
     SMOE_CHECK(o.scale_rounding == "up" || opts.target == QuantTarget::Mxfp4, InvalidArgument,
@@ -81,6 +84,10 @@ Command add_quantize_command(CLI::App& parent) {
                     "MXFP4 E8M0 scale exponent: up (never clips) or down (the OCP MX rule)")
         ->capture_default_str();
     app->add_flag("--fp8-ue8m0", o->fp8_ue8m0, "FP8: power-of-two F8_E8M0 block scales instead of F32");
+    app->add_option("--threads", o->threads,
+                    "Expert matrices converted at once (0: every hardware thread, or OMP_NUM_THREADS); the same "
+                    "bytes for any count")
+        ->capture_default_str();
     return {app, [o] { return quantize(*o); }};
 }
 

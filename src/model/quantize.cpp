@@ -6,6 +6,7 @@
 
 #include "steadymoe/core/files.hpp"
 #include "steadymoe/core/numeric.hpp"
+#include "steadymoe/core/parallel.hpp"
 #include "steadymoe/model/checkpoint.hpp"
 
 #include <nlohmann/json.hpp>
@@ -618,19 +619,34 @@ void quantize_checkpoint(const fs::path& in_dir, const fs::path& out_dir, const 
     uint64_t total_size = 0;
     size_t done = 0;
 
+    // Tensors are converted a batch at a time, each on one thread, and kept in the shard's order: the same
+    // file for any thread count. A batch bounds the float copies of matrices held at once (one per thread).
+    const int threads = options.threads > 0 ? options.threads : ambient_threads();
+    const size_t batch = size_t(threads);
     for (const std::string& shard_name : shards) {
         const SafetensorsFile shard = SafetensorsFile::open(in_dir / shard_name);
         const std::string out_name = sharded ? shard_name : kSingleFile;
+        std::vector<const TensorInfo*> kept;
+        for (const TensorInfo& info : shard.tensors())
+            if (!plan.consumed.count(info.name)) kept.push_back(&info);
         // Converted matrices are owned; copied tensors are views of the input mapping.
         std::vector<std::pair<std::string, Tensor>> out;
-        for (const TensorInfo& info : shard.tensors()) {
-            if (plan.consumed.count(info.name)) continue;
-            const auto expert = plan.experts.find(info.name);
-            if (expert != plan.experts.end())
-                convert_expert(ckpt, expert->second, options, out);
-            else
-                out.emplace_back(info.name, shard.get(info.name));
-            if (options.progress) options.progress(++done, plan.total, info.name);
+        for (size_t first = 0; first < kept.size(); first += batch) {
+            const size_t count = std::min(batch, kept.size() - first);
+            std::vector<std::vector<std::pair<std::string, Tensor>>> parts(count);
+            // (parallel_for passes on the first failing tensor's error, in the shard's order)
+            parallel_for(int64_t(count), threads, [&](int64_t j) {
+                const TensorInfo& info = *kept[first + size_t(j)];
+                const auto expert = plan.experts.find(info.name);
+                if (expert != plan.experts.end())
+                    convert_expert(ckpt, expert->second, options, parts[size_t(j)]);
+                else
+                    parts[size_t(j)].emplace_back(info.name, shard.get(info.name));
+            });
+            for (size_t j = 0; j < count; ++j) {
+                for (auto& t : parts[j]) out.push_back(std::move(t));
+                if (options.progress) options.progress(++done, plan.total, kept[first + j]->name);
+            }
         }
         align_by_element_size(out);
         for (const auto& [name, t] : out) {

@@ -31,12 +31,16 @@ struct QuantizeOptions {
     QuantTarget target = QuantTarget::Fp8;
     E8M0Rounding rounding = E8M0Rounding::Up;  // for Mxfp4 (and ue8m0 Fp8 is always Up)
     bool fp8_ue8m0 = false;                    // Fp8: E8M0 scales instead of F32
+    // Expert matrices converted at once, each on one thread (the same bytes for any count); 0: as many as
+    // a parallel region started here would have (OMP_NUM_THREADS where set, else every hardware thread).
+    int threads = 0;
     // Called after each tensor is written: (done, total, tensor name).
     std::function<void(size_t, size_t, const std::string&)> progress;
 };
 
 // Converts every routed-expert matrix of every MoE layer of the checkpoint in `in_dir` (stored in any
-// format: quantised inputs are dequantised exactly first) and writes a complete checkpoint to `out_dir`: other tensors copied unchanged, config.json
+// format: quantised inputs are dequantised exactly first; several matrices at once, options.threads) and
+// writes a complete checkpoint to `out_dir`: other tensors copied unchanged, config.json
 // with quantization_config / expert format updated. Files are written to temporary names and
 // renamed, so an interrupted run leaves no partial file under a final name.
 void quantize_checkpoint(const std::filesystem::path& in_dir, const std::filesystem::path& out_dir,
