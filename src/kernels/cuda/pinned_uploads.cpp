@@ -1,6 +1,7 @@
 #include "pinned_uploads.hpp"
 
 #include "check.hpp"
+#include "env_switch.hpp"
 #include "steadymoe/core/parallel.hpp"
 
 #include <algorithm>
@@ -37,7 +38,8 @@ PinnedUploads::PinnedUploads(size_t chunk_bytes, int chunks) : chunk_bytes_(chun
 
 PinnedUploads PinnedUploads::for_total(size_t total_bytes) {
     constexpr size_t kChunk = size_t(16) << 20;
-    return PinnedUploads(kChunk, total_bytes >= 2 * kChunk ? 4 : 0);
+    static const bool plain = env_equals("STEADYMOE_PINNED_UPLOADS", "0");  // to compare
+    return PinnedUploads(kChunk, total_bytes >= 2 * kChunk && !plain ? 4 : 0);
 }
 
 PinnedUploads::~PinnedUploads() { release(); }

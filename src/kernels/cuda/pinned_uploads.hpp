@@ -18,7 +18,8 @@ public:
     // or where page-locked memory cannot be had, every copy is a plain synchronous one.
     PinnedUploads(size_t chunk_bytes, int chunks);
     // The ring for copies of `total_bytes` in all: four chunks of 16 MB, or plain copies where the total is
-    // under two chunks (page-locking costs more than it saves there).
+    // under two chunks (page-locking costs more than it saves there) or STEADYMOE_PINNED_UPLOADS=0 (to
+    // compare).
     static PinnedUploads for_total(size_t total_bytes);
     ~PinnedUploads();  // waits for the copies in flight; reports no error (finish() does)
     PinnedUploads(const PinnedUploads&) = delete;
