@@ -1147,9 +1147,8 @@ int64_t unwritten(const std::vector<uint8_t>& got, size_t size) {
 }  // namespace
 
 // The scatter into bf16 rows of persistent CTAs (parked as bf16 for epilogue warps, or from the consumers'
-// registers where STEADYMOE_PARKED_SCATTER=0) stores
-// the bits of one CTA per tile on ManyItems' launch, with the routing weights applied in the scatter and
-// before it.
+// registers where STEADYMOE_PARKED_SCATTER=0) stores the bits of one CTA per tile on ManyItems' launch, with
+// the routing weights applied in the scatter and before it.
 TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
     SMOE_SKIP_WITHOUT_GPU();
     if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";

@@ -80,30 +80,39 @@ TEST(DemoInvariance, FirstBatchesOnSeveralThreadsAtOnceGiveTheDecodedLayersBits)
 }
 
 // decode_for decodes exactly the routed experts forward() would need for its input (none for a fully masked
-// one), and the forward after it gives a fully decoded layer's bytes.
+// one), on the hash-routed layer and the scored one, with a token masked; and the forward after it gives a
+// fully decoded layer's bytes, decoding nothing more.
 TEST(DemoInvariance, DecodeForDecodesTheBatchsExpertsAlone) {
     const DemoModelShape s = small_demo();
-    const MoeLayer decoded(demo_config(s), demo_layer_weights(s, 1));
-    decoded.packed();
-    MoeInput in;
-    in.hidden = demo_hidden(s, 2, 9);
-    const MoeOutput want = decoded.forward(in);
-    std::vector<int64_t> reached;
-    for (int64_t i = 0; i < want.topk_ids.numel(); ++i) reached.push_back(want.topk_ids.data<int32_t>()[i]);
-    std::sort(reached.begin(), reached.end());
-    reached.erase(std::unique(reached.begin(), reached.end()), reached.end());
-    ASSERT_LT(reached.size(), size_t(s.experts)) << "the probe reaches every expert, so it tests nothing";
+    for (const int layer : {0, 1}) {
+        SCOPED_TRACE("layer " + std::to_string(layer));
+        const MoeLayer decoded(demo_config(s), demo_layer_weights(s, layer));
+        decoded.packed();
+        MoeInput in;
+        in.hidden = demo_hidden(s, 3, 9);
+        if (decoded.is_hash_layer()) in.token_ids = demo_token_ids(s, 3, 9);
+        in.mask = Tensor::zeros(DType::BOOL, {3});
+        in.mask.mutable_data<uint8_t>()[0] = in.mask.mutable_data<uint8_t>()[2] = 1;  // token 1 masked
+        const MoeOutput want = decoded.forward(in);
+        std::vector<int64_t> reached;
+        for (int64_t i = 0; i < want.topk_ids.numel(); ++i)
+            if (const int32_t e = want.topk_ids.data<int32_t>()[i]; e >= 0) reached.push_back(e);
+        std::sort(reached.begin(), reached.end());
+        reached.erase(std::unique(reached.begin(), reached.end()), reached.end());
+        ASSERT_FALSE(reached.empty());
+        ASSERT_LT(reached.size(), size_t(s.experts)) << "the probe reaches every expert, so it tests nothing";
 
-    const MoeLayer fresh(demo_config(s), demo_layer_weights(s, 1));
-    MoeInput masked = in;
-    masked.mask = Tensor::zeros(DType::BOOL, {2});
-    fresh.decode_for(masked);
-    EXPECT_TRUE(fresh.decoded_experts().empty());
-    fresh.decode_for(in);
-    EXPECT_EQ(fresh.decoded_experts(), reached);
-    const MoeOutput got = fresh.forward(in);
-    EXPECT_EQ(fresh.decoded_experts(), reached);
-    EXPECT_EQ(std::memcmp(got.output.raw(), want.output.raw(), want.output.nbytes()), 0);
+        const MoeLayer fresh(demo_config(s), demo_layer_weights(s, layer));
+        MoeInput masked = in;
+        masked.mask = Tensor::zeros(DType::BOOL, {3});
+        fresh.decode_for(masked);
+        EXPECT_TRUE(fresh.decoded_experts().empty());
+        fresh.decode_for(in);
+        EXPECT_EQ(fresh.decoded_experts(), reached);
+        const MoeOutput got = fresh.forward(in);
+        EXPECT_EQ(fresh.decoded_experts(), reached);
+        EXPECT_EQ(std::memcmp(got.output.raw(), want.output.raw(), want.output.nbytes()), 0);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, DemoInvariance,

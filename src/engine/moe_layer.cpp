@@ -183,6 +183,9 @@ const cpu::PackedLayer& MoeLayer::packed() const {
 const cpu::PackedWeight& MoeLayer::packed_router() const { return packing_->layer.router; }
 
 void MoeLayer::decode_for(const MoeInput& input) const {
+    SMOE_CHECK(!weights_->partial, Unsupported,
+               "layer {} holds only some of its experts (an expert-parallel share); packed() decodes what it holds",
+               weights_->layer);
     BatchPlan plan = begin_batch(input);
     if (plan.tokens == 0) return;
     std::vector<float> logits(size_t(plan.tokens * config_.n_routed_experts));

@@ -119,11 +119,12 @@ public:
     const cpu::PackedWeight& packed_router() const;
     const cpu::PackedExpert& packed_expert(int64_t e) const;
     const cpu::PackedExpert& packed_shared() const;
-    // Decodes what forward(input) would: routes the input (checking it as forward does) and decodes the
-    // experts its tokens reach, so that a caller timing forward(input) times no decoding and holds no more
-    // decoded experts than the batch needs (a deepseek-v3 token: 8 of 256).
+    // Decodes what forward(input) would: routes the input (checking it, and refusing a partial layer, as
+    // forward does) and decodes the experts its tokens reach, the shared expert too where a token is real, so
+    // that a caller timing forward(input) times no decoding and holds no more decoded experts than the batch
+    // needs (a deepseek-v3 token: 8 of 256).
     void decode_for(const MoeInput& input) const;
-    // The routed experts decoded so far, in ascending order.
+    // The routed experts decoded so far, in ascending order (the shared expert is not listed).
     std::vector<int64_t> decoded_experts() const;
 
 private:

@@ -600,12 +600,11 @@ bool parked_scatter(const GroupedGemmLaunch& g) {
 // rounds them to bf16 (so that 16 bits hold each), outside few-row launches, on the paths of
 // kParkScatterPath, before epilogues parked as f32 (parked_epilogues) or the Parked schedule. The parked
 // block leaves every stage (six of bf16 or e4m3 rows, where f32 results leave four) and the epilogue warps
-// only store. By default for bf16 rows meeting bf16 weights, whose register
-// epilogue held up the next item's MMAs: on an H100, qwen3's routed gate/up took 1498.4 and 1499.1 µs against
-// 1719.9 and 1723.1 at 16384 tokens (routed experts x0.92), x0.96 at 1024; e4m3 rows meeting FP8 weights
-// (deepseek-v3, whose gate/up parks f32 results) took 10-12% more time so
-// (bench/results/2026-12-05-cuda-measured-switches.md). STEADYMOE_PARKED_SWIGLU=1 parks them on every path
-// that has the form, =0 on none.
+// only store. By default for bf16 rows meeting bf16 weights, whose register epilogue held up the next item's
+// MMAs: on an H100, qwen3's routed gate/up took 1498.4 and 1499.1 µs against 1719.9 and 1723.1 at 16384
+// tokens (routed experts x0.92), x0.96 at 1024; e4m3 rows meeting FP8 weights (deepseek-v3, whose gate/up
+// parks f32 results) took 10-12% more time so (bench/results/2026-12-05-cuda-measured-switches.md).
+// STEADYMOE_PARKED_SWIGLU=1 parks them on every path that has the form, =0 on none.
 bool parked_swiglu(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_PARKED_SWIGLU", "1"), off = env_equals("STEADYMOE_PARKED_SWIGLU", "0");
     const bool bf16 = g.code == WeightCode::Bf16 && !g.scaled && g.a_fp8 == nullptr;

@@ -90,9 +90,9 @@ constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
 // Parked SwiGLU outputs (ParkedForm::SwiGluBf16; the experts' gate/up GEMMs where the activations are bf16):
 // the consumers run each gate/up pair through SwiGLU as the register epilogue does, and park the 64 outputs
 // of a row, which the rounding to the activations' bf16 leaves exact in 16 bits (NaNs too: round_act clears
-// their low half); the epilogue warps only store each row. 128 x 64 take 18 KB: six stages
-// of bf16 or e4m3 rows, as many as without a parked block, where f32 results leave four. Rows are padded by
-// eight values, as above.
+// their low half); the epilogue warps only store each row. 128 x 64 take 18 KB: six stages of bf16 or e4m3
+// rows, as many as without a parked block, where f32 results leave four. Rows are padded by eight values, as
+// above.
 constexpr int kParkLdSwiGlu = kTileN / 2 + 8;
 constexpr int kParkBytesSwiGlu = kHopperTileRows * kParkLdSwiGlu * 2;
 // What a parked epilogue leaves in shared memory: the f32 results, the bf16 values a scatter stores, or the

@@ -11,9 +11,9 @@
 namespace steadymoe::cuda {
 
 PinnedUploads::PinnedUploads(size_t chunk_bytes, int chunks) : chunk_bytes_(chunk_bytes) {
-    if (chunks <= 0 || chunk_bytes == 0) return;
+    if (chunks < 2 || chunk_bytes == 0) return;
     // Without page-locked memory (a locked-memory limit, say) the copies still work, only slower: so a failed
-    // allocation here falls back rather than refusing the upload.
+    // allocation here falls back rather than refusing the upload. (Only this call's own error is cleared.)
     if (cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) {
         cudaGetLastError();
         stream_ = nullptr;
@@ -38,22 +38,32 @@ PinnedUploads::PinnedUploads(size_t chunk_bytes, int chunks) : chunk_bytes_(chun
 
 PinnedUploads PinnedUploads::for_total(size_t total_bytes) {
     constexpr size_t kChunk = size_t(16) << 20;
-    static const bool plain = env_equals("STEADYMOE_PINNED_UPLOADS", "0");  // to compare
+    static const bool plain = env_equals("STEADYMOE_PINNED_UPLOADS", "0"), small = env_equals("STEADYMOE_PINNED_UPLOADS", "test");
+    if (small) return PinnedUploads(4096, 4);
     return PinnedUploads(kChunk, total_bytes >= 2 * kChunk && !plain ? 4 : 0);
 }
 
 PinnedUploads::~PinnedUploads() { release(); }
 
 void PinnedUploads::release() noexcept {
-    if (stream_) cudaStreamSynchronize(stream_);
+    bool failed = stream_ && cudaStreamSynchronize(stream_) != cudaSuccess;
     for (Chunk& c : chunks_) {
-        cudaEventDestroy(c.drained);
-        cudaFreeHost(c.host);
+        failed |= cudaEventDestroy(c.drained) != cudaSuccess;
+        failed |= cudaFreeHost(c.host) != cudaSuccess;
     }
     chunks_.clear();
-    if (stream_) cudaStreamDestroy(stream_);
+    failed |= stream_ && cudaStreamDestroy(stream_) != cudaSuccess;
     stream_ = nullptr;
-    cudaGetLastError();  // an error here was reported by finish() or is the caller's to find
+    // An error here was reported by finish() or is the caller's to find; only a non-sticky one of these
+    // calls' own is cleared, so that nothing pending from before is lost.
+    if (failed) cudaGetLastError();
+}
+
+void PinnedUploads::next_chunk() {
+    SMOE_CUDA_CHECK(cudaEventRecord(chunks_[current_].drained, stream_));
+    current_ = (current_ + 1) % chunks_.size();
+    SMOE_CUDA_CHECK(cudaEventSynchronize(chunks_[current_].drained));  // its last copy out has finished
+    used_ = 0;
 }
 
 void PinnedUploads::copy(void* device, const void* host, size_t bytes) {
@@ -66,24 +76,27 @@ void PinnedUploads::copy(void* device, const void* host, size_t bytes) {
     // Pieces of 1 MB per thread: a single thread's memcpy would be slower than the copy engine.
     constexpr size_t kPiece = size_t(1) << 20;
     for (size_t done = 0; done < bytes;) {
-        Chunk& c = chunks_[next_];
-        next_ = (next_ + 1) % chunks_.size();
-        const size_t n = std::min(chunk_bytes_, bytes - done);
-        SMOE_CUDA_CHECK(cudaEventSynchronize(c.drained));  // its last copy out has finished
-        auto* staging = static_cast<char*>(c.host);
+        if (used_ == chunk_bytes_) next_chunk();
+        char* staging = static_cast<char*>(chunks_[current_].host) + used_;
+        const size_t n = std::min(chunk_bytes_ - used_, bytes - done);
         const int64_t pieces = int64_t((n + kPiece - 1) / kPiece);
-        parallel_for(pieces, ambient_threads(), [&](int64_t p) {
-            const size_t at = size_t(p) * kPiece;
-            std::memcpy(staging + at, src + done + at, std::min(kPiece, n - at));
-        });
+        if (pieces == 1) {
+            std::memcpy(staging, src + done, n);
+        } else {
+            parallel_for(pieces, ambient_threads(), [&](int64_t p) {
+                const size_t at = size_t(p) * kPiece;
+                std::memcpy(staging + at, src + done + at, std::min(kPiece, n - at));
+            });
+        }
         SMOE_CUDA_CHECK(cudaMemcpyAsync(dst + done, staging, n, cudaMemcpyHostToDevice, stream_));
-        SMOE_CUDA_CHECK(cudaEventRecord(c.drained, stream_));
-        done += n;
+        used_ += n, done += n;
     }
 }
 
 void PinnedUploads::finish() {
-    if (stream_) SMOE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    // (A plain copy from pageable memory may return before its last bytes land: the null stream is waited
+    // for then.)
+    SMOE_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 }  // namespace steadymoe::cuda
