@@ -48,7 +48,7 @@ def key_mangled(name):
     kernel = kernel_of(name)
     if not kernel:
         return None
-    return kernel, tuple(re.findall(r"L(?:NS\d_10WeightCodeE|b|i)(\d+)E", name.split(kernel, 1)[1]))
+    return kernel, tuple(re.findall(r"L(?:NS\d_10WeightCodeE|NS\d_4sm9010ParkedFormE|b|i)(\d+)E", name.split(kernel, 1)[1]))
 
 
 def opcode(instruction):

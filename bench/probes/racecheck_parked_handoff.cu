@@ -1,0 +1,59 @@
+// Probe: does compute-sanitizer's racecheck report the parked epilogues' hand-off — consumer warps storing
+// an item's values into a shared block (STS), each warp's lane 0 arriving on a `parked` mbarrier after
+// __syncwarp, epilogue warps waiting on it and loading the values (LDS), then arriving on `drained`, which the
+// consumers wait on before storing the next item's — as a race? (racecheck reported STS / LDS hazards in the
+// grouped GEMM's parked scatter and parked SwiGLU kernels, whose outputs match per-tile CTAs bit for bit:
+// bench/results/2026-12-05-cuda-uploads-and-removals.md.) Not part of the build; on a Hopper, from the
+// repository root:
+//   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I include -o probe bench/probes/racecheck_parked_handoff.cu
+//   compute-sanitizer --tool racecheck ./probe
+// It also checks every value the epilogue warps read, so a hand-off that did race would show as wrong sums.
+#include <cstdio>
+#include <cstdint>
+#include "../../src/kernels/cuda/async_barrier.cuh"
+using namespace steadymoe::cuda;
+
+constexpr int kConsumerWarps = 4, kEpilogueWarps = 2, kItems = 16;
+
+__global__ void probe(int* wrong) {
+#if defined(__CUDA_ARCH__)
+    __shared__ int block[kConsumerWarps * 32];
+    __shared__ __align__(8) uint64_t parked, drained;
+    if (threadIdx.x == 0) {
+        barrier::init(&parked, kConsumerWarps), barrier::init(&drained, kEpilogueWarps);
+        barrier::fence_init();
+    }
+    __syncthreads();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    if (warp < kConsumerWarps) {  // consumers: park item w once the epilogue warps are done with item w - 1
+        for (int w = 0; w < kItems; ++w) {
+            if (w > 0) barrier::wait(&drained, uint32_t((w - 1) & 1));
+            block[threadIdx.x] = w * 1000 + int(threadIdx.x);
+            __syncwarp();
+            if (lane == 0) barrier::arrive(&parked);
+        }
+        return;
+    }
+    const int e = warp - kConsumerWarps;  // an epilogue warp: its share of every parked item
+    int bad = 0;
+    for (int w = 0; w < kItems; ++w) {
+        barrier::wait(&parked, uint32_t(w & 1));
+        for (int i = e * 32 + lane; i < kConsumerWarps * 32; i += kEpilogueWarps * 32) bad += block[i] != w * 1000 + i;
+        __syncwarp();
+        if (lane == 0) barrier::arrive(&drained);
+    }
+    atomicAdd(wrong, bad);
+#endif
+}
+
+int main() {
+    int* wrong;
+    cudaMalloc(&wrong, 4);
+    cudaMemset(wrong, 0, 4);
+    probe<<<1, 32 * (kConsumerWarps + kEpilogueWarps)>>>(wrong);
+    const cudaError_t e = cudaDeviceSynchronize();
+    int host = -1;
+    cudaMemcpy(&host, wrong, 4, cudaMemcpyDeviceToHost);
+    std::printf("probe: %s, %d values read wrong\n", cudaGetErrorString(e), host);
+    return e == cudaSuccess && host == 0 ? 0 : 1;
+}
