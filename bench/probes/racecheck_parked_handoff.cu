@@ -3,22 +3,32 @@
 // __syncwarp, epilogue warps waiting on it and loading the values (LDS), then arriving on `drained`, which the
 // consumers wait on before storing the next item's — as a race? (racecheck reported STS / LDS hazards in the
 // grouped GEMM's parked scatter and parked SwiGLU kernels, whose outputs match per-tile CTAs bit for bit:
-// bench/results/2026-12-05-cuda-uploads-and-removals.md.) Not part of the build; on a Hopper, from the
-// repository root:
+// bench/results/2026-12-05-cuda-uploads-and-removals.md.) And the same hand-off through named barriers
+// (bar.arrive by the side that hands over, bar.sync by the side that waits), which racecheck may follow. Not
+// part of the build; on a Hopper, from the repository root:
 //   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I include -o probe bench/probes/racecheck_parked_handoff.cu
-//   compute-sanitizer --tool racecheck ./probe
-// It also checks every value the epilogue warps read, so a hand-off that did race would show as wrong sums.
+//   compute-sanitizer --tool racecheck ./probe mbarrier
+//   compute-sanitizer --tool racecheck ./probe named
+// Each run also checks every value the epilogue warps read, so a hand-off that did race would show as wrong
+// values.
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
 #include "../../src/kernels/cuda/async_barrier.cuh"
 using namespace steadymoe::cuda;
 
 constexpr int kConsumerWarps = 4, kEpilogueWarps = 2, kItems = 16;
+constexpr int kHandOff = 32 * (kConsumerWarps + kEpilogueWarps);  // threads meeting at a named barrier
 
+__device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kHandOff) : "memory"); }
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(kHandOff) : "memory"); }
+
+template <bool kNamed>
 __global__ void probe(int* wrong) {
 #if defined(__CUDA_ARCH__)
     __shared__ int block[kConsumerWarps * 32];
     __shared__ __align__(8) uint64_t parked, drained;
+    constexpr int kParked = 1, kDrained = 2;  // (named barrier ids; 0 is __syncthreads')
     if (threadIdx.x == 0) {
         barrier::init(&parked, kConsumerWarps), barrier::init(&drained, kEpilogueWarps);
         barrier::fence_init();
@@ -27,33 +37,47 @@ __global__ void probe(int* wrong) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     if (warp < kConsumerWarps) {  // consumers: park item w once the epilogue warps are done with item w - 1
         for (int w = 0; w < kItems; ++w) {
-            if (w > 0) barrier::wait(&drained, uint32_t((w - 1) & 1));
+            if (w > 0) {
+                if constexpr (kNamed) named_sync(kDrained);
+                else barrier::wait(&drained, uint32_t((w - 1) & 1));
+            }
             block[threadIdx.x] = w * 1000 + int(threadIdx.x);
-            __syncwarp();
-            if (lane == 0) barrier::arrive(&parked);
+            if constexpr (kNamed) {
+                named_arrive(kParked);
+            } else {
+                __syncwarp();
+                if (lane == 0) barrier::arrive(&parked);
+            }
         }
         return;
     }
     const int e = warp - kConsumerWarps;  // an epilogue warp: its share of every parked item
     int bad = 0;
     for (int w = 0; w < kItems; ++w) {
-        barrier::wait(&parked, uint32_t(w & 1));
+        if constexpr (kNamed) named_sync(kParked);
+        else barrier::wait(&parked, uint32_t(w & 1));
         for (int i = e * 32 + lane; i < kConsumerWarps * 32; i += kEpilogueWarps * 32) bad += block[i] != w * 1000 + i;
-        __syncwarp();
-        if (lane == 0) barrier::arrive(&drained);
+        if constexpr (kNamed) {
+            if (w + 1 < kItems) named_arrive(kDrained);  // (the consumers wait before items 1.. only)
+        } else {
+            __syncwarp();
+            if (lane == 0) barrier::arrive(&drained);
+        }
     }
     atomicAdd(wrong, bad);
 #endif
 }
 
-int main() {
+int main(int argc, char** argv) {
+    const bool named = argc > 1 && std::strcmp(argv[1], "named") == 0;
     int* wrong;
     cudaMalloc(&wrong, 4);
     cudaMemset(wrong, 0, 4);
-    probe<<<1, 32 * (kConsumerWarps + kEpilogueWarps)>>>(wrong);
+    if (named) probe<true><<<1, kHandOff>>>(wrong);
+    else probe<false><<<1, kHandOff>>>(wrong);
     const cudaError_t e = cudaDeviceSynchronize();
     int host = -1;
     cudaMemcpy(&host, wrong, 4, cudaMemcpyDeviceToHost);
-    std::printf("probe: %s, %d values read wrong\n", cudaGetErrorString(e), host);
+    std::printf("probe (%s): %s, %d values read wrong\n", named ? "named barriers" : "mbarriers", cudaGetErrorString(e), host);
     return e == cudaSuccess && host == 0 ? 0 : 1;
 }
