@@ -96,7 +96,8 @@ TEST(CudaPinnedUploads, PlainCopiesLandWhereTheyWereSent) {
 // The ring is for large totals only (STEADYMOE_PINNED_UPLOADS=0: never; =test: always, in 4 KB chunks).
 TEST(CudaPinnedUploads, TheRingIsForLargeTotals) {
     SMOE_SKIP_WITHOUT_GPU();
-    if (!cuda::PinnedUploads(4096, 2).pinned()) GTEST_SKIP() << "no page-locked memory here: every copy is a plain one";
+    if (!cuda::PinnedUploads(size_t(16) << 20, 4).pinned())
+        GTEST_SKIP() << "not 64 MB of page-locked memory here: every large copy is a plain one";
     const bool never = cuda::env_equals("STEADYMOE_PINNED_UPLOADS", "0"), always = cuda::env_equals("STEADYMOE_PINNED_UPLOADS", "test");
     EXPECT_EQ(cuda::PinnedUploads::for_total(size_t(20) << 20).pinned(), always);
     EXPECT_EQ(cuda::PinnedUploads::for_total(size_t(64) << 20).pinned(), !never);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -87,6 +88,7 @@ TEST(DemoInvariance, DecodeForDecodesTheBatchsExpertsAlone) {
     for (const int layer : {0, 1}) {
         SCOPED_TRACE("layer " + std::to_string(layer));
         const MoeLayer decoded(demo_config(s), demo_layer_weights(s, layer));
+        ASSERT_EQ(decoded.is_hash_layer(), layer == 0);
         decoded.packed();
         MoeInput in;
         in.hidden = demo_hidden(s, 3, 9);
@@ -113,6 +115,26 @@ TEST(DemoInvariance, DecodeForDecodesTheBatchsExpertsAlone) {
         EXPECT_EQ(fresh.decoded_experts(), reached);
         EXPECT_EQ(std::memcmp(got.output.raw(), want.output.raw(), want.output.nbytes()), 0);
     }
+}
+
+// decode_for refuses a partial layer (an expert-parallel share), as forward does: its rank decodes every
+// expert it holds (packed()), since any token may reach them.
+TEST(DemoInvariance, DecodeForRefusesAPartialLayer) {
+    const DemoModelShape s = small_demo();
+    MoeLayerWeights w = demo_layer_weights(s, 1);
+    w.partial = true;
+    for (size_t e = 1; e < w.experts.size(); e += 2) w.experts[e] = ExpertWeights{};
+    const MoeLayer share(demo_config(s), std::move(w));
+    MoeInput in;
+    in.hidden = demo_hidden(s, 2, 9);
+    try {
+        share.decode_for(in);
+        ADD_FAILURE() << "a partial layer decoded for a batch";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+        EXPECT_NE(std::string(e.what()).find("holds only some of its experts"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(share.decoded_experts().empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(LayersAndDtypes, DemoInvariance,

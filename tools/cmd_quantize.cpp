@@ -85,8 +85,8 @@ Command add_quantize_command(CLI::App& parent) {
         ->capture_default_str();
     app->add_flag("--fp8-ue8m0", o->fp8_ue8m0, "FP8: power-of-two F8_E8M0 block scales instead of F32");
     app->add_option("--threads", o->threads,
-                    "Expert matrices converted at once (0: every hardware thread, or OMP_NUM_THREADS); the same "
-                    "bytes for any count")
+                    "Expert matrices converted at once, at most 16, each holding a float copy of its matrix (0: "
+                    "every hardware thread, or OMP_NUM_THREADS); the same bytes for any count")
         ->capture_default_str();
     return {app, [o] { return quantize(*o); }};
 }

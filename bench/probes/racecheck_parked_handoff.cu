@@ -1,15 +1,16 @@
-// Probe: does compute-sanitizer's racecheck report the parked epilogues' hand-off — consumer warps storing
-// an item's values into a shared block (STS), each warp's lane 0 arriving on a `parked` mbarrier after
-// __syncwarp, epilogue warps waiting on it and loading the values (LDS), then arriving on `drained`, which the
-// consumers wait on before storing the next item's — as a race? (racecheck reported STS / LDS hazards in the
-// grouped GEMM's parked scatter and parked SwiGLU kernels, whose outputs match per-tile CTAs bit for bit:
+// Probe: does compute-sanitizer's racecheck report the parked epilogues' hand-off — consumer warps storing an
+// item's values into a shared block (STS), each warp's lane 0 arriving on a `parked` mbarrier after
+// __syncwarp, epilogue warps waiting on it and loading the values (LDS), then arriving on `drained`, which
+// the consumers wait on before storing the next item's — as a race? (racecheck reported STS / LDS hazards in
+// the grouped GEMM's parked scatter and parked SwiGLU kernels, whose outputs match per-tile CTAs bit for bit:
 // bench/results/2026-12-05-cuda-uploads-and-removals.md.) And the same hand-off through named barriers
 // (bar.arrive by the side that hands over, bar.sync by the side that waits), which racecheck may follow. Not
 // part of the build; on a Hopper, from the repository root:
-//   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I include -o probe bench/probes/racecheck_parked_handoff.cu
+//   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I include -o probe \
+//     bench/probes/racecheck_parked_handoff.cu
 //   compute-sanitizer --tool racecheck ./probe mbarrier
 //   compute-sanitizer --tool racecheck ./probe named
-// Each run also checks every value the epilogue warps read, so a hand-off that did race would show as wrong
+// Each run also checks every value the epilogue warps read, so a hand-off that did race might show as wrong
 // values.
 #include <cstdio>
 #include <cstdint>

@@ -620,9 +620,10 @@ void quantize_checkpoint(const fs::path& in_dir, const fs::path& out_dir, const 
     size_t done = 0;
 
     // Tensors are converted a batch at a time, each on one thread, and kept in the shard's order: the same
-    // file for any thread count. A batch bounds the float copies of matrices held at once (one per thread).
+    // file for any thread count. A batch of at most 16 bounds the float copies of matrices held at once (one
+    // a thread: deepseek-v3's are 59 MB each).
     const int threads = options.threads > 0 ? options.threads : ambient_threads();
-    const size_t batch = size_t(threads);
+    const size_t batch = size_t(std::min(threads, 16));
     for (const std::string& shard_name : shards) {
         const SafetensorsFile shard = SafetensorsFile::open(in_dir / shard_name);
         const std::string out_name = sharded ? shard_name : kSingleFile;
@@ -635,7 +636,7 @@ void quantize_checkpoint(const fs::path& in_dir, const fs::path& out_dir, const 
             const size_t count = std::min(batch, kept.size() - first);
             std::vector<std::vector<std::pair<std::string, Tensor>>> parts(count);
             // (parallel_for passes on the first failing tensor's error, in the shard's order)
-            parallel_for(int64_t(count), threads, [&](int64_t j) {
+            parallel_for(int64_t(count), int(count), [&](int64_t j) {
                 const TensorInfo& info = *kept[first + size_t(j)];
                 const auto expert = plan.experts.find(info.name);
                 if (expert != plan.experts.end())

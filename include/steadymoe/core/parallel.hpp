@@ -9,6 +9,13 @@
 #include <exception>
 #include <mutex>
 
+// Without OpenMP the pragma below is ignored and every loop runs on one thread, silently: a test of the rule
+// above once passed so, testing nothing. Code that includes this header is compiled with OpenMP
+// (OpenMP::OpenMP_CXX in CMake).
+#if !defined(_OPENMP)
+#error "steadymoe/core/parallel.hpp needs OpenMP: compile with it (link OpenMP::OpenMP_CXX)"
+#endif
+
 namespace steadymoe {
 
 // The thread count to use for `requested` (0 = every hardware thread).

@@ -31,8 +31,9 @@ struct QuantizeOptions {
     QuantTarget target = QuantTarget::Fp8;
     E8M0Rounding rounding = E8M0Rounding::Up;  // for Mxfp4 (and ue8m0 Fp8 is always Up)
     bool fp8_ue8m0 = false;                    // Fp8: E8M0 scales instead of F32
-    // Expert matrices converted at once, each on one thread (the same bytes for any count); 0: as many as
-    // a parallel region started here would have (OMP_NUM_THREADS where set, else every hardware thread).
+    // Expert matrices converted at once, each on one thread and holding a float copy of its matrix (the same
+    // bytes for any count); 0: as many as a parallel region started here would have (OMP_NUM_THREADS where
+    // set, else every hardware thread); at most 16 either way.
     int threads = 0;
     // Called after each tensor is written: (done, total, tensor name).
     std::function<void(size_t, size_t, const std::string&)> progress;
