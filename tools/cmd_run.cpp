@@ -119,7 +119,8 @@ int run_model(const RunOptions& o) {
     try {
         // The CPU kernels' decoded experts, made before the clock starts: an expert-parallel rank's every
         // held expert (any token may reach it), else those this input's tokens route to.
-        if (backend != "cuda") held ? void(layer.packed()) : layer.decode_for(in);
+        if (backend != "cuda" && held) layer.packed();
+        else if (backend != "cuda") layer.decode_for(in);
         t0 = now_seconds();
         std::optional<MoeOutput> spread = run_expert_parallel(layer, in, ep);
         out = spread ? std::move(*spread) : forward_on(backend, layer, in);
