@@ -182,16 +182,7 @@ const cpu::PackedLayer& MoeLayer::packed() const {
 
 const cpu::PackedWeight& MoeLayer::packed_router() const { return packing_->layer.router; }
 
-void MoeLayer::decode_for(const MoeInput& input) const {
-    SMOE_CHECK(!weights_->partial, Unsupported,
-               "layer {} holds only some of its experts (an expert-parallel share); packed() decodes what it holds",
-               weights_->layer);
-    BatchPlan plan = begin_batch(input);
-    if (plan.tokens == 0) return;
-    std::vector<float> logits(size_t(plan.tokens * config_.n_routed_experts));
-    router_logits(plan, logits.data());
-    route_batch(plan, logits.data());  // (decodes the jobs' experts)
-}
+void MoeLayer::decode_for(const MoeInput& input) const { (void)routed_batch(input); }
 
 std::vector<int64_t> MoeLayer::decoded_experts() const {
     std::vector<int64_t> out;
@@ -368,23 +359,28 @@ void MoeLayer::combine(BatchPlan& plan, const float* contributions) const {
     });
 }
 
-MoeOutput MoeLayer::forward(const MoeInput& input) const {
+BatchPlan MoeLayer::routed_batch(const MoeInput& input) const {
     SMOE_CHECK(!weights_->partial, Unsupported,
                "layer {} holds only some of its experts (an expert-parallel share); run it through EpMoeLayer",
                weights_->layer);
-    const MoeConfig& cfg = config_;
-    const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
-    const int threads = options_.threads;
     BatchPlan plan = begin_batch(input);
+    if (plan.tokens == 0) return plan;
+    // Router logits in fp32, then per-token routing and the work list.
+    std::vector<float>& logits = t_logits;
+    grow(logits, plan.tokens * config_.n_routed_experts);
+    router_logits(plan, logits.data());
+    route_batch(plan, logits.data());
+    return plan;
+}
+
+MoeOutput MoeLayer::forward(const MoeInput& input) const {
+    const MoeConfig& cfg = config_;
+    const int64_t H = cfg.hidden_size, K = cfg.top_k;
+    const int threads = options_.threads;
+    BatchPlan plan = routed_batch(input);
     const int64_t T = plan.x.dim(0);
     if (T == 0) return std::move(plan.out);
     const float* xv = plan.x.data<float>();
-
-    // Router logits in fp32, then per-token routing and the work list.
-    std::vector<float>& logits = t_logits;
-    grow(logits, T * E);
-    router_logits(plan, logits.data());
-    route_batch(plan, logits.data());
     const std::vector<cpu::ExpertJob>& jobs = plan.jobs;
     const cpu::ActDType act_dtype = plan.act_dtype;
 

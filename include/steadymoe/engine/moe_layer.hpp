@@ -130,6 +130,9 @@ public:
 private:
     // The checks of begin_batch and check_input: fills plan's tokens, act_dtype, active and token_ids.
     void check_into(const MoeInput& input, bool values_checked, BatchPlan& plan) const;
+    // forward()'s first steps, which decode_for stops after: refuses a partial layer, checks the input, and
+    // routes its tokens (router logits, routing, the work list, the jobs' experts decoded).
+    BatchPlan routed_batch(const MoeInput& input) const;
 
     MoeConfig config_;
     std::shared_ptr<const MoeLayerWeights> weights_;
