@@ -711,8 +711,9 @@ TEST(CudaGroupedGemm, Fp4BlockConversionGivesTheFp8StoredTiles) {
             const float* fp8_scale = static_cast<const float*>(fp8.scale.raw()) + row / 128 * k_blocks;
             block_scales.insert(block_scales.end(), fp8_scale, fp8_scale + k_blocks);
         }
-        const std::vector<uint8_t> stored = cuda::fp4_e4m3_blocks(codes.data(), scales.data(), n, k, block_exp_rows);
-        const std::vector<uint8_t> want = cuda::tile_matrix(fp8_codes.data(), n, k, cuda::WeightCode::Fp8);
+        std::vector<uint8_t> stored, want;
+        cuda::fp4_e4m3_blocks(codes.data(), scales.data(), n, k, block_exp_rows, stored);
+        cuda::tile_matrix(fp8_codes.data(), n, k, cuda::WeightCode::Fp8, want);
         for (int64_t nt = 0; nt < (n + 127) / 128; ++nt)
             for (int64_t kb = 0; kb < k_blocks; ++kb) {
                 std::vector<uint8_t> stage(2 * cuda::kFp4E4m3BlockBytes), tile(cuda::fp4_tiles::kE4m3BlockBytes, 0xAB);

@@ -2,11 +2,13 @@
 // however their sizes meet the chunks (several small copies share one; a long one wraps the ring), with the
 // source overwritten as soon as each copy returns; and the plain-copy fallback does the same. Skips (and says
 // so) when no GPU is visible. The layers' uploads through a ring of small chunks: the PinnedUploads ctest
-// entries.
+// entries. And the host layouts the uploads make (weight_layouts.hpp), which write every byte of the buffers
+// they reuse: no GPU needed.
 #include "steadymoe/kernels/cuda/runtime.hpp"
 
 #include "../src/kernels/cuda/env_switch.hpp"
 #include "../src/kernels/cuda/pinned_uploads.hpp"
+#include "../src/kernels/cuda/weight_layouts.hpp"
 #include "test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -101,4 +103,32 @@ TEST(CudaPinnedUploads, TheRingIsForLargeTotals) {
     const bool never = cuda::env_equals("STEADYMOE_PINNED_UPLOADS", "0"), always = cuda::env_equals("STEADYMOE_PINNED_UPLOADS", "test");
     EXPECT_EQ(cuda::PinnedUploads::for_total(size_t(20) << 20).pinned(), always);
     EXPECT_EQ(cuda::PinnedUploads::for_total(size_t(64) << 20).pinned(), !never);
+}
+
+// Every layout into a buffer left from a larger matrix, full of 0xAB, gives the bytes of the layout into an
+// empty buffer, padding rows (n is not a multiple of the 128-row tiles) included: the uploads reuse their
+// buffers from expert to expert without clearing them.
+TEST(CudaWeightLayouts, LayoutsWriteEveryByteOfAReusedBuffer) {
+    constexpr int64_t n = 200, k = 256;
+    std::mt19937 rng(5);
+    std::vector<uint8_t> rows(size_t(n * k * 2)), scales(size_t(n * k / 32));
+    for (auto& b : rows) b = uint8_t(rng());
+    for (auto& b : scales) b = uint8_t(120 + rng() % 16);
+    const auto reused = [] { return std::vector<uint8_t>(size_t(1) << 20, 0xAB); };
+    for (const cuda::WeightCode code : {cuda::WeightCode::Bf16, cuda::WeightCode::Fp8, cuda::WeightCode::Fp4}) {
+        std::vector<uint8_t> fresh, old = reused();
+        cuda::tile_matrix(rows.data(), n, k, code, fresh);
+        cuda::tile_matrix(rows.data(), n, k, code, old);
+        EXPECT_EQ(old, fresh) << "tile_matrix, code " << int(code);
+    }
+    std::vector<uint8_t> fresh, old = reused();
+    cuda::tile_fp4_scales(scales.data(), n, k, fresh);
+    cuda::tile_fp4_scales(scales.data(), n, k, old);
+    EXPECT_EQ(old, fresh) << "tile_fp4_scales";
+    fresh.clear(), old = reused();
+    cuda::fp4_e4m3_blocks(rows.data(), scales.data(), n, k, {}, fresh);
+    cuda::fp4_e4m3_blocks(rows.data(), scales.data(), n, k, {}, old);
+    EXPECT_EQ(old, fresh) << "fp4_e4m3_blocks";
+    // (the last block's last row is padding: zeros)
+    EXPECT_EQ(fresh.back(), 0);
 }

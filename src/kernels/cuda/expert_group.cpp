@@ -112,22 +112,31 @@ struct HostMatrix {
     std::vector<uint8_t> data;
     std::vector<uint8_t> scales;
 };
+// The rows a layout is made from, gathered in the GEMM's order (data, and FP4's e8m0 scales).
+struct LayoutScratch {
+    std::vector<uint8_t> rows;
+    std::vector<uint8_t> scales;
+};
 
-// Rows r of the result are rows pick(r) of the sources (data and, for FP4, e8m0 scales; for block-exact FP4,
-// their 128-row blocks' exponents).
-HostMatrix lay_out_rows(const DeviceMatrixSet& s, const std::vector<const uint8_t*>& data_rows,
-                        const std::vector<const uint8_t*>& scale_rows, const std::vector<const uint8_t*>& block_exp_rows,
-                        int64_t row_bytes) {
+// Into `out` (its buffers reused, as `scratch`'s: weight_layouts.hpp): rows r of the result are rows pick(r)
+// of the sources (data and, for FP4, e8m0 scales; for block-exact FP4, their 128-row blocks' exponents).
+void lay_out_rows(const DeviceMatrixSet& s, const std::vector<const uint8_t*>& data_rows,
+                  const std::vector<const uint8_t*>& scale_rows, const std::vector<const uint8_t*>& block_exp_rows,
+                  int64_t row_bytes, LayoutScratch& scratch, HostMatrix& out) {
     const int64_t n = int64_t(data_rows.size());
-    std::vector<uint8_t> rows(size_t(n * row_bytes));
-    for (int64_t r = 0; r < n; ++r) std::memcpy(rows.data() + r * row_bytes, data_rows[size_t(r)], size_t(row_bytes));
+    scratch.rows.resize(size_t(n * row_bytes));
+    for (int64_t r = 0; r < n; ++r) std::memcpy(scratch.rows.data() + r * row_bytes, data_rows[size_t(r)], size_t(row_bytes));
     const int64_t sb = s.k / kMxBlockSize;
-    std::vector<uint8_t> scales(size_t(s.code == WeightCode::Fp4 ? n * sb : 0));
-    for (int64_t r = 0; r < n && s.code == WeightCode::Fp4; ++r) std::memcpy(scales.data() + r * sb, scale_rows[size_t(r)], size_t(sb));
-    if (s.fp4_e4m3_order) return {fp4_e4m3_blocks(rows.data(), scales.data(), n, s.k, block_exp_rows), {}};
-    HostMatrix m{tile_matrix(rows.data(), n, s.k, s.code), {}};
-    if (s.code == WeightCode::Fp4) m.scales = tile_fp4_scales(scales.data(), n, s.k);
-    return m;
+    scratch.scales.resize(size_t(s.code == WeightCode::Fp4 ? n * sb : 0));
+    for (int64_t r = 0; r < n && s.code == WeightCode::Fp4; ++r)
+        std::memcpy(scratch.scales.data() + r * sb, scale_rows[size_t(r)], size_t(sb));
+    out.scales.clear();
+    if (s.fp4_e4m3_order) {
+        fp4_e4m3_blocks(scratch.rows.data(), scratch.scales.data(), n, s.k, block_exp_rows, out.data);
+        return;
+    }
+    tile_matrix(scratch.rows.data(), n, s.k, s.code, out.data);
+    if (s.code == WeightCode::Fp4) tile_fp4_scales(scratch.scales.data(), n, s.k, out.scales);
 }
 
 // FP8 block scales of the matrices as f32, one after the other, as bytes.
@@ -151,8 +160,8 @@ const uint8_t* block_exp_row(const BlockExponents& exps, int64_t row, int64_t k)
 }
 
 // Gate and up of one expert, rows interleaved by 8: rows 16j..16j+7 are gate rows 8j.., the next 8 up's.
-HostMatrix lay_out_gate_up(const DeviceMatrixSet& s, const WeightMatrix& gate, const WeightMatrix& up,
-                           const BlockExponents& gate_exps, const BlockExponents& up_exps) {
+void lay_out_gate_up(const DeviceMatrixSet& s, const WeightMatrix& gate, const WeightMatrix& up, const BlockExponents& gate_exps,
+                     const BlockExponents& up_exps, LayoutScratch& scratch, HostMatrix& out) {
     const int64_t I = gate.rows, rb = row_bytes(gate), sb = gate.cols / kMxBlockSize;
     std::vector<const uint8_t*> data_rows(size_t(2 * I)), scale_rows(size_t(2 * I)), block_exp_rows;
     for (int64_t r = 0; r < 2 * I; ++r) {
@@ -162,12 +171,12 @@ HostMatrix lay_out_gate_up(const DeviceMatrixSet& s, const WeightMatrix& gate, c
         if (s.code == WeightCode::Fp4) scale_rows[size_t(r)] = static_cast<const uint8_t*>(w.scale.raw()) + original * sb;
         if (s.fp4_block_exact) block_exp_rows.push_back(block_exp_row(frag & 1 ? up_exps : gate_exps, original, gate.cols));
     }
-    HostMatrix m = lay_out_rows(s, data_rows, scale_rows, block_exp_rows, rb);
-    if (s.code == WeightCode::Fp8) m.scales = fp8_scale_bytes({&gate, &up});
-    return m;
+    lay_out_rows(s, data_rows, scale_rows, block_exp_rows, rb, scratch, out);
+    if (s.code == WeightCode::Fp8) out.scales = fp8_scale_bytes({&gate, &up});
 }
 
-HostMatrix lay_out_plain(const DeviceMatrixSet& s, const WeightMatrix& w, const BlockExponents& exps = {}) {
+void lay_out_plain(const DeviceMatrixSet& s, const WeightMatrix& w, const BlockExponents& exps, LayoutScratch& scratch,
+                   HostMatrix& out) {
     const int64_t rb = row_bytes(w), sb = w.cols / kMxBlockSize;
     std::vector<const uint8_t*> data_rows(size_t(w.rows)), scale_rows(size_t(w.rows)), block_exp_rows;
     for (int64_t r = 0; r < w.rows; ++r) {
@@ -175,9 +184,8 @@ HostMatrix lay_out_plain(const DeviceMatrixSet& s, const WeightMatrix& w, const 
         if (s.code == WeightCode::Fp4) scale_rows[size_t(r)] = static_cast<const uint8_t*>(w.scale.raw()) + r * sb;
         if (s.fp4_block_exact) block_exp_rows.push_back(block_exp_row(exps, r, w.cols));
     }
-    HostMatrix m = lay_out_rows(s, data_rows, scale_rows, block_exp_rows, rb);
-    if (s.code == WeightCode::Fp8) m.scales = fp8_scale_bytes({&w});
-    return m;
+    lay_out_rows(s, data_rows, scale_rows, block_exp_rows, rb, scratch, out);
+    if (s.code == WeightCode::Fp8) out.scales = fp8_scale_bytes({&w});
 }
 
 // The first of the experts' reasons (`reason` of each, "" for none) in their order, "" if none has one: the
@@ -281,18 +289,20 @@ DeviceExpertGroup upload_expert_group(const std::vector<const ExpertWeights*>& e
     g.down = make_set(first.down, g.experts, first.down.rows, what + " down", fp4_e4m3_order, down_exact);
     // Experts laid out a batch at a time on several threads, then copied in order from this thread, whose
     // device is the group's, through page-locked staging. A batch of at most 16 bounds the host memory the
-    // layouts hold at once (deepseek-v3's: 16 x 44 MB).
+    // layouts hold (deepseek-v3's: 16 x 73 MB with their scratch), in buffers each batch reuses.
     PinnedUploads uploads = PinnedUploads::for_total(g.gate_up.data.bytes() + g.gate_up.scale.bytes() + g.down.data.bytes() +
                                                      g.down.scale.bytes());
     const int threads = ambient_threads();
-    const int64_t batch = std::min<int64_t>(threads, 16);
+    const int64_t batch = std::min<int64_t>({threads, 16, g.experts});
+    std::vector<HostMatrix> gate_ups(static_cast<size_t>(batch)), downs(static_cast<size_t>(batch));
+    std::vector<LayoutScratch> scratch(static_cast<size_t>(batch));
     for (int64_t e0 = 0; e0 < g.experts; e0 += batch) {
         const int64_t count = std::min(batch, g.experts - e0);
-        std::vector<HostMatrix> gate_ups(static_cast<size_t>(count)), downs(static_cast<size_t>(count));
         parallel_for(count, threads, [&](int64_t j) {
             const size_t i = size_t(e0 + j);
-            gate_ups[size_t(j)] = lay_out_gate_up(g.gate_up, experts[i]->gate, experts[i]->up, exps[i].gate, exps[i].up);
-            downs[size_t(j)] = lay_out_plain(g.down, experts[i]->down, exps[i].down);
+            lay_out_gate_up(g.gate_up, experts[i]->gate, experts[i]->up, exps[i].gate, exps[i].up, scratch[size_t(j)],
+                            gate_ups[size_t(j)]);
+            lay_out_plain(g.down, experts[i]->down, exps[i].down, scratch[size_t(j)], downs[size_t(j)]);
         });
         for (int64_t j = 0; j < count; ++j) {
             copy_to_set(g.gate_up, e0 + j, gate_ups[size_t(j)], uploads);
@@ -307,7 +317,10 @@ DeviceMatrixSet upload_bf16_matrix(const Tensor& matrix, const std::string& what
     WeightMatrix w{ExpertFormat::Dense, matrix.dim(0), matrix.dim(1), matrix, {}, 1.0f, what};
     DeviceMatrixSet s = make_set(w, 1, w.rows, what);
     PinnedUploads uploads = PinnedUploads::for_total(s.data.bytes() + s.scale.bytes());
-    copy_to_set(s, 0, lay_out_plain(s, w), uploads);
+    LayoutScratch scratch;
+    HostMatrix laid_out;
+    lay_out_plain(s, w, {}, scratch, laid_out);
+    copy_to_set(s, 0, laid_out, uploads);
     uploads.finish();
     return s;
 }
