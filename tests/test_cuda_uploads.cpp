@@ -125,10 +125,14 @@ TEST(CudaWeightLayouts, LayoutsWriteEveryByteOfAReusedBuffer) {
     cuda::tile_fp4_scales(scales.data(), n, k, fresh);
     cuda::tile_fp4_scales(scales.data(), n, k, old);
     EXPECT_EQ(old, fresh) << "tile_fp4_scales";
-    fresh.clear(), old = reused();
-    cuda::fp4_e4m3_blocks(rows.data(), scales.data(), n, k, {}, fresh);
-    cuda::fp4_e4m3_blocks(rows.data(), scales.data(), n, k, {}, old);
-    EXPECT_EQ(old, fresh) << "fp4_e4m3_blocks";
+    const std::vector<uint8_t> block_exps(size_t(k / 128), 120);  // (block-exact: a row's blocks' exponents)
+    for (const bool exact : {false, true}) {
+        const std::vector<const uint8_t*> block_exp_rows(exact ? size_t(n) : 0, block_exps.data());
+        fresh.clear(), old = reused();
+        cuda::fp4_e4m3_blocks(rows.data(), scales.data(), n, k, block_exp_rows, fresh);
+        cuda::fp4_e4m3_blocks(rows.data(), scales.data(), n, k, block_exp_rows, old);
+        EXPECT_EQ(old, fresh) << "fp4_e4m3_blocks, block-exact " << exact;
+    }
     // (the last block's last row is padding: zeros)
     EXPECT_EQ(fresh.back(), 0);
 }

@@ -125,7 +125,8 @@ void lay_out_rows(const DeviceMatrixSet& s, const std::vector<const uint8_t*>& d
                   int64_t row_bytes, LayoutScratch& scratch, HostMatrix& out) {
     const int64_t n = int64_t(data_rows.size());
     scratch.rows.resize(size_t(n * row_bytes));
-    for (int64_t r = 0; r < n; ++r) std::memcpy(scratch.rows.data() + r * row_bytes, data_rows[size_t(r)], size_t(row_bytes));
+    for (int64_t r = 0; r < n; ++r)
+        std::memcpy(scratch.rows.data() + r * row_bytes, data_rows[size_t(r)], size_t(row_bytes));
     const int64_t sb = s.k / kMxBlockSize;
     scratch.scales.resize(size_t(s.code == WeightCode::Fp4 ? n * sb : 0));
     for (int64_t r = 0; r < n && s.code == WeightCode::Fp4; ++r)
@@ -160,8 +161,9 @@ const uint8_t* block_exp_row(const BlockExponents& exps, int64_t row, int64_t k)
 }
 
 // Gate and up of one expert, rows interleaved by 8: rows 16j..16j+7 are gate rows 8j.., the next 8 up's.
-void lay_out_gate_up(const DeviceMatrixSet& s, const WeightMatrix& gate, const WeightMatrix& up, const BlockExponents& gate_exps,
-                     const BlockExponents& up_exps, LayoutScratch& scratch, HostMatrix& out) {
+void lay_out_gate_up(const DeviceMatrixSet& s, const WeightMatrix& gate, const WeightMatrix& up,
+                     const BlockExponents& gate_exps, const BlockExponents& up_exps, LayoutScratch& scratch,
+                     HostMatrix& out) {
     const int64_t I = gate.rows, rb = row_bytes(gate), sb = gate.cols / kMxBlockSize;
     std::vector<const uint8_t*> data_rows(size_t(2 * I)), scale_rows(size_t(2 * I)), block_exp_rows;
     for (int64_t r = 0; r < 2 * I; ++r) {

@@ -67,7 +67,8 @@ void fp4_e4m3_blocks(const uint8_t* rows, const uint8_t* scales, int64_t n, int6
             for (int64_t r = 0; r < kHalfRows; ++r) {
                 const int64_t row = h * kHalfRows + r;
                 if (row >= n) {  // a padding row: zero codes and exponents
-                    for (int64_t sub = 0; sub < 2; ++sub) std::memset(block + (sub * kHalfRows + r) * (kStageK / 2), 0, kStageK / 2);
+                    for (int64_t sub = 0; sub < 2; ++sub)
+                        std::memset(block + (sub * kHalfRows + r) * (kStageK / 2), 0, kStageK / 2);
                     std::memset(block + kFp4E4m3CodeBytes + r * 4, 0, 4);
                     continue;
                 }

@@ -13,9 +13,9 @@ namespace steadymoe::cuda {
 // Stored bytes of one stage tile: kTileN rows x 64 k values.
 int64_t stage_tile_bytes(WeightCode code);
 
-// Each layout below is written into `out`, resized to it, every byte written (padding rows as zeros): a buffer
-// reused from an earlier matrix needs no clearing. The uploads reuse theirs, since a large buffer's first
-// writes cost its page faults, several times the writes themselves.
+// Each layout below is written into `out`, resized to it, every byte written (padding rows as zeros): a
+// buffer reused from an earlier matrix needs no clearing. The uploads reuse theirs, since a large buffer's
+// first writes cost its page faults, several times the writes themselves.
 
 // The device layout of one matrix, from its rows in the order the GEMM uses ([n][row bytes]): n-tiles of
 // kTileN rows (the last padded with zero rows), each a run of K/64 stage tiles, so every stage the
