@@ -3,13 +3,18 @@
 // __syncwarp, epilogue warps waiting on it and loading the values (LDS), then arriving on `drained`, which
 // the consumers wait on before storing the next item's — as a race? (racecheck reported STS / LDS hazards in
 // the grouped GEMM's parked scatter and parked SwiGLU kernels, whose outputs match per-tile CTAs bit for bit:
-// bench/results/2026-12-05-cuda-uploads-and-removals.md.) And the same hand-off through named barriers
-// (bar.arrive by the side that hands over, bar.sync by the side that waits), which racecheck may follow. Not
-// part of the build; on a Hopper, from the repository root:
+// bench/results/2026-12-05-cuda-uploads-and-removals.md.) And the same hand-off through named barriers:
+// `named`, bar.arrive by the side that hands over and bar.sync by the side that waits, both ways;
+// `named-drained-sync`, the epilogue warps waiting at `drained` (bar.sync) where they arrived, as the kernels
+// now do. Not part of the build; on a Hopper, from the repository root:
 //   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I include -o probe \
 //     bench/probes/racecheck_parked_handoff.cu
-//   compute-sanitizer --tool racecheck ./probe mbarrier
-//   compute-sanitizer --tool racecheck ./probe named
+//   compute-sanitizer --tool racecheck --racecheck-report all ./probe mbarrier
+// (and the same with named, named-drained-sync). On an H100 (bench/results/2026-12-05-cuda-named-handoff.md)
+// every form read every value right; racecheck reported 15378 hazards through mbarriers (the first shown:
+// the epilogue warps' loads after the consumers' stores), 7682 through `named` and 4098 through
+// `named-drained-sync` (the first shown: the next item's stores after the loads, an order both bar.syncs
+// set).
 // Each run also checks every value the epilogue warps read, so a hand-off that did race might show as wrong
 // values.
 #include <cstdio>
@@ -24,8 +29,11 @@ constexpr int kHandOff = 32 * (kConsumerWarps + kEpilogueWarps);  // threads mee
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kHandOff) : "memory"); }
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(kHandOff) : "memory"); }
 
-template <bool kNamed>
+enum class HandOff { Mbarriers, Named, NamedDrainedSync };
+
+template <HandOff kHow>
 __global__ void probe(int* wrong) {
+    constexpr bool kNamed = kHow != HandOff::Mbarriers;
 #if defined(__CUDA_ARCH__)
     __shared__ int block[kConsumerWarps * 32];
     __shared__ __align__(8) uint64_t parked, drained;
@@ -59,7 +67,10 @@ __global__ void probe(int* wrong) {
         else barrier::wait(&parked, uint32_t(w & 1));
         for (int i = e * 32 + lane; i < kConsumerWarps * 32; i += kEpilogueWarps * 32) bad += block[i] != w * 1000 + i;
         if constexpr (kNamed) {
-            if (w + 1 < kItems) named_arrive(kDrained);  // (the consumers wait before items 1.. only)
+            if (w + 1 < kItems) {  // (the consumers wait before items 1.. only)
+                if constexpr (kHow == HandOff::NamedDrainedSync) named_sync(kDrained);
+                else named_arrive(kDrained);
+            }
         } else {
             __syncwarp();
             if (lane == 0) barrier::arrive(&drained);
@@ -70,15 +81,18 @@ __global__ void probe(int* wrong) {
 }
 
 int main(int argc, char** argv) {
-    const bool named = argc > 1 && std::strcmp(argv[1], "named") == 0;
+    const char* how = argc > 1 ? argv[1] : "mbarrier";
     int* wrong;
     cudaMalloc(&wrong, 4);
     cudaMemset(wrong, 0, 4);
-    if (named) probe<true><<<1, kHandOff>>>(wrong);
-    else probe<false><<<1, kHandOff>>>(wrong);
+    if (std::strcmp(how, "named") == 0) probe<HandOff::Named><<<1, kHandOff>>>(wrong);
+    else if (std::strcmp(how, "named-drained-sync") == 0)
+        probe<HandOff::NamedDrainedSync><<<1, kHandOff>>>(wrong);
+    else if (std::strcmp(how, "mbarrier") == 0) probe<HandOff::Mbarriers><<<1, kHandOff>>>(wrong);
+    else return std::fprintf(stderr, "usage: probe mbarrier|named|named-drained-sync\n"), 2;
     const cudaError_t e = cudaDeviceSynchronize();
     int host = -1;
     cudaMemcpy(&host, wrong, 4, cudaMemcpyDeviceToHost);
-    std::printf("probe (%s): %s, %d values read wrong\n", named ? "named barriers" : "mbarriers", cudaGetErrorString(e), host);
+    std::printf("probe (%s): %s, %d values read wrong\n", how, cudaGetErrorString(e), host);
     return e == cudaSuccess && host == 0 ? 0 : 1;
 }

@@ -135,9 +135,14 @@ __device__ __forceinline__ void bulk_copy_multicast(void* dst, const void* src, 
                  : "memory");
 }
 
-// A barrier among the first `threads` threads of the block (id 0 is __syncthreads').
+// Named barrier `id` (0 is __syncthreads'), met by `threads` threads (whole warps): sync_threads waits for
+// them all; arrive_threads counts the calling warp in and goes on. The waiters see what the arriving threads
+// stored before arriving.
 __device__ __forceinline__ void sync_threads(int id, int threads) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void arrive_threads(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 #endif

@@ -145,19 +145,19 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     float* parked_block = reinterpret_cast<float*>(widened + (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0));
     uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytesOf<kForm> : 0));
     uint64_t* empty = full + kS;
-    // Parked epilogues: `parked` completes once every consumer warp has parked an item's results, `drained`
-    // once every epilogue warp is done with them (the block may take the next item's).
-    uint64_t* parked = empty + kS;
-    uint64_t* drained = parked + 1;
+    // Parked epilogues hand each item over through two named barriers that every consumer and epilogue
+    // thread meets: the consumers arrive at kParkedBarrier once they have parked an item's results, where
+    // the epilogue warps wait; the epilogue warps wait at kDrainedBarrier once done with them (all but the
+    // last item), as the consumers do before parking the next item's. Waiting there costs the epilogue warps
+    // nothing (the next item is parked after it anyway), and racecheck reports fewer of its false hazards
+    // for it than for an arrival or for mbarriers (bench/results/2026-12-05-cuda-named-handoff.md). Id 1 is
+    // the consumers' own barrier.
+    constexpr int kParkedBarrier = 2, kDrainedBarrier = 3, kHandOffThreads = kConsumers + 32 * kEpilogueWarps;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kS; ++s) {
             barrier::init(&full[s], kFullArrivals);
             barrier::init(&empty[s], kConsumerWarps * units);
-        }
-        if constexpr (kParked) {
-            barrier::init(parked, kConsumerWarps);
-            barrier::init(drained, kEpilogueWarps);
         }
         barrier::fence_init();
     }
@@ -189,10 +189,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     if constexpr (kParked) {
         if (warp_id > kConsumerWarps) {  // an epilogue warp: each item's, in turn, once its results are parked
             const int e = warp_id - kConsumerWarps - 1;
-            uint32_t phase = 0;
-            for (int w = first; w < items; w += step, phase ^= 1) {
+            for (int w = first; w < items; w += step) {
                 const Tile t = w == first ? t0 : item_tile(w);
-                barrier::wait(barrier::shared_address(parked), phase);
+                barrier::sync_threads(kParkedBarrier, kHandOffThreads);
                 if constexpr (kParkBf16)
                     drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
                 else if constexpr (kParkSwiGlu)
@@ -200,7 +199,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 else
                     drain_parked(g, t, parked_block, e, lane);
                 __syncwarp();
-                if (lane == 0) barrier::arrive(drained);
+                if (w + step < items) barrier::sync_threads(kDrainedBarrier, kHandOffThreads);
             }
             if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
             return;
@@ -265,7 +264,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     constexpr int kAtom = kFp8A ? 512 : 1024;
     const uint64_t desc_a0 = smem_descriptor<kAtom>(smem + wg * 64 * kARowBytes), desc_b0 = smem_descriptor<kAtom>(smem + L::kSub * L::kA);
     int s = 0, last = kS - 1;  // this stage and the one before
-    uint32_t parity = 0, parked_items = 0;
+    uint32_t parity = 0;
     int spare = 0;        // converted: the spare tile that this stage's block takes (they alternate, across items too)
     bool converted = false;  // converted: whether this thread converted its rows of this stage's block already
     Tile t = t0;
@@ -370,7 +369,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             if (w + step >= items) allow_next_kernel();
             if constexpr (kParked) {
                 // The block is free once the epilogue warps are done with the item before.
-                if (parked_items > 0) barrier::wait(barrier::shared_address(drained), (parked_items - 1) & 1);
+                if (w != first) barrier::sync_threads(kDrainedBarrier, kHandOffThreads);
                 if (live) {
                     const int row = wg * 64 + warp * 16 + (lane >> 2);
                     // (the totals of scaled launches, else the sums: parked CTAs take 128 features)
@@ -388,8 +387,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                     }
                 }
                 __syncwarp();
-                if (lane == 0) barrier::arrive(parked);
-                ++parked_items;
+                barrier::arrive_threads(kParkedBarrier, kHandOffThreads);
             } else if (live) {
                 const int row = wg * 64 + warp * 16 + (lane >> 2);
                 if constexpr (kScaled) epilogue_from_registers(g, t, total, row, lane);
@@ -444,7 +442,7 @@ template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = fals
           ParkedForm kForm = ParkedForm::F32Results>
 constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
                            (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytesOf<kForm> : 0) +
-                           (2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> + 2) * int(sizeof(uint64_t)) +
+                           2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * int(sizeof(uint64_t)) +
                            1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
