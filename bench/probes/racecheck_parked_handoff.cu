@@ -6,15 +6,17 @@
 // bench/results/2026-12-05-cuda-uploads-and-removals.md.) And the same hand-off through named barriers:
 // `named`, bar.arrive by the side that hands over and bar.sync by the side that waits, both ways;
 // `named-drained-sync`, the epilogue warps waiting at `drained` (bar.sync) where they arrived, as the kernels
-// now do. Not part of the build; on a Hopper, from the repository root:
+// now do; `named-all-sync`, every side waiting at both barriers; `syncthreads`, __syncthreads() at both
+// points (the probe's whole CTA meets there; the kernels' producer warp could not). Not part of the build; on
+// a Hopper, from the repository root:
 //   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I include -o probe \
 //     bench/probes/racecheck_parked_handoff.cu
 //   compute-sanitizer --tool racecheck --racecheck-report all ./probe mbarrier
-// (and the same with named, named-drained-sync). On an H100 (bench/results/2026-12-05-cuda-named-handoff.md)
-// every form read every value right; racecheck reported 15378 hazards through mbarriers (the first shown:
+// (and the same with the other forms). On an H100 (bench/results/2026-12-05-cuda-named-handoff.md)
+// the first three forms read every value right; racecheck reported 15378 hazards through mbarriers (the first shown:
 // the epilogue warps' loads after the consumers' stores), 7682 through `named` and 4098 through
 // `named-drained-sync` (the first shown: the next item's stores after the loads, an order both bar.syncs
-// set).
+// set). The last two forms had not run yet.
 // Each run also checks every value the epilogue warps read, so a hand-off that did race might show as wrong
 // values.
 #include <cstdio>
@@ -29,7 +31,15 @@ constexpr int kHandOff = 32 * (kConsumerWarps + kEpilogueWarps);  // threads mee
 __device__ __forceinline__ void named_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kHandOff) : "memory"); }
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(kHandOff) : "memory"); }
 
-enum class HandOff { Mbarriers, Named, NamedDrainedSync };
+enum class HandOff { Mbarriers, Named, NamedDrainedSync, NamedAllSync, SyncThreads };
+
+// The hand-off's two meeting points in the named forms: `waits` says whether this side waits there.
+template <HandOff kHow>
+__device__ __forceinline__ void meet(int id, bool waits) {
+    if constexpr (kHow == HandOff::SyncThreads) __syncthreads();
+    else if (waits || kHow == HandOff::NamedAllSync) named_sync(id);
+    else named_arrive(id);
+}
 
 template <HandOff kHow>
 __global__ void probe(int* wrong) {
@@ -47,12 +57,12 @@ __global__ void probe(int* wrong) {
     if (warp < kConsumerWarps) {  // consumers: park item w once the epilogue warps are done with item w - 1
         for (int w = 0; w < kItems; ++w) {
             if (w > 0) {
-                if constexpr (kNamed) named_sync(kDrained);
+                if constexpr (kNamed) meet<kHow>(kDrained, true);
                 else barrier::wait(&drained, uint32_t((w - 1) & 1));
             }
             block[threadIdx.x] = w * 1000 + int(threadIdx.x);
             if constexpr (kNamed) {
-                named_arrive(kParked);
+                meet<kHow>(kParked, false);
             } else {
                 __syncwarp();
                 if (lane == 0) barrier::arrive(&parked);
@@ -63,14 +73,12 @@ __global__ void probe(int* wrong) {
     const int e = warp - kConsumerWarps;  // an epilogue warp: its share of every parked item
     int bad = 0;
     for (int w = 0; w < kItems; ++w) {
-        if constexpr (kNamed) named_sync(kParked);
+        if constexpr (kNamed) meet<kHow>(kParked, true);
         else barrier::wait(&parked, uint32_t(w & 1));
         for (int i = e * 32 + lane; i < kConsumerWarps * 32; i += kEpilogueWarps * 32) bad += block[i] != w * 1000 + i;
         if constexpr (kNamed) {
-            if (w + 1 < kItems) {  // (the consumers wait before items 1.. only)
-                if constexpr (kHow == HandOff::NamedDrainedSync) named_sync(kDrained);
-                else named_arrive(kDrained);
-            }
+            // (the consumers wait before items 1.. only)
+            if (w + 1 < kItems) meet<kHow>(kDrained, kHow == HandOff::NamedDrainedSync);
         } else {
             __syncwarp();
             if (lane == 0) barrier::arrive(&drained);
@@ -88,8 +96,11 @@ int main(int argc, char** argv) {
     if (std::strcmp(how, "named") == 0) probe<HandOff::Named><<<1, kHandOff>>>(wrong);
     else if (std::strcmp(how, "named-drained-sync") == 0)
         probe<HandOff::NamedDrainedSync><<<1, kHandOff>>>(wrong);
+    else if (std::strcmp(how, "named-all-sync") == 0) probe<HandOff::NamedAllSync><<<1, kHandOff>>>(wrong);
+    else if (std::strcmp(how, "syncthreads") == 0) probe<HandOff::SyncThreads><<<1, kHandOff>>>(wrong);
     else if (std::strcmp(how, "mbarrier") == 0) probe<HandOff::Mbarriers><<<1, kHandOff>>>(wrong);
-    else return std::fprintf(stderr, "usage: probe mbarrier|named|named-drained-sync\n"), 2;
+    else return std::fprintf(stderr, "usage: probe mbarrier|named|named-drained-sync|named-all-sync|syncthreads\n"),
+                2;
     const cudaError_t e = cudaDeviceSynchronize();
     int host = -1;
     cudaMemcpy(&host, wrong, 4, cudaMemcpyDeviceToHost);
