@@ -59,8 +59,9 @@ fi
 if [[ $what == sanitize || $what == all ]]; then
   # compute-sanitizer over the tensor-core path at small sizes, both GEMM kernels. racecheck reports the
   # GEMMs' stage protocol (copies into a stage against its consumers' loads, ordered through mbarriers, which it
-  # does not follow) and the parked epilogues' hand-off (the epilogue warps' loads against the next item's
-  # stores, ordered through named barriers: bench/results/2026-12-05-cuda-named-handoff.md):
+  # does not follow) and the parked epilogues' hand-off (the epilogue warps' loads against the consumers'
+  # stores, ordered through named barriers where the consumers arrive, which it does not follow either:
+  # bench/results/2026-12-05-cuda-named-handoff.md, 2026-12-05-cuda-route-and-permute.md):
   # bench/racecheck_sass.py names each reported pair's instructions from cuobjdump -sass.
   san=/usr/local/cuda/bin/compute-sanitizer
   filter='Formats/CudaTensorCore.MatchesTheCpuBackendWithinRounding/*'

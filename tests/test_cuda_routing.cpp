@@ -2,15 +2,18 @@
 // top-k ids and weights, bit for bit: logits in 1 to 20 k splits, 8 to 512 experts, each score function, with
 // and without a selection bias and group limits (the group's best, or its best two), hash routing, NaN and
 // infinite logits and masked tokens; the block kernel's two selections (warps' candidates, block-wide steps)
-// alike. Skips, saying so, without a GPU. How close both come to the CPU router is test_cuda_tensor_core's
+// alike. The routing and permutation of a decode step's tokens in one launch give the bits of the two
+// launches. Skips, saying so, without a GPU. How close both come to the CPU router is test_cuda_tensor_core's
 // CudaRouting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "../src/engine/cuda_layer_stages.hpp"
 #include "../src/kernels/cuda/routing.hpp"
 #include "steadymoe/kernels/cuda/runtime.hpp"
 #include "test_util.hpp"
@@ -43,11 +46,7 @@ struct Inputs {
     cuda::DeviceBuffer logits, bias, active, tid2eid, token_ids;
 };
 
-Routing route(const Case& c, const Inputs& in, cuda::RouteLaunch::Form form, bool block_steps = false) {
-    const size_t pairs = size_t(c.tokens * c.top_k);
-    cuda::DeviceBuffer ids(pairs * 4, "ids"), weights(pairs * 4, "weights");
-    EXPECT_EQ(cudaMemset(ids.get(), 0x7F, ids.bytes()), cudaSuccess);
-    EXPECT_EQ(cudaMemset(weights.get(), 0x7F, weights.bytes()), cudaSuccess);
+cuda::RouteLaunch route_launch(const Case& c, const Inputs& in, cuda::DeviceBuffer& ids, cuda::DeviceBuffer& weights) {
     cuda::RouteLaunch p;
     p.logits = in.logits.as<const float>();
     p.logit_splits = c.splits;
@@ -67,6 +66,15 @@ Routing route(const Case& c, const Inputs& in, cuda::RouteLaunch::Form form, boo
     p.scale = c.score_func == 2 ? 1.5f : 1.0f;
     p.topk_ids = ids.as<int32_t>();
     p.topk_weights = weights.as<float>();
+    return p;
+}
+
+Routing route(const Case& c, const Inputs& in, cuda::RouteLaunch::Form form, bool block_steps = false) {
+    const size_t pairs = size_t(c.tokens * c.top_k);
+    cuda::DeviceBuffer ids(pairs * 4, "ids"), weights(pairs * 4, "weights");
+    EXPECT_EQ(cudaMemset(ids.get(), 0x7F, ids.bytes()), cudaSuccess);
+    EXPECT_EQ(cudaMemset(weights.get(), 0x7F, weights.bytes()), cudaSuccess);
+    cuda::RouteLaunch p = route_launch(c, in, ids, weights);
     p.form = form;
     p.block_steps = block_steps;
     EXPECT_EQ(cuda::launch_route(p), cudaSuccess);
@@ -77,8 +85,7 @@ Routing route(const Case& c, const Inputs& in, cuda::RouteLaunch::Form form, boo
     return r;
 }
 
-void check(const Case& c, uint32_t seed) {
-    SCOPED_TRACE(describe(c));
+Inputs make_inputs(const Case& c, uint32_t seed) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal(0.0f, 2.0f);
     std::vector<float> logits(size_t(c.splits * c.tokens * c.experts)), bias(size_t(c.experts));
@@ -106,6 +113,14 @@ void check(const Case& c, uint32_t seed) {
     in.active.upload(active.data(), active.size());
     in.tid2eid.upload(tid2eid.data(), tid2eid.size() * 4);
     in.token_ids.upload(token_ids.data(), token_ids.size() * 8);
+    return in;
+}
+
+void check(const Case& c, uint32_t seed) {
+    SCOPED_TRACE(describe(c));
+    const Inputs in = make_inputs(c, seed);
+    std::vector<uint8_t> active(size_t(c.tokens));
+    in.active.download(active.data(), active.size());
     const Routing wide = route(c, in, cuda::RouteLaunch::Form::Wide);
     const Routing unrolled = route(c, in, cuda::RouteLaunch::Form::Unrolled);
     EXPECT_EQ(wide.ids, unrolled.ids);
@@ -141,4 +156,73 @@ TEST(CudaRouteKernel, BlockAndWarpPerTokenGiveTheSameBits) {
                           Case{8, 256, 6, 2, false, 1, 1, 0, 7, true},  // hash routing (deepseek-v4's first layers)
                           Case{2, 256, 6, 2, true, 1, 1, 0, 65}})      // past the tokens the layer routes so
         check(c, seed++);
+}
+
+namespace {
+
+// One routing's outputs and its permutation's, every byte as the launches left it (all start as 0xFF bytes).
+struct Permuted {
+    static constexpr const char* kNames[8] = {"ids", "weights", "rows", "dest", "weight", "tiles", "load", "offsets"};
+    std::vector<uint8_t> bytes[8];  // in kNames' order
+};
+
+// Routes and permutes c's tokens in tiles of tile_m rows: in one launch (launch_route_and_permute), or in the
+// two it stands for (launch_route, then launch_permute_routed).
+Permuted route_and_permute(const Case& c, const Inputs& in, int32_t tile_m, bool one_launch) {
+    const int64_t pairs = c.tokens * c.top_k, max_tiles = tc::tile_bound(pairs, c.experts, tile_m);
+    cuda::DeviceBuffer ids(size_t(pairs) * 4, "ids"), weights(size_t(pairs) * 4, "weights"), rows(size_t(pairs) * 4, "rows"),
+        dest(size_t(pairs) * 8, "dest"), weight(size_t(pairs) * 4, "weight"), tiles(size_t(3 * max_tiles + 1) * 4, "tiles"),
+        load(size_t(c.experts) * 4, "load"), offsets(size_t(2 * (c.experts + 1)) * 4, "offsets");
+    for (const cuda::DeviceBuffer* b : {&ids, &weights, &rows, &dest, &weight, &tiles, &load, &offsets})
+        EXPECT_EQ(cudaMemset(b->get(), 0xFF, b->bytes()), cudaSuccess);
+    int32_t* t = tiles.as<int32_t>();
+    int32_t* o = offsets.as<int32_t>();
+    const cuda::PermutationOut out{rows.as<int32_t>(), dest.as<int64_t>(), weight.as<float>(), t, t + max_tiles, t + 2 * max_tiles,
+                                   t + 3 * max_tiles, load.as<int32_t>(), o, o + c.experts + 1, nullptr};
+    const cuda::RouteLaunch p = route_launch(c, in, ids, weights);
+    if (one_launch) {
+        EXPECT_TRUE(cuda::routes_and_permutes_in_one_launch(p));
+        EXPECT_EQ(cuda::launch_route_and_permute(p, tile_m, out), cudaSuccess);
+    } else {
+        EXPECT_EQ(cuda::launch_route(p), cudaSuccess);
+        EXPECT_EQ(cuda::launch_permute_routed(p.topk_ids, p.topk_weights, pairs, c.top_k, c.experts, tile_m, out, nullptr), cudaSuccess);
+    }
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto bytes = [](const cuda::DeviceBuffer& b) {
+        std::vector<uint8_t> v(b.bytes());
+        b.download(v.data(), v.size());
+        return v;
+    };
+    return {{bytes(ids), bytes(weights), bytes(rows), bytes(dest), bytes(weight), bytes(tiles), bytes(load), bytes(offsets)}};
+}
+
+}  // namespace
+
+// A decode step's tokens routed and permuted in one launch (a block per token's routing for one token of
+// many experts, a warp per token's for up to 16 tokens of 128 or fewer) against the two launches: the same
+// ids, weights, rows, tiles and loads, every byte, in tiles of 128, 32 and 8 rows. The layer takes it for
+// such batches (its tests and the bench's invariance check cover it there).
+TEST(CudaRouteKernel, RoutingAndPermutationInOneLaunchGiveTheTwoLaunchesBytes) {
+    SMOE_SKIP_WITHOUT_GPU();
+    uint32_t seed = 100;
+    for (const Case& c : {Case{8, 256, 6, 2, true, 1, 1, 0, 1},      // deepseek-v4-flash's one token (a block)
+                          Case{14, 256, 8, 1, true, 8, 4, 1, 1},     // deepseek-v3's
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 1},     // qwen3's (a warp)
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 16},    // 16 tokens, 128 pairs: the most it takes
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 6},     // masked tokens among them
+                          Case{1, 64, 4, 2, true, 4, 2, 1, 9},       // groups, one split
+                          Case{8, 256, 6, 2, false, 1, 1, 0, 1, true},  // hash routing
+                          Case{16, 512, 8, 1, true, 16, 4, 0, 1}}) {  // 512 experts, a block
+        SCOPED_TRACE(describe(c));
+        const Inputs in = make_inputs(c, seed++);
+        for (int32_t tile_m : {128, 32, 8}) {
+            SCOPED_TRACE("tiles of " + std::to_string(tile_m));
+            const Permuted one = route_and_permute(c, in, tile_m, true), two = route_and_permute(c, in, tile_m, false);
+            for (int i = 0; i < 8; ++i) {
+                ASSERT_EQ(one.bytes[i].size(), two.bytes[i].size());
+                EXPECT_EQ(test::first_bit_difference(one.bytes[i].data(), two.bytes[i].data(), one.bytes[i].size()), -1)
+                    << Permuted::kNames[i];
+            }
+        }
+    }
 }

@@ -406,8 +406,8 @@ void RouterStage::enqueue_logits(Buffers& b, const void* hidden, int64_t T, cons
     }
 }
 
-void RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t T, bool bf16,
-                                  cudaStream_t s) const {
+bool RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t T, bool bf16,
+                                  cudaStream_t s, const cuda::PermutationOut* permute, int32_t tile_m) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
     cuda::RouteLaunch route;
@@ -434,7 +434,9 @@ void RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64
     route.topk_ids = b.topk_ids.as<int32_t>();
     route.topk_weights = b.topk_weights.as<float>();
     route.stream = s;
-    SMOE_CUDA_CHECK(cuda::launch_route(route));
+    const bool one_launch = permute && cuda::routes_and_permutes_in_one_launch(route);
+    SMOE_CUDA_CHECK(one_launch ? cuda::launch_route_and_permute(route, tile_m, *permute) : cuda::launch_route(route));
+    return one_launch;
 }
 
 }  // namespace steadymoe::tc

@@ -196,7 +196,11 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     // (experts alone: no router to fork beside)
     const Fork fork_at = experts_only && fork_asked != Fork::After ? Fork::Start : fork_asked;
 
-    // Router logits, then the routing, on the GPU.
+    // Router logits, then the routing, on the GPU. At a decode step's few tokens the routing kernel permutes
+    // the routed experts' rows too (cuda::launch_route_and_permute; timed, the permutation then counts in the
+    // router's time), else the routed experts' stage starts with the permutation.
+    const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
+    bool permuted = false;
     begin(&StageTimers::total, main);
     if (fork_at == Fork::Start) fork_shared(true);
     begin(&StageTimers::router, main);
@@ -204,16 +208,17 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
         router_.enqueue_logits(ws.router, ws.hidden.get(), T, b.tiles, b.bf16, main);
         if (fork_at == Fork::Logits) fork_shared(true);
         const int64_t* token_ids = b.hash ? ws.token_ids.as<const int64_t>() : nullptr;
-        router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main);
+        permuted = router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main,
+                                           &routed_perm, b.routed_tiles.tile_m);
     }
     end(&StageTimers::router, main);
     if (fork_at == Fork::Routing) fork_shared(true);
 
     begin(&StageTimers::routed, main);
-    const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
-    SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),
-                                                ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
-                                                int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
+    if (!permuted)
+        SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),
+                                                    ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
+                                                    int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
     tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed, limit,
                    before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, routed_source_rows(T),
                    b.routed_tiles.tile_m},

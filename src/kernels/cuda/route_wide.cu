@@ -11,6 +11,7 @@
 // - the weights: their sum in slot order by one thread.
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
+#include "permute_small.cuh"
 #include "route_keys.cuh"
 #include "route_wide.hpp"
 
@@ -163,17 +164,20 @@ __device__ void select_by_block_steps(uint32_t key, int K, int32_t* ids_of, uint
     }
 }
 
-__global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const RouteLaunch p) {
-    begin_dependent_kernel();
-    __shared__ float scores_of[kMaxRoutedExperts];
-    __shared__ uint32_t keys_of[kMaxRoutedExperts];
-    __shared__ uint32_t group_key[kMaxGroups];
-    __shared__ uint32_t best_key[2][kMaxWarps], best_id[2][kMaxWarps];  // by step parity (select_by_block_steps)
-    __shared__ uint32_t cand_key[kMaxRoutedExperts], cand_id[kMaxRoutedExperts];  // warps' top Ks (K <= 32)
-    __shared__ int32_t ids_of[32];
-    __shared__ float shared_value;
+// What a block's routing of one token keeps in shared memory.
+struct BlockRouting {
+    float scores_of[kMaxRoutedExperts];
+    uint32_t keys_of[kMaxRoutedExperts];
+    uint32_t group_key[kMaxGroups];
+    uint32_t best_key[2][kMaxWarps], best_id[2][kMaxWarps];  // by step parity (select_by_block_steps)
+    uint32_t cand_key[kMaxRoutedExperts], cand_id[kMaxRoutedExperts];  // warps' top Ks (K <= 32)
+    int32_t ids_of[32];
+    float shared_value;
+};
+
+// Token t's routing by the block, thread e holding expert e (a block of at least the experts, whole warps).
+__device__ void route_token_by_block(const RouteLaunch& p, int64_t t, BlockRouting& r) {
     const int e = threadIdx.x;
-    const int64_t t = blockIdx.x;
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
@@ -196,38 +200,65 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
                 if (z0 + q < p.logit_splits) score = __fadd_rn(score, part[q]);
         }
     }
-    if (p.score_func == 0) score = softmax(score, mine, E, scores_of, &shared_value);
+    if (p.score_func == 0) score = softmax(score, mine, E, r.scores_of, &r.shared_value);
     else if (p.score_func == 1) score = 1.0f / (1.0f + expf(-score));
     else score = sqrtf(score > 20.0f ? score : log1pf(expf(score)));
-    if (mine) scores_of[e] = score;
+    if (mine) r.scores_of[e] = score;
 
     if (p.tid2eid) {
-        if (e < K) ids_of[e] = p.tid2eid[p.token_ids[t] * K + e];
+        if (e < K) r.ids_of[e] = p.tid2eid[p.token_ids[t] * K + e];
     } else {
         uint32_t key = mine ? rank_key_bits(p.bias ? score + p.bias[e] : score) : kAbsent;
-        if (p.groups > 1) key = limit_to_groups(key, mine, p, keys_of, group_key);
-        if (p.block_steps) select_by_block_steps(key, K, ids_of, best_key, best_id);
-        else select_by_warp_candidates(key, K, ids_of, cand_key, cand_id);
+        if (p.groups > 1) key = limit_to_groups(key, mine, p, r.keys_of, r.group_key);
+        if (p.block_steps) select_by_block_steps(key, K, r.ids_of, r.best_key, r.best_id);
+        else select_by_warp_candidates(key, K, r.ids_of, r.cand_key, r.cand_id);
     }
     __syncthreads();
     // The weights, in slot order as the CPU router forms them.
-    if (e == 0) shared_value = slot_order_sum(scores_of, ids_of, K, p.normalise_eps);
+    if (e == 0) r.shared_value = slot_order_sum(r.scores_of, r.ids_of, K, p.normalise_eps);
     __syncthreads();
     if (e < K) {
-        const float v = slot_weight(scores_of[ids_of[e]], shared_value, p.normalise, p.scale);
-        ids[e] = ids_of[e];
+        const float v = slot_weight(r.scores_of[r.ids_of[e]], r.shared_value, p.normalise, p.scale);
+        ids[e] = r.ids_of[e];
         weights[e] = v;
     }
+}
+
+__global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const RouteLaunch p) {
+    begin_dependent_kernel();
+    __shared__ BlockRouting r;
+    route_token_by_block(p, blockIdx.x, r);
+}
+
+// One token's routing (the same block), then its pairs' permutation (permute_small.cuh), in one block.
+__global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_kernel(const RouteLaunch p, int32_t tile_m,
+                                                                                      PermutationOut out) {
+    begin_dependent_kernel();
+    __shared__ BlockRouting r;
+    __shared__ permute::SmallPermutation s;
+    route_token_by_block(p, 0, r);
+    __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
+    permute::permute_small_block(p.topk_ids, p.topk_weights, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
+}
+
+// The launch as the kernels take it: STEADYMOE_ROUTE_SELECT=steps sets block_steps for every launch.
+RouteLaunch with_selection(const RouteLaunch& launch) {
+    static const bool steps = env_equals("STEADYMOE_ROUTE_SELECT", "steps");
+    RouteLaunch p = launch;
+    p.block_steps = p.block_steps || steps;
+    return p;
 }
 
 }  // namespace
 
 cudaError_t launch_route_wide(const RouteLaunch& launch) {
-    static const bool steps = env_equals("STEADYMOE_ROUTE_SELECT", "steps");
-    RouteLaunch p = launch;
-    p.block_steps = p.block_steps || steps;
-    const unsigned threads = unsigned(std::max(32, (p.experts + 31) / 32 * 32));
-    return launch_dependent(route_wide_kernel, unsigned(p.tokens), threads, 0, p.stream, p);
+    const unsigned threads = unsigned(std::max(32, (launch.experts + 31) / 32 * 32));
+    return launch_dependent(route_wide_kernel, unsigned(launch.tokens), threads, 0, launch.stream, with_selection(launch));
+}
+
+cudaError_t launch_route_wide_and_permute(const RouteLaunch& launch, int32_t tile_m, const PermutationOut& out) {
+    return launch_dependent(route_wide_and_permute_kernel, 1, permute::kScanThreads, 0, launch.stream, with_selection(launch), tile_m,
+                            out);
 }
 
 }  // namespace steadymoe::cuda

@@ -2,6 +2,7 @@
 #include "env_switch.hpp"
 #include "grouped_gemm.hpp"
 #include "live_rows.cuh"
+#include "permute_small.cuh"
 #include "route_keys.cuh"
 #include "route_wide.hpp"
 #include "routing.hpp"
@@ -14,18 +15,14 @@ namespace steadymoe::cuda {
 
 namespace {
 
+using namespace permute;
+
 constexpr int kRouteWarps = 4;
-// kPerLane experts per lane: the launch picks the smallest that holds the layer's experts (the least
-// work per lane; fetching the kernel's code cold did not cost it time: ncu, with the caches warm and
-// flushed, bench/results/2026-12-03-cuda-route-and-fork.md).
+// Token t's routing by the calling warp, each lane kPerLane experts, with a row of kMaxRoutedExperts scores
+// and one of 32 ids in shared memory of its own.
 template <int kPerLane>
-__global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaunch p) {
-    begin_dependent_kernel();
-    __shared__ float scores_of[kRouteWarps][kMaxRoutedExperts];
-    __shared__ int32_t ids_of[kRouteWarps][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t t = int64_t(blockIdx.x) * kRouteWarps + warp;
-    if (t >= p.tokens) return;
+__device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_t t, float* scores_of, int32_t* ids_of) {
+    const int lane = threadIdx.x & 31;
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
@@ -84,10 +81,10 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
     }
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j)
-        if (lane + 32 * j < E) scores_of[warp][lane + 32 * j] = score[j];
+        if (lane + 32 * j < E) scores_of[lane + 32 * j] = score[j];
 
     if (p.tid2eid) {
-        if (lane < K) ids_of[warp][lane] = p.tid2eid[p.token_ids[t] * K + lane];
+        if (lane < K) ids_of[lane] = p.tid2eid[p.token_ids[t] * K + lane];
     } else {
         // Keys of the selection scores (score + bias): one max- and one min-reduction find a warp's best,
         // where a tournament of shuffles took five rounds.
@@ -152,18 +149,31 @@ __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaun
             const uint32_t top = __reduce_max_sync(0xffffffffu, best);
             const int id = int(__reduce_min_sync(0xffffffffu, best == top ? uint32_t(best_id) : 0xffffffffu));
             if ((id & 31) == lane) taken |= 1u << (id >> 5);
-            if (lane == 0) ids_of[warp][s] = id;
+            if (lane == 0) ids_of[s] = id;
         }
     }
     __syncwarp();
     if (lane != 0) return;
     // The weights, in slot order as the CPU router forms them.
-    const float sum = slot_order_sum(scores_of[warp], ids_of[warp], K, p.normalise_eps);
+    const float sum = slot_order_sum(scores_of, ids_of, K, p.normalise_eps);
     for (int s = 0; s < K; ++s) {
-        const float v = slot_weight(scores_of[warp][ids_of[warp][s]], sum, p.normalise, p.scale);
-        ids[s] = ids_of[warp][s];
+        const float v = slot_weight(scores_of[ids_of[s]], sum, p.normalise, p.scale);
+        ids[s] = ids_of[s];
         weights[s] = v;
     }
+}
+
+// A warp per token. kPerLane experts per lane: the launch picks the smallest that holds the layer's experts
+// (the least work per lane; fetching the kernel's code cold did not cost it time: ncu, with the caches warm
+// and flushed, bench/results/2026-12-03-cuda-route-and-fork.md).
+template <int kPerLane>
+__global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaunch p) {
+    begin_dependent_kernel();
+    __shared__ float scores_of[kRouteWarps][kMaxRoutedExperts];
+    __shared__ int32_t ids_of[kRouteWarps][32];
+    const int warp = threadIdx.x >> 5;
+    const int64_t t = int64_t(blockIdx.x) * kRouteWarps + warp;
+    if (t < p.tokens) route_token_by_warp<kPerLane>(p, t, scores_of[warp], ids_of[warp]);
 }
 
 constexpr int kPermuteThreads = 256;
@@ -213,14 +223,6 @@ __device__ void end_round(int32_t experts, ChunkCounts<kThreads>& c) {
     __syncthreads();  // before the next round clears c.warp (and before c.before is read)
 }
 
-// Pair i into its expert's row `slot`: the row it reads, where its output goes, its routing weight.
-__device__ __forceinline__ void place_pair(int64_t i, int slot, const float* topk_weights, const int32_t* row_of_pair,
-                                           int32_t top_k, const PermutationOut& out) {
-    out.rows[slot] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
-    out.dest[slot] = i;
-    out.weight[slot] = topk_weights[i];
-}
-
 // chunk_counts[chunk][e] = the chunk's pairs of expert e.
 __global__ void __launch_bounds__(kPermuteThreads) chunk_count_kernel(const int32_t* ids, int64_t pairs, const int32_t* live,
                                                                       int32_t experts, int32_t* chunk_counts) {
@@ -233,33 +235,6 @@ __global__ void __launch_bounds__(kPermuteThreads) chunk_count_kernel(const int3
         end_round(experts, c);
     }
     for (int e = threadIdx.x; e < experts; e += kPermuteThreads) chunk_counts[int64_t(blockIdx.x) * experts + e] = c.before[e];
-}
-
-constexpr int kScanThreads = kMaxRoutedExperts;
-using OffsetScan = cub::BlockScan<int, kScanThreads>;
-
-// Thread e of a kScanThreads block holds expert e's rows: every expert's first row and first tile by
-// prefix sums, written to out with the totals and the tile count. Returns e's first row and first tile.
-__device__ int2 expert_offsets(int rows, int32_t experts, int32_t tile_m, const PermutationOut& out,
-                               OffsetScan::TempStorage& temp) {
-    const int e = threadIdx.x;
-    int first = 0, total = 0, first_tile = 0, tiles = 0;
-    OffsetScan(temp).ExclusiveSum(rows, first, total);
-    __syncthreads();
-    OffsetScan(temp).ExclusiveSum((rows + tile_m - 1) / tile_m, first_tile, tiles);
-    if (e < experts) out.offsets[e] = first, out.tile_offsets[e] = first_tile;
-    if (e == 0) out.offsets[experts] = total, out.tile_offsets[experts] = tiles, *out.tile_count = tiles;
-    return make_int2(first, first_tile);
-}
-
-// The tiles of one expert's rows, tiles j = first_j, first_j + step, ... written by the calling thread.
-__device__ void write_tiles(int expert, int first_row, int rows, int first_tile, int tile_m, const PermutationOut& out,
-                            int first_j, int step) {
-    for (int j = first_j; j * tile_m < rows; j += step) {
-        out.tile_expert[first_tile + j] = expert;
-        out.tile_row0[first_tile + j] = first_row + j * tile_m;
-        out.tile_rows[first_tile + j] = min(tile_m, rows - j * tile_m);
-    }
 }
 
 // Thread e: expert e's rows (its chunk counts added in chunk order, each replaced by the rows before
@@ -338,39 +313,30 @@ __global__ void __launch_bounds__(kScanThreads) permute_chunk_kernel(const int32
     }
 }
 
-// The smallest permutations (up to 128 pairs) in one block with no rounds: thread e counts and tiles
-// expert e, thread i places pair i after the earlier pairs of its expert — the same prefix sums, so the
-// same rows, slots and tiles as permute_chunk_kernel and the chunked kernels.
-constexpr int kSmallPairs = 128;
+// The smallest permutations (up to kSmallPairs pairs) in one block: permute_small_block.
 __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32_t* ids, const float* topk_weights,
                                                                      const int32_t* row_of_pair, int64_t pairs_bound,
                                                                      const int32_t* live, int32_t top_k, int32_t experts,
                                                                      int32_t tile_m, PermutationOut out) {
     begin_dependent_kernel();
-    __shared__ OffsetScan::TempStorage temp;
-    __shared__ int32_t id_of[kSmallPairs];
-    __shared__ int32_t first_row[kMaxRoutedExperts];
-    const int pairs = int(live_count(pairs_bound, live));
-    for (int i = threadIdx.x; i < pairs; i += blockDim.x) id_of[i] = ids[i];
-    __syncthreads();
-    const int e = threadIdx.x;
-    int rows = 0;
-    if (e < experts)
-        for (int i = 0; i < pairs; ++i) rows += id_of[i] == e;
-    const int2 first = expert_offsets(rows, experts, tile_m, out, temp);
-    if (e < experts) {
-        out.load[e] = rows;
-        first_row[e] = first.x;
-        write_tiles(e, first.x, rows, first.y, tile_m, out, 0, 1);
-    }
-    __syncthreads();
-    const int i = threadIdx.x;
-    if (i >= pairs) return;
-    const int expert = id_of[i];
-    if (expert < 0 || expert >= experts) return;  // a masked token's pairs (-1) have no row
-    int rank = 0;
-    for (int j = 0; j < i; ++j) rank += id_of[j] == expert;
-    place_pair(i, first_row[expert] + rank, topk_weights, row_of_pair, top_k, out);
+    __shared__ SmallPermutation s;
+    permute_small_block(ids, topk_weights, row_of_pair, pairs_bound, live, top_k, experts, tile_m, out, s);
+}
+
+// A decode step's routing and permutation in one block (kRouteAndPermuteTokens tokens at most, a warp each, and
+// kSmallPairs pairs): route_kernel's warps, then permute_small_kernel's block — the same ids, weights, rows
+// and tiles, one launch where those take two (launch_route_and_permute).
+constexpr int kRouteAndPermuteTokens = kScanThreads / 32;
+template <int kPerLane>
+__global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out) {
+    begin_dependent_kernel();
+    __shared__ float scores_of[kRouteAndPermuteTokens][kMaxRoutedExperts];
+    __shared__ int32_t ids_of[kRouteAndPermuteTokens][32];
+    __shared__ SmallPermutation s;
+    const int warp = threadIdx.x >> 5;
+    if (warp < p.tokens) route_token_by_warp<kPerLane>(p, warp, scores_of[warp], ids_of[warp]);
+    __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
+    permute_small_block(p.topk_ids, p.topk_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
@@ -397,16 +363,50 @@ __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* 
 
 }  // namespace
 
-cudaError_t launch_route(const RouteLaunch& p) {
-    if (p.experts > kMaxRoutedExperts || p.top_k > 32 || p.groups > kMaxGroups) return cudaErrorInvalidValue;
-    if (p.tokens <= 0) return cudaSuccess;
+namespace {
+
+bool valid_route(const RouteLaunch& p) { return p.experts <= kMaxRoutedExperts && p.top_k <= 32 && p.groups <= kMaxGroups; }
+
+// Whether launch_route takes the kernel of a block per token (route_wide.hpp).
+bool routes_wide(const RouteLaunch& p) {
     static const bool unrolled_by_default = env_equals("STEADYMOE_ROUTE_KERNEL", "unrolled");
-    const bool wide = p.form == RouteLaunch::Form::Wide ||
-                      (p.form == RouteLaunch::Form::Default && !unrolled_by_default && wide_route_pays(p));
-    if (wide) return launch_route_wide(p);
+    return p.form == RouteLaunch::Form::Wide || (p.form == RouteLaunch::Form::Default && !unrolled_by_default && wide_route_pays(p));
+}
+
+// The kernels' forms for the layer's experts: the fewest experts a lane that hold them all.
+auto route_kernel_for(int32_t experts) {
+    return experts <= 128 ? route_kernel<4> : experts <= 256 ? route_kernel<8> : route_kernel<kMaxRoutedExperts / 32>;
+}
+auto route_and_permute_kernel_for(int32_t experts) {
+    return experts <= 128   ? route_and_permute_kernel<4>
+           : experts <= 256 ? route_and_permute_kernel<8>
+                            : route_and_permute_kernel<kMaxRoutedExperts / 32>;
+}
+
+}  // namespace
+
+cudaError_t launch_route(const RouteLaunch& p) {
+    if (!valid_route(p)) return cudaErrorInvalidValue;
+    if (p.tokens <= 0) return cudaSuccess;
+    if (routes_wide(p)) return launch_route_wide(p);
     const unsigned blocks = unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps);
-    const auto kernel = p.experts <= 128 ? route_kernel<4> : p.experts <= 256 ? route_kernel<8> : route_kernel<kMaxRoutedExperts / 32>;
-    return launch_dependent(kernel, blocks, kRouteWarps * 32, 0, p.stream, p);
+    return launch_dependent(route_kernel_for(p.experts), blocks, kRouteWarps * 32, 0, p.stream, p);
+}
+
+bool routes_and_permutes_in_one_launch(const RouteLaunch& p) {
+    static const bool apart = env_equals("STEADYMOE_ROUTE_AND_PERMUTE", "0");
+    if (apart || !valid_route(p) || p.tokens <= 0 || p.tokens * p.top_k > kSmallPairs) return false;
+    return routes_wide(p) ? p.tokens == 1 : p.tokens <= kRouteAndPermuteTokens;
+}
+
+cudaError_t launch_route_and_permute(const RouteLaunch& p, int32_t tile_m, const PermutationOut& out) {
+    if (routes_and_permutes_in_one_launch(p))
+        return routes_wide(p) ? launch_route_wide_and_permute(p, tile_m, out)
+                              : launch_dependent(route_and_permute_kernel_for(p.experts), 1, kScanThreads, 0, p.stream, p, tile_m, out);
+    cudaError_t err = launch_route(p);
+    if (err == cudaSuccess)
+        err = launch_permute_routed(p.topk_ids, p.topk_weights, p.tokens * p.top_k, p.top_k, p.experts, tile_m, out, p.stream);
+    return err;
 }
 
 cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs, int32_t top_k,

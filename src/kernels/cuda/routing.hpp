@@ -82,6 +82,15 @@ cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_wei
                                   cudaStream_t stream, const int32_t* row_of_pair = nullptr,
                                   const int32_t* live_pairs = nullptr);
 
+// launch_route, then launch_permute_routed of its top-k (no row_of_pair, no live_pairs); where a decode step's
+// tokens allow, in one launch of one block (a token to a warp, or one token to the block where launch_route
+// takes a block per token, then the permutation of at most 128 pairs): the same ids, weights, rows and tiles,
+// one kernel fewer between the router's GEMM and the experts'. STEADYMOE_ROUTE_AND_PERMUTE=0 always takes the
+// two launches, to compare.
+cudaError_t launch_route_and_permute(const RouteLaunch& launch, int32_t tile_m, const PermutationOut& out);
+// Whether launch_route_and_permute takes one launch for `launch`.
+bool routes_and_permutes_in_one_launch(const RouteLaunch& launch);
+
 // The shared expert: every real token t (ascending), dest base + t, weight 1.
 cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, int32_t tile_m,
                                   const PermutationOut& out, cudaStream_t stream);

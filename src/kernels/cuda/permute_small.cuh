@@ -1,0 +1,87 @@
+// The permutation's block-wide steps (routing.cu): every expert's first row and tiles by prefix sums, a pair
+// placed in its row, and the whole permutation of a small batch in one block — shared by routing.cu's
+// permutation kernels and the kernels that route a decode step's tokens and permute them in one launch
+// (routing.cu, route_wide.cu).
+#pragma once
+
+#include "live_rows.cuh"
+#include "routing.hpp"
+
+#include <cub/block/block_scan.cuh>
+
+#include <cstdint>
+
+namespace steadymoe::cuda::permute {
+
+constexpr int kScanThreads = kMaxRoutedExperts;
+using OffsetScan = cub::BlockScan<int, kScanThreads>;
+
+// Thread e of a kScanThreads block holds expert e's rows: every expert's first row and first tile by
+// prefix sums, written to out with the totals and the tile count. Returns e's first row and first tile.
+__device__ __forceinline__ int2 expert_offsets(int rows, int32_t experts, int32_t tile_m, const PermutationOut& out,
+                                               OffsetScan::TempStorage& temp) {
+    const int e = threadIdx.x;
+    int first = 0, total = 0, first_tile = 0, tiles = 0;
+    OffsetScan(temp).ExclusiveSum(rows, first, total);
+    __syncthreads();
+    OffsetScan(temp).ExclusiveSum((rows + tile_m - 1) / tile_m, first_tile, tiles);
+    if (e < experts) out.offsets[e] = first, out.tile_offsets[e] = first_tile;
+    if (e == 0) out.offsets[experts] = total, out.tile_offsets[experts] = tiles, *out.tile_count = tiles;
+    return make_int2(first, first_tile);
+}
+
+// The tiles of one expert's rows, tiles j = first_j, first_j + step, ... written by the calling thread.
+__device__ __forceinline__ void write_tiles(int expert, int first_row, int rows, int first_tile, int tile_m,
+                                            const PermutationOut& out, int first_j, int step) {
+    for (int j = first_j; j * tile_m < rows; j += step) {
+        out.tile_expert[first_tile + j] = expert;
+        out.tile_row0[first_tile + j] = first_row + j * tile_m;
+        out.tile_rows[first_tile + j] = min(tile_m, rows - j * tile_m);
+    }
+}
+
+// Pair i into its expert's row `slot`: the row it reads, where its output goes, its routing weight.
+__device__ __forceinline__ void place_pair(int64_t i, int slot, const float* topk_weights, const int32_t* row_of_pair,
+                                           int32_t top_k, const PermutationOut& out) {
+    out.rows[slot] = row_of_pair ? row_of_pair[i] : int32_t(i / top_k);
+    out.dest[slot] = i;
+    out.weight[slot] = topk_weights[i];
+}
+
+// The smallest permutations (up to kSmallPairs pairs) in one block of kScanThreads threads with no rounds:
+// thread e counts and tiles expert e, thread i places pair i after the earlier pairs of its expert — the same
+// prefix sums, so the same rows, slots and tiles as the one-chunk and chunked kernels (routing.cu). Reads the
+// ids as the block finds them in global memory: a kernel that wrote them itself passes a block barrier first.
+constexpr int kSmallPairs = 128;
+struct SmallPermutation {
+    OffsetScan::TempStorage temp;
+    int32_t id_of[kSmallPairs];
+    int32_t first_row[kMaxRoutedExperts];
+};
+__device__ __forceinline__ void permute_small_block(const int32_t* ids, const float* topk_weights, const int32_t* row_of_pair,
+                                                    int64_t pairs_bound, const int32_t* live, int32_t top_k, int32_t experts,
+                                                    int32_t tile_m, const PermutationOut& out, SmallPermutation& s) {
+    const int pairs = int(live_count(pairs_bound, live));
+    for (int i = threadIdx.x; i < pairs; i += blockDim.x) s.id_of[i] = ids[i];
+    __syncthreads();
+    const int e = threadIdx.x;
+    int rows = 0;
+    if (e < experts)
+        for (int i = 0; i < pairs; ++i) rows += s.id_of[i] == e;
+    const int2 first = expert_offsets(rows, experts, tile_m, out, s.temp);
+    if (e < experts) {
+        out.load[e] = rows;
+        s.first_row[e] = first.x;
+        write_tiles(e, first.x, rows, first.y, tile_m, out, 0, 1);
+    }
+    __syncthreads();
+    const int i = threadIdx.x;
+    if (i >= pairs) return;
+    const int expert = s.id_of[i];
+    if (expert < 0 || expert >= experts) return;  // a masked token's pairs (-1) have no row
+    int rank = 0;
+    for (int j = 0; j < i; ++j) rank += s.id_of[j] == expert;
+    place_pair(i, s.first_row[expert] + rank, topk_weights, row_of_pair, top_k, out);
+}
+
+}  // namespace steadymoe::cuda::permute
