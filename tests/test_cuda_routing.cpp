@@ -7,8 +7,8 @@
 // CudaRouting.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,13 +28,14 @@ struct Case {
     int32_t groups, top_groups, group_score;
     int64_t tokens;
     bool hash = false;  // ids from a token-id table (the scores still give the weights)
+    bool first_masked = false;  // token 0 masked too (every fourth token from token 1 always is)
 };
 
 std::string describe(const Case& c) {
     return std::to_string(c.tokens) + " tokens, " + std::to_string(c.splits) + " splits, " + std::to_string(c.experts) +
            " experts, top " + std::to_string(c.top_k) + ", score " + std::to_string(c.score_func) +
            (c.bias ? ", bias" : "") + ", groups " + std::to_string(c.groups) + "/" + std::to_string(c.top_groups) +
-           " by " + std::to_string(c.group_score) + (c.hash ? ", hash" : "");
+           " by " + std::to_string(c.group_score) + (c.hash ? ", hash" : "") + (c.first_masked ? ", token 0 masked" : "");
 }
 
 struct Routing {
@@ -100,6 +101,7 @@ Inputs make_inputs(const Case& c, uint32_t seed) {
     for (float& v : bias) v = normal(rng) * 0.1f;
     std::vector<uint8_t> active(size_t(c.tokens), 1);
     for (int64_t t = 1; t < c.tokens; t += 4) active[size_t(t)] = 0;
+    if (c.first_masked) active[0] = 0;
     constexpr int64_t kVocab = 50;
     std::vector<int32_t> tid2eid(size_t(kVocab * c.top_k));
     for (int32_t& id : tid2eid) id = int32_t(rng() % uint32_t(c.experts));
@@ -166,23 +168,42 @@ struct Permuted {
     std::vector<uint8_t> bytes[8];  // in kNames' order
 };
 
-// Routes and permutes c's tokens in tiles of tile_m rows: in one launch (launch_route_and_permute), or in the
-// two it stands for (launch_route, then launch_permute_routed).
-Permuted route_and_permute(const Case& c, const Inputs& in, int32_t tile_m, bool one_launch) {
+// Routes and permutes c's tokens in tiles of tile_m rows: in one launch (launch_route_and_permute,
+// captured in a CUDA graph to count its kernels: one), or in the two it stands for (launch_route, then
+// launch_permute_routed).
+Permuted route_and_permute(const Case& c, const Inputs& in, int32_t tile_m, bool one_launch, bool block_steps) {
     const int64_t pairs = c.tokens * c.top_k, max_tiles = tc::tile_bound(pairs, c.experts, tile_m);
     cuda::DeviceBuffer ids(size_t(pairs) * 4, "ids"), weights(size_t(pairs) * 4, "weights"), rows(size_t(pairs) * 4, "rows"),
         dest(size_t(pairs) * 8, "dest"), weight(size_t(pairs) * 4, "weight"), tiles(size_t(3 * max_tiles + 1) * 4, "tiles"),
         load(size_t(c.experts) * 4, "load"), offsets(size_t(2 * (c.experts + 1)) * 4, "offsets");
     for (const cuda::DeviceBuffer* b : {&ids, &weights, &rows, &dest, &weight, &tiles, &load, &offsets})
         EXPECT_EQ(cudaMemset(b->get(), 0xFF, b->bytes()), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     int32_t* t = tiles.as<int32_t>();
     int32_t* o = offsets.as<int32_t>();
     const cuda::PermutationOut out{rows.as<int32_t>(), dest.as<int64_t>(), weight.as<float>(), t, t + max_tiles, t + 2 * max_tiles,
                                    t + 3 * max_tiles, load.as<int32_t>(), o, o + c.experts + 1, nullptr};
-    const cuda::RouteLaunch p = route_launch(c, in, ids, weights);
+    cuda::RouteLaunch p = route_launch(c, in, ids, weights);
+    p.block_steps = block_steps;
     if (one_launch) {
         EXPECT_TRUE(cuda::routes_and_permutes_in_one_launch(p));
+        cudaStream_t stream = nullptr;
+        EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+        p.stream = stream;
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        EXPECT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
         EXPECT_EQ(cuda::launch_route_and_permute(p, tile_m, out), cudaSuccess);
+        EXPECT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+        size_t kernels = 0;
+        EXPECT_EQ(cudaGraphGetNodes(graph, nullptr, &kernels), cudaSuccess);
+        EXPECT_EQ(kernels, 1u) << "launches for the routing and the permutation";
+        EXPECT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        EXPECT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+        EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaStreamDestroy(stream);
     } else {
         EXPECT_EQ(cuda::launch_route(p), cudaSuccess);
         EXPECT_EQ(cuda::launch_permute_routed(p.topk_ids, p.topk_weights, pairs, c.top_k, c.experts, tile_m, out, nullptr), cudaSuccess);
@@ -199,30 +220,40 @@ Permuted route_and_permute(const Case& c, const Inputs& in, int32_t tile_m, bool
 }  // namespace
 
 // A decode step's tokens routed and permuted in one launch (a block per token's routing for one token of
-// many experts, a warp per token's for up to 16 tokens of 128 or fewer) against the two launches: the same
-// ids, weights, rows, tiles and loads, every byte, in tiles of 128, 32 and 8 rows. The layer takes it for
-// such batches (its tests and the bench's invariance check cover it there).
+// many experts, a warp per token's for up to 16 tokens of 128 experts or fewer) against the two launches: the
+// same ids, weights, rows, tiles and loads, every byte, in tiles of 128, 32, 8 and 1 rows; a block's routing
+// also by block-wide steps (RouteLaunch::block_steps). The layer takes it for such batches (its tests and the
+// bench's invariance check cover it there).
 TEST(CudaRouteKernel, RoutingAndPermutationInOneLaunchGiveTheTwoLaunchesBytes) {
     SMOE_SKIP_WITHOUT_GPU();
+    if (const char* apart = std::getenv("STEADYMOE_ROUTE_AND_PERMUTE"); apart && std::string(apart) == "0")
+        GTEST_SKIP() << "STEADYMOE_ROUTE_AND_PERMUTE=0 asks for two launches always";
     uint32_t seed = 100;
-    for (const Case& c : {Case{8, 256, 6, 2, true, 1, 1, 0, 1},      // deepseek-v4-flash's one token (a block)
-                          Case{14, 256, 8, 1, true, 8, 4, 1, 1},     // deepseek-v3's
-                          Case{4, 128, 8, 0, false, 1, 1, 0, 1},     // qwen3's (a warp)
-                          Case{4, 128, 8, 0, false, 1, 1, 0, 16},    // 16 tokens, 128 pairs: the most it takes
-                          Case{4, 128, 8, 0, false, 1, 1, 0, 6},     // masked tokens among them
-                          Case{1, 64, 4, 2, true, 4, 2, 1, 9},       // groups, one split
+    for (const Case& c : {Case{8, 256, 6, 2, true, 1, 1, 0, 1},   // deepseek-v4-flash's one token (a block)
+                          Case{14, 256, 8, 1, true, 8, 4, 1, 1},  // deepseek-v3's
+                          Case{14, 256, 8, 1, true, 8, 4, 1, 1, false, true},  // its one token masked
+                          Case{17, 160, 6, 1, false, 32, 3, 0, 1},  // groups of 5: not whole warps
                           Case{8, 256, 6, 2, false, 1, 1, 0, 1, true},  // hash routing
-                          Case{16, 512, 8, 1, true, 16, 4, 0, 1}}) {  // 512 experts, a block
+                          Case{16, 512, 8, 1, true, 16, 4, 0, 1},  // 512 experts
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 1},   // qwen3's one token (a warp)
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 16},  // 16 tokens, 128 pairs: the most
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 6},   // masked tokens among them
+                          Case{1, 64, 4, 2, true, 4, 2, 1, 9},     // groups, one split
+                          Case{9, 8, 2, 2, false, 1, 1, 0, 6},     // fewer experts than lanes
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 3, true}}) {  // hash routing, a warp a token
         SCOPED_TRACE(describe(c));
         const Inputs in = make_inputs(c, seed++);
-        for (int32_t tile_m : {128, 32, 8}) {
-            SCOPED_TRACE("tiles of " + std::to_string(tile_m));
-            const Permuted one = route_and_permute(c, in, tile_m, true), two = route_and_permute(c, in, tile_m, false);
-            for (int i = 0; i < 8; ++i) {
-                ASSERT_EQ(one.bytes[i].size(), two.bytes[i].size());
-                EXPECT_EQ(test::first_bit_difference(one.bytes[i].data(), two.bytes[i].data(), one.bytes[i].size()), -1)
-                    << Permuted::kNames[i];
+        const bool by_block = c.experts > 128;  // (launch_route's choice at a decode step's few tokens)
+        for (int32_t tile_m : {128, 32, 8, 1})
+            for (bool steps : {false, true}) {
+                if (steps && !by_block) continue;
+                SCOPED_TRACE("tiles of " + std::to_string(tile_m) + (steps ? ", block-wide steps" : ""));
+                const Permuted one = route_and_permute(c, in, tile_m, true, steps), two = route_and_permute(c, in, tile_m, false, steps);
+                for (int i = 0; i < 8; ++i) {
+                    ASSERT_EQ(one.bytes[i].size(), two.bytes[i].size());
+                    EXPECT_EQ(test::first_bit_difference(one.bytes[i].data(), two.bytes[i].data(), one.bytes[i].size()), -1)
+                        << Permuted::kNames[i];
+                }
             }
-        }
     }
 }

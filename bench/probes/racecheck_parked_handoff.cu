@@ -17,7 +17,8 @@
 // the epilogue warps' loads after the consumers' stores), 7682 through `named` and 4098 through
 // `named-drained-sync` (the first shown: the next item's stores after the loads, an order both bar.syncs
 // set). On another H100 (bench/results/2026-12-05-cuda-route-and-permute.md): 15378, 7682 and 3841, and none
-// through `named-all-sync` or `syncthreads`: racecheck follows a hand-off only where every side waits.
+// through `named-all-sync` or `syncthreads`: here racecheck reported nothing only where every side waited at
+// both barriers.
 // The kernels' consumers waiting at `parked` too cut racecheck's reports on them by 95%, not to none.
 // Each run also checks every value the epilogue warps read, so a hand-off that did race might show as wrong
 // values.

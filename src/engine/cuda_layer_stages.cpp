@@ -434,6 +434,7 @@ bool RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64
     route.topk_ids = b.topk_ids.as<int32_t>();
     route.topk_weights = b.topk_weights.as<float>();
     route.stream = s;
+    SMOE_CHECK(!permute || tile_m > 0, Internal, "routing asked to permute into tiles of {} rows", tile_m);
     const bool one_launch = permute && cuda::routes_and_permutes_in_one_launch(route);
     SMOE_CUDA_CHECK(one_launch ? cuda::launch_route_and_permute(route, tile_m, *permute) : cuda::launch_route(route));
     return one_launch;

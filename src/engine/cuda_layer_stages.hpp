@@ -151,8 +151,8 @@ class RouterStage {
     void enqueue_logits(Buffers& b, const void* hidden, int64_t tokens, const TileCounts& tiles, bool bf16,
                         cudaStream_t s) const;
     // With `permute` (the routed experts' permutation, in tiles of tile_m rows), where a decode step's few
-    // tokens allow: the routing's top-k permuted there too, in the same launch (cuda::launch_route_and_permute).
-    // Returns whether it permuted them.
+    // tokens allow: the routing's top-k permuted there too, in the same launch
+    // (cuda::launch_route_and_permute). Returns whether it permuted them.
     bool enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t tokens, bool bf16,
                          cudaStream_t s, const cuda::PermutationOut* permute = nullptr, int32_t tile_m = 0) const;
 

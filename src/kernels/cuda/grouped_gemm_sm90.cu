@@ -27,10 +27,10 @@ using namespace sm90;
 // kFp8A: e4m3 activations and FP8 weights, both read by FP8 MMAs as they arrive (no widening). Their
 // partial sums are folded once per 128-wide block, as for bf16: folding each MMA's k32 sum on its own
 // halved the FP8 tensor cores' rounding error but cost 25-45% of the speed
-// (bench/results/2026-12-01-cuda-fp8-tensor-cores.md). The two warpgroups fold a block at about the same time;
-// issuing their MMAs in turn through two named barriers, so that one's fold ran beside the other's MMAs, took
-// deepseek-v3's gate/up 0.5-0.9% and its down GEMM 3% more time at 16384 tokens (H100): not kept
-// (bench/results/2026-12-05-cuda-route-and-permute.md).
+// (bench/results/2026-12-01-cuda-fp8-tensor-cores.md). The two warpgroups fold a block at about the same
+// time; issuing their MMAs in turn through two named barriers, so that one's fold ran beside the other's
+// MMAs, took deepseek-v3's gate/up 0.5-0.9% and its down GEMM 3% more time at 16384 tokens (H100): not
+// kept (bench/results/2026-12-05-cuda-route-and-permute.md).
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
@@ -153,10 +153,10 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // the epilogue warps wait; the epilogue warps wait at kDrainedBarrier once done with them (all but the
     // last item), as the consumers do before parking the next item's. Waiting there costs the epilogue warps
     // nothing (the next item is parked after it anyway), and racecheck reports fewer of its false hazards
-    // for it than for an arrival or for mbarriers (bench/results/2026-12-05-cuda-named-handoff.md). With the
-    // consumers waiting at kParkedBarrier too, it reported 95% fewer, not none, and qwen3's down GEMM took 2.5%
-    // more time: not kept (bench/results/2026-12-05-cuda-route-and-permute.md). Id 1 is the consumers' own
-    // barrier.
+    // for it than for an arrival or for mbarriers (bench/results/2026-12-05-cuda-named-handoff.md). With
+    // the consumers waiting at kParkedBarrier too, it reported 95% fewer, not none, and qwen3's down GEMM
+    // took 2-3% more time: not kept (bench/results/2026-12-05-cuda-route-and-permute.md). Id 1 is the
+    // consumers' own barrier.
     constexpr int kParkedBarrier = 2, kDrainedBarrier = 3, kHandOffThreads = kConsumers + 32 * kEpilogueWarps;
 
     if (threadIdx.x == 0) {

@@ -14,7 +14,8 @@ inline bool wide_route_pays(const RouteLaunch& launch) { return launch.tokens <=
 
 // Checked by launch_route: experts, top_k and groups within its limits, tokens > 0.
 cudaError_t launch_route_wide(const RouteLaunch& launch);
-// The same for one token, then the permutation of its pairs (permute_small.cuh), in one block.
+// Token 0's routing, then the permutation of its pairs (permute_small.cuh), in one block: checked by
+// launch_route_and_permute (one token, at most 128 pairs).
 cudaError_t launch_route_wide_and_permute(const RouteLaunch& launch, int32_t tile_m, const PermutationOut& out);
 
 }  // namespace steadymoe::cuda

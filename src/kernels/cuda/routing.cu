@@ -323,18 +323,19 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
     permute_small_block(ids, topk_weights, row_of_pair, pairs_bound, live, top_k, experts, tile_m, out, s);
 }
 
-// A decode step's routing and permutation in one block (kRouteAndPermuteTokens tokens at most, a warp each, and
-// kSmallPairs pairs): route_kernel's warps, then permute_small_kernel's block — the same ids, weights, rows
-// and tiles, one launch where those take two (launch_route_and_permute).
-constexpr int kRouteAndPermuteTokens = kScanThreads / 32;
-template <int kPerLane>
+// A decode step's routing and permutation in one block (kRouteAndPermuteTokens tokens at most, a warp each,
+// kSmallPairs pairs, and kRouteAndPermuteExperts experts): route_kernel's warps, then permute_small_kernel's
+// block — the same ids, weights, rows and tiles, one launch where those take two (launch_route_and_permute).
+// Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's take 167 and 255
+// registers), and launch_route gives more than 128 experts a block per token at a decode step's few tokens.
+constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
 __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out) {
     begin_dependent_kernel();
     __shared__ float scores_of[kRouteAndPermuteTokens][kMaxRoutedExperts];
     __shared__ int32_t ids_of[kRouteAndPermuteTokens][32];
     __shared__ SmallPermutation s;
     const int warp = threadIdx.x >> 5;
-    if (warp < p.tokens) route_token_by_warp<kPerLane>(p, warp, scores_of[warp], ids_of[warp]);
+    if (warp < p.tokens) route_token_by_warp<kRouteAndPermuteExperts / 32>(p, warp, scores_of[warp], ids_of[warp]);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
     permute_small_block(p.topk_ids, p.topk_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
@@ -373,14 +374,9 @@ bool routes_wide(const RouteLaunch& p) {
     return p.form == RouteLaunch::Form::Wide || (p.form == RouteLaunch::Form::Default && !unrolled_by_default && wide_route_pays(p));
 }
 
-// The kernels' forms for the layer's experts: the fewest experts a lane that hold them all.
+// The kernel's form for the layer's experts: the fewest experts a lane that hold them all.
 auto route_kernel_for(int32_t experts) {
     return experts <= 128 ? route_kernel<4> : experts <= 256 ? route_kernel<8> : route_kernel<kMaxRoutedExperts / 32>;
-}
-auto route_and_permute_kernel_for(int32_t experts) {
-    return experts <= 128   ? route_and_permute_kernel<4>
-           : experts <= 256 ? route_and_permute_kernel<8>
-                            : route_and_permute_kernel<kMaxRoutedExperts / 32>;
 }
 
 }  // namespace
@@ -396,17 +392,13 @@ cudaError_t launch_route(const RouteLaunch& p) {
 bool routes_and_permutes_in_one_launch(const RouteLaunch& p) {
     static const bool apart = env_equals("STEADYMOE_ROUTE_AND_PERMUTE", "0");
     if (apart || !valid_route(p) || p.tokens <= 0 || p.tokens * p.top_k > kSmallPairs) return false;
-    return routes_wide(p) ? p.tokens == 1 : p.tokens <= kRouteAndPermuteTokens;
+    return routes_wide(p) ? p.tokens == 1 : p.tokens <= kRouteAndPermuteTokens && p.experts <= kRouteAndPermuteExperts;
 }
 
 cudaError_t launch_route_and_permute(const RouteLaunch& p, int32_t tile_m, const PermutationOut& out) {
-    if (routes_and_permutes_in_one_launch(p))
-        return routes_wide(p) ? launch_route_wide_and_permute(p, tile_m, out)
-                              : launch_dependent(route_and_permute_kernel_for(p.experts), 1, kScanThreads, 0, p.stream, p, tile_m, out);
-    cudaError_t err = launch_route(p);
-    if (err == cudaSuccess)
-        err = launch_permute_routed(p.topk_ids, p.topk_weights, p.tokens * p.top_k, p.top_k, p.experts, tile_m, out, p.stream);
-    return err;
+    if (!routes_and_permutes_in_one_launch(p) || tile_m <= 0) return cudaErrorInvalidValue;
+    if (routes_wide(p)) return launch_route_wide_and_permute(p, tile_m, out);
+    return launch_dependent(route_and_permute_kernel, 1, kScanThreads, 0, p.stream, p, tile_m, out);
 }
 
 cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs, int32_t top_k,

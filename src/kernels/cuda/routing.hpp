@@ -82,13 +82,13 @@ cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_wei
                                   cudaStream_t stream, const int32_t* row_of_pair = nullptr,
                                   const int32_t* live_pairs = nullptr);
 
-// launch_route, then launch_permute_routed of its top-k (no row_of_pair, no live_pairs); where a decode step's
-// tokens allow, in one launch of one block (a token to a warp, or one token to the block where launch_route
-// takes a block per token, then the permutation of at most 128 pairs): the same ids, weights, rows and tiles,
-// one kernel fewer between the router's GEMM and the experts'. STEADYMOE_ROUTE_AND_PERMUTE=0 always takes the
-// two launches, to compare.
+// What launch_route, then launch_permute_routed of its top-k (no row_of_pair, no live_pairs), would do, in
+// one launch of one block, for a decode step's few tokens (routes_and_permutes_in_one_launch): up to 16
+// tokens of at most 128 experts, a warp each, or one token where launch_route takes a block per token; then
+// the permutation of at most 128 pairs into tiles of tile_m rows. The same ids, weights, rows and tiles, one
+// kernel fewer between the router's GEMM and the experts'. cudaErrorInvalidValue for any other launch.
 cudaError_t launch_route_and_permute(const RouteLaunch& launch, int32_t tile_m, const PermutationOut& out);
-// Whether launch_route_and_permute takes one launch for `launch`.
+// Whether launch_route_and_permute takes `launch`; never with STEADYMOE_ROUTE_AND_PERMUTE=0 (to compare).
 bool routes_and_permutes_in_one_launch(const RouteLaunch& launch);
 
 // The shared expert: every real token t (ascending), dest base + t, weight 1.
