@@ -362,10 +362,6 @@ __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* 
     if (threadIdx.x == 0) *out.tile_count = (base + tile_m - 1) / tile_m, out.load[0] = base;
 }
 
-}  // namespace
-
-namespace {
-
 bool valid_route(const RouteLaunch& p) { return p.experts <= kMaxRoutedExperts && p.top_k <= 32 && p.groups <= kMaxGroups; }
 
 // Whether launch_route takes the kernel of a block per token (route_wide.hpp).
