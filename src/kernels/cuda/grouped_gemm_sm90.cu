@@ -75,8 +75,9 @@ constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps 
 // clusters of four. The consumers take registers from the third warpgroup.
 template <WeightCode kCode, bool kFp8A, bool kParked, bool kWide, bool kQuad>
 constexpr bool kFoldBehindPath = kFp8A && !kConverts<kCode, kFp8A> && kParked && !kWide && !kQuad;
-// (216 and 80: neither side spills; 232 and 48 made the epilogue warps spill)
-constexpr int kFoldBehindConsumerRegisters = 216, kFoldBehindOtherRegisters = 80;
+// The warpgroups share the registers the CTA started with (168 a thread of 384: a claim beyond them waits for
+// ever); with 232 and 40 the epilogue warps spilled, with 216 and 72 neither side does.
+constexpr int kFoldBehindConsumerRegisters = 216, kFoldBehindOtherRegisters = 72;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // A consumer thread's share of converting a stage's block-exact FP4 block (fp4_exact_tiles.hpp) into a spare
@@ -206,8 +207,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // Folding behind the MMAs, three sets of 64 accumulators (two blocks' sums and the totals) need more
     // registers than a thread of the CTA gets: the warpgroup of the producer and epilogue warps gives some of
     // its own to the consumers, each side where its code starts (the compiler sizes each side's code by it).
-    static_assert(!kFoldBehind || (kThreads == 3 * 128 && 2 * 128 * kFoldBehindConsumerRegisters +
-                                                              128 * kFoldBehindOtherRegisters <= 64 * 1024));
+    static_assert(!kFoldBehind || (kThreads == 3 * 128 && kPerSm == 1 &&
+                                   2 * kFoldBehindConsumerRegisters + kFoldBehindOtherRegisters <= 3 * (64 * 1024 / kThreads / 8 * 8)));
     if (wg == kConsumers / 128) {  // the producer warp, and the epilogue warps (parked)
         if constexpr (kFoldBehind) give_up_registers<kFoldBehindOtherRegisters>();
         if constexpr (kParked) {
