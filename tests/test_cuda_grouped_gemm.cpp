@@ -292,33 +292,28 @@ TEST(CudaGroupedGemm, RandomCodesMatchFloat64) {
     check_paths(make_fp4_problem(e4m3, e2m1, {-16, -12, -9, -6, -5}, 14), false, 1e-6, 1e-3);
 }
 
-// Persistent CTAs with parked epilogues fold each 128-wide block's sums while the next block's MMAs run
-// (e4m3 rows meeting FP8 weights, unless STEADYMOE_FOLD_BEHIND=0), in runs of four blocks and a shorter last
-// run: k of 1 to 7 and 9 blocks takes every run length, alone and after runs. Small integers with power-of-two
-// scales: the float64 result bit for bit; random codes: the bits of one CTA per tile, which folds each
-// block's sums between its MMAs and the next block's.
-TEST(CudaGroupedGemm, FoldsBehindTheMmasGiveTheBitsOfFoldsBetween) {
+// Persistent CTAs with parked epilogues (e4m3 rows meeting FP8 weights) over k of 1 to 7 and 9 blocks of 128:
+// items of every length a pipeline of four stages holds, and longer. Small integers with power-of-two scales:
+// the float64 result bit for bit; random codes: the bits of one CTA per tile.
+TEST(CudaGroupedGemm, ParkedFp8CtasGiveTheBitsOfOneCtaPerTileForEveryBlockCount) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(false) || cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "FP8 weights do not take e4m3 activations on this GPU";
-    const bool behind = !cuda::env_equals("STEADYMOE_FOLD_BEHIND", "0");
     const std::vector<float> ints = {-4, -3, -2, -1, 0, 1, 2, 3, 4}, e4m3 = every_e4m3_value();
     const auto parked = [](cuda::GroupedGemmLaunch& g) { g.schedule = cuda::TiledSchedule::Parked; };
     const auto per_tile = [](cuda::GroupedGemmLaunch& g) { g.schedule = cuda::TiledSchedule::PerTile; };
     for (const int64_t blocks : {1, 2, 3, 4, 5, 6, 7, 9}) {
         SCOPED_TRACE(std::to_string(blocks) + " blocks of 128 k");
         const Problem exact = make_problem(ints, ints, {0.5f, 1.0f, 2.0f}, uint32_t(60 + blocks), 128 * blocks);
-        const uint64_t before = cuda::grouped_gemm_fold_behind_launches();
         const std::vector<float> got = run(exact, true, false, true, parked);
-        EXPECT_EQ(cuda::grouped_gemm_fold_behind_launches() - before, behind ? 1u : 0u) << "folds behind the MMAs expected: " << behind;
         const std::vector<double> want = reference(exact);
         int64_t wrong = 0, first = -1;
         for (size_t i = 0; i < want.size(); ++i)
             if (double(got[i]) != want[i] && wrong++ == 0) first = int64_t(i);
         EXPECT_EQ(wrong, 0) << "first at row " << first / kN << " feature " << first % kN;
         const Problem random = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, uint32_t(70 + blocks), 128 * blocks);
-        const std::vector<float> folded_behind = run(random, true, false, true, parked), between = run(random, true, false, true, per_tile);
-        EXPECT_EQ(std::memcmp(folded_behind.data(), between.data(), between.size() * 4), 0);
-        EXPECT_TRUE(std::all_of(between.begin(), between.end(), [](float v) { return std::isfinite(v); }));
+        const std::vector<float> persistent = run(random, true, false, true, parked), one_each = run(random, true, false, true, per_tile);
+        EXPECT_EQ(std::memcmp(persistent.data(), one_each.data(), one_each.size() * 4), 0);
+        EXPECT_TRUE(std::all_of(one_each.begin(), one_each.end(), [](float v) { return std::isfinite(v); }));
     }
 }
 

@@ -200,9 +200,6 @@ uint64_t grouped_gemm_parked_scatter_launches();
 // Launches so far whose persistent SwiGLU epilogue parked its outputs as bf16 for epilogue warps (bf16 rows
 // meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path with =1; the same bits either way).
 uint64_t grouped_gemm_parked_swiglu_launches();
-// Launches so far that folded each 128-wide block's sums while the next block's MMAs ran: e4m3 rows meeting
-// FP8 weights in persistent CTAs with parked epilogues, unless STEADYMOE_FOLD_BEHIND=0 (the same bits).
-uint64_t grouped_gemm_fold_behind_launches();
 
 // Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 and FP4 weights
 // on a Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores

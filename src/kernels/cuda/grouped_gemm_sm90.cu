@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <type_traits>
 #include <utility>
 
 namespace steadymoe::cuda {
@@ -31,7 +30,12 @@ using namespace sm90;
 // (bench/results/2026-12-01-cuda-fp8-tensor-cores.md). The two warpgroups fold a block at about the same
 // time; issuing their MMAs in turn through two named barriers, so that one's fold ran beside the other's
 // MMAs, took deepseek-v3's gate/up 0.5-0.9% and its down GEMM 3% more time at 16384 tokens (H100): not
-// kept (bench/results/2026-12-05-cuda-route-and-permute.md).
+// kept (bench/results/2026-12-05-cuda-route-and-permute.md). Nor folding a block's sums while the next
+// block's MMAs ran into a second set of 64 (the consumers took registers from the producer's warpgroup
+// with setmaxnreg, blocks in runs of four so that no MMA was in flight at a loop's back edge): the same
+// bits, gate/up 1-3% and down GEMM 3% slower at 16384 tokens, level at 1024 (H100), and slower too where
+// parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One stage fewer
+// (three) left the gate/up within 2% of four: its pace is not set by the stages in flight either.
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
@@ -62,22 +66,11 @@ using namespace sm90;
 // to bf16: parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store.
 // kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
 // one m64n256 MMA a k step over two n-tiles' weight tiles.
-// kFoldBehind (e4m3 rows meeting FP8 weights, persistent, parked: kFoldBehindPath, fold_behind): a block's
-// MMAs go into a second set of 64 sums while the block before's are folded, so that the tensor cores need not
-// wait for the fold; the consumers take registers from the producer's and epilogue warps' warpgroup.
 // Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
 // hopper_fp4_exact_tiled): the FP8 path's MMAs and folds on each stage's block converted to FP8 weights'
 // tiles by the consumers.
 template <int kWG, bool kParked>
 constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps : 0);
-// Folds behind the MMAs (kFoldBehind, fold_behind): e4m3 rows meeting FP8 weights in persistent CTAs whose
-// epilogues are parked (two warpgroups of consumers and one of the producer and epilogue warps), not in
-// clusters of four. The consumers take registers from the third warpgroup.
-template <WeightCode kCode, bool kFp8A, bool kParked, bool kWide, bool kQuad>
-constexpr bool kFoldBehindPath = kFp8A && !kConverts<kCode, kFp8A> && kParked && !kWide && !kQuad;
-// The warpgroups share the registers the CTA started with (168 a thread of 384: a claim beyond them waits for
-// ever); with 232 and 40 the epilogue warps spilled, with 216 and 72 neither side does.
-constexpr int kFoldBehindConsumerRegisters = 216, kFoldBehindOtherRegisters = 72;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // A consumer thread's share of converting a stage's block-exact FP4 block (fp4_exact_tiles.hpp) into a spare
@@ -91,7 +84,7 @@ __device__ __forceinline__ void convert_stage(char* stage, char* tile) {
 #endif
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false, bool kWide = false,
-          bool kQuad = false, ParkedForm kForm = ParkedForm::F32Results, bool kFoldBehind = false>
+          bool kQuad = false, ParkedForm kForm = ParkedForm::F32Results>
 __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
@@ -105,7 +98,6 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                   "wide CTAs: unscaled bf16, persistent, epilogues from registers");
     static_assert(!kQuad || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide>), "clusters of four: persistent, weights in one run");
     static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
-    static_assert(!kFoldBehind || kFoldBehindPath<kCode, kFp8A, kParked, kWide, kQuad>);
     constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
     constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
@@ -204,57 +196,48 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // Stages are counted across items (c): stage s = c % kS, in phase c / kS of its barriers (kept as
     // the stage and the phase's parity: the loops stay free of divisions).
     const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty);
-    // Folding behind the MMAs, three sets of 64 accumulators (two blocks' sums and the totals) need more
-    // registers than a thread of the CTA gets: the warpgroup of the producer and epilogue warps gives some of
-    // its own to the consumers, each side where its code starts (the compiler sizes each side's code by it).
-    static_assert(!kFoldBehind || (kThreads == 3 * 128 && kPerSm == 1 &&
-                                   2 * kFoldBehindConsumerRegisters + kFoldBehindOtherRegisters <= 3 * (64 * 1024 / kThreads / 8 * 8)));
-    if (wg == kConsumers / 128) {  // the producer warp, and the epilogue warps (parked)
-        if constexpr (kFoldBehind) give_up_registers<kFoldBehindOtherRegisters>();
-        if constexpr (kParked) {
-            if (warp_id > kConsumerWarps) {  // an epilogue warp: each item's, in turn, once its results are parked
-                const int e = warp_id - kConsumerWarps - 1;
-                for (int w = first; w < items; w += step) {
-                    const Tile t = w == first ? t0 : item_tile(w);
-                    barrier::sync_threads(kParkedBarrier, kHandOffThreads);
-                    if constexpr (kParkBf16)
-                        drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                    else if constexpr (kParkSwiGlu)
-                        drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                    else
-                        drain_parked(g, t, parked_block, e, lane);
-                    __syncwarp();
-                    if (w + step < items) barrier::sync_threads(kDrainedBarrier, kHandOffThreads);
-                }
-                if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
-                return;
-            }
-        }
-        {  // the producer warp
-            int s = 0;
-            uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
+    if constexpr (kParked) {
+        if (warp_id > kConsumerWarps) {  // an epilogue warp: each item's, in turn, once its results are parked
+            const int e = warp_id - kConsumerWarps - 1;
             for (int w = first; w < items; w += step) {
                 const Tile t = w == first ? t0 : item_tile(w);
-                SharedCopies halves;  // (row_half: -1 unless clustered)
-                halves.row_half = pair_rank, halves.row_ctas = kQuad ? uint16_t(0b11 << (rank & 2)) : uint16_t(0b11);
-                if constexpr (kQuad) {  // the item's other tile holds rows of the same expert: its weights are this one's
-                    const Tile other = tile_at(g, quad_tile(w / n_items) ^ 1, 0, 0);
-                    if (t.rows > 0 && other.rows > 0 && other.expert == t.expert)
-                        halves.weight_half = tile_half, halves.weight_ctas = uint16_t(0b101 << pair_rank);
-                }
-                const StageProducer<kCode, kScaled, kFp8A, kWG, kWide> producer(g, t, lane, by_map ? &rows_map : nullptr, halves);
-                const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
-                for (int kt = 0; kt < ktiles; ++kt) {
-                    if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
-                    producer.load(smem + s * kStageBytes, t.kt0 / L::kSub + kt, &full[s]);
-                    if (++s == kS) s = 0, parity ^= 1, rounds = 1;
-                }
+                barrier::sync_threads(kParkedBarrier, kHandOffThreads);
+                if constexpr (kParkBf16)
+                    drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
+                else if constexpr (kParkSwiGlu)
+                    drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
+                else
+                    drain_parked(g, t, parked_block, e, lane);
+                __syncwarp();
+                if (w + step < items) barrier::sync_threads(kDrainedBarrier, kHandOffThreads);
             }
             if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
             return;
         }
     }
-    if constexpr (kFoldBehind) claim_registers<kFoldBehindConsumerRegisters>();
+    if (wg == kConsumers / 128) {  // the producer warp
+        int s = 0;
+        uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
+        for (int w = first; w < items; w += step) {
+            const Tile t = w == first ? t0 : item_tile(w);
+            SharedCopies halves;  // (row_half: -1 unless clustered)
+            halves.row_half = pair_rank, halves.row_ctas = kQuad ? uint16_t(0b11 << (rank & 2)) : uint16_t(0b11);
+            if constexpr (kQuad) {  // the item's other tile holds rows of the same expert: its weights are this one's
+                const Tile other = tile_at(g, quad_tile(w / n_items) ^ 1, 0, 0);
+                if (t.rows > 0 && other.rows > 0 && other.expert == t.expert)
+                    halves.weight_half = tile_half, halves.weight_ctas = uint16_t(0b101 << pair_rank);
+            }
+            const StageProducer<kCode, kScaled, kFp8A, kWG, kWide> producer(g, t, lane, by_map ? &rows_map : nullptr, halves);
+            const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
+            for (int kt = 0; kt < ktiles; ++kt) {
+                if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
+                producer.load(smem + s * kStageBytes, t.kt0 / L::kSub + kt, &full[s]);
+                if (++s == kS) s = 0, parity ^= 1, rounds = 1;
+            }
+        }
+        if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
+        return;
+    }
 
     const int warp = (threadIdx.x / 32) & 3;
 
@@ -318,55 +301,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
 #pragma unroll
         for (int i = 0; i < (kScaled ? 64 : 1); ++i) total[i] = 0.0f;
 
-        if constexpr (kFoldBehind) {
-            // A block's MMAs go into one set of sums while the block before's, in the other, are folded: the
-            // tensor cores take this block's MMAs during that fold. The same MMAs and the same folds, in the
-            // same order: the same bits. A stage is released once its MMAs are done (its scales were read
-            // while they ran), the next block's being issued by then. Blocks go in runs of four, every MMA
-            // waited for by a run's end: where MMAs were still running at a loop's back edge, the compiler
-            // could not tell which sums they write and issued every MMA only once the one before was done.
-            float sums[2][64];
-            const int row = wg * 64 + warp * 16 + (lane >> 2);
-            auto run = [&](auto blocks) {
-                constexpr int kBlocks = decltype(blocks)::value;
-                BlockScales held{};  // the scales of the block folded next
-#pragma unroll
-                for (int j = 0; j < kBlocks; ++j) {
-                    barrier::wait(full_at + 8 * s, parity);
-                    const uint64_t stage_offset = uint64_t(s * kStageBytes / 16);
-                    e4m3_stage_mmas<L::kA, L::kB>(sums[j % 2], desc_a0 + stage_offset, desc_b0 + stage_offset);
-                    if (j > 0) {
-                        wgmma_wait<1>();  // the block before's MMAs are done (this one's run on)
-                        release(last);
-                        fence_operands(sums[(j - 1) % 2]);
-                        fold_block<true>(total, sums[(j - 1) % 2], held);
-                    }
-                    held = block_scales<true, kRows>(smem + s * kStageBytes + L::kScales, true, row);
-                    last = s;
-                    if (++s == kS) s = 0, parity ^= 1;
-                }
-                wgmma_wait<0>();
-                release(last);
-                fence_operands(sums[(kBlocks - 1) % 2]);
-                fold_block<true>(total, sums[(kBlocks - 1) % 2], held);
-            };
-            if (live) {
-                constexpr int kRun = 4;
-                int kt = 0;
-                for (; kt + kRun <= ktiles; kt += kRun) run(std::integral_constant<int, kRun>{});
-                const int rest = ktiles - kt;
-                if (rest == 1) run(std::integral_constant<int, 1>{});
-                else if (rest == 2) run(std::integral_constant<int, 2>{});
-                else if (rest == 3) run(std::integral_constant<int, 3>{});
-            } else {  // (a warpgroup of padding rows only releases the stages)
-                for (int kt = 0; kt < ktiles; ++kt) {
-                    barrier::wait(full_at + 8 * s, parity);
-                    release(s);
-                    if (++s == kS) s = 0, parity ^= 1;
-                }
-            }
-        }
-        for (int kt = 0; kt < (kFoldBehind ? 0 : ktiles); ++kt) {
+        for (int kt = 0; kt < ktiles; ++kt) {
             barrier::wait(full_at + 8 * s, parity);
             // The producer's cp.async rows, for the MMAs' (async) proxy. Tensor and bulk copies write
             // through that proxy already (and the folds' scale reads are ordinary loads): no fence then.
@@ -550,7 +485,7 @@ bool quad_ctas() {
     return on;
 }
 
-std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, parked_swiglus{0}, folds_behind{0};
+std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, parked_swiglus{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -580,27 +515,17 @@ int concurrent_clusters(int threads, int smem) {
         0);
 }
 
-// Whether e4m3 rows meeting FP8 weights in persistent CTAs with parked epilogues fold each 128-wide block's sums
-// while the next block's MMAs run (kFoldBehind), where they folded them between the two blocks' MMAs. The same
-// bits. STEADYMOE_FOLD_BEHIND=0 folds between, to compare.
-bool fold_behind() {
-    static const bool off = env_equals("STEADYMOE_FOLD_BEHIND", "0");
-    return !off;
-}
-
 // The paths whose persistent launches may run in clusters of four (quad_ctas): bf16 rows meeting bf16 weights
 // and e4m3 rows meeting FP8 weights, prefill's two paths whose stages' weights come straight from L2.
 template <WeightCode kCode, bool kScaled, bool kFp8A, bool kPersistent, bool kWide>
 constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8A, kWide> && kPlainStages<kCode, kScaled, kFp8A>;
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent = false, bool kParked = false,
-          bool kWide = false, ParkedForm kForm = ParkedForm::F32Results, bool kFoldBehind = false>
+          bool kWide = false, ParkedForm kForm = ParkedForm::F32Results>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
-    if constexpr (kFoldBehindPath<kCode, kFp8A, kParked, kWide, false> && !kFoldBehind)
-        if (fold_behind()) return launch_typed<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kForm, true>(g);
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
-    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kForm, kFoldBehind>;
+    constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kForm>;
     // (no clusters of four with parked SwiGLU outputs: a kernel fewer to build, for a pairing not measured)
     constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16;
     // (where !kQuads, a kernel the other launches build, never launched)
@@ -644,7 +569,6 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     count(cluster == 4 ? quad_launches : paired_launches, cluster > 0);
     count(parked_scatters, kForm == ParkedForm::ScatterBf16);
     count(parked_swiglus, kForm == ParkedForm::SwiGluBf16);
-    count(folds_behind, kFoldBehind);
     return launched != cudaSuccess ? launched : last;
 }
 
@@ -818,7 +742,6 @@ uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_orde
 uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_scatters() { return parked_scatters.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_swiglus() { return parked_swiglus.load(std::memory_order_relaxed); }
-uint64_t hopper_folds_behind() { return folds_behind.load(std::memory_order_relaxed); }
 
 int hopper_few_row_ctas_per_sm() {
     constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;

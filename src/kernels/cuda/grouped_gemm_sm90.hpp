@@ -35,9 +35,6 @@ uint64_t hopper_parked_scatters();
 // Launches so far that parked their SwiGLU outputs as bf16 (bf16 rows meeting bf16 weights unless
 // STEADYMOE_PARKED_SWIGLU=0; every path with =1).
 uint64_t hopper_parked_swiglus();
-// Launches so far that folded each block's sums while the next block's MMAs ran (e4m3 rows meeting FP8
-// weights with parked epilogues, unless STEADYMOE_FOLD_BEHIND=0).
-uint64_t hopper_folds_behind();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);
 // Whether block-exact FP4 weights meeting e4m3 activations take the tiled kernel in launches other than

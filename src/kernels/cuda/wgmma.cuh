@@ -189,18 +189,6 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 // Shared-memory writes by ordinary stores and cp.async become visible to the wgmma (async) proxy.
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// A warpgroup's registers a thread (sm_90a): every warp of the warpgroup runs the same one. The CTA's threads
-// start with the kernel's count (its launch bounds'); claiming waits until others have given theirs up.
-template <int kRegisters>
-__device__ __forceinline__ void claim_registers() {
-    static_assert(kRegisters % 8 == 0 && kRegisters >= 24 && kRegisters <= 256);
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-template <int kRegisters>
-__device__ __forceinline__ void give_up_registers() {
-    static_assert(kRegisters % 8 == 0 && kRegisters >= 24 && kRegisters <= 256);
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
 // Keeps the compiler from moving accumulator accesses across the asynchronous MMAs.
 template <int kN>
 __device__ __forceinline__ void fence_operands(float (&d)[kN]) {
