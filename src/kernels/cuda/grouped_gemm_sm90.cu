@@ -33,9 +33,9 @@ using namespace sm90;
 // kept (bench/results/2026-12-05-cuda-route-and-permute.md). Nor folding a block's sums while the next
 // block's MMAs ran into a second set of 64 (the consumers took registers from the producer's warpgroup
 // with setmaxnreg, blocks in runs of four so that no MMA was in flight at a loop's back edge): the same
-// bits, gate/up 1.6-3.0% and down GEMM 3.4-3.5% slower at 16384 tokens, level at 1024 (H100), slower too where
-// parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One stage fewer
-// (three) left the gate/up within 2% of four: its pace is not set by the stages in flight either.
+// bits, gate/up 1.6-3.0% and down GEMM 3.4-3.5% slower at 16384 tokens, level at 1024 (H100), slower
+// too where parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One
+// stage fewer (three) cost the gate/up 0.4-2.3%, within those runs' noise.
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
