@@ -239,6 +239,17 @@ double relative_error(const std::vector<float>& got, const std::vector<double>& 
     return std::sqrt(num / den);
 }
 
+// Outputs that differ from the float64 result: the first's index (-1 where none) and how many.
+struct Mismatches {
+    int64_t first = -1, count = 0;
+};
+Mismatches mismatches(const std::vector<float>& got, const std::vector<double>& want) {
+    Mismatches m;
+    for (size_t i = 0; i < want.size(); ++i)
+        if (double(got[i]) != want[i] && m.count++ == 0) m.first = int64_t(i);
+    return m;
+}
+
 bool fp8_path_here(bool fp4) {
     return cuda::grouped_gemm_takes_fp8_activations(fp4 ? cuda::WeightCode::Fp4 : cuda::WeightCode::Fp8);
 }
@@ -260,9 +271,7 @@ void check_paths(const Problem& p, bool exact, double bf16_bound = 0, double e4m
             EXPECT_LE(err, fp8_a ? e4m3_bound : bf16_bound);
             continue;
         }
-        int64_t wrong = 0, first = -1;
-        for (size_t i = 0; i < want.size(); ++i)
-            if (double(got[i]) != want[i] && wrong++ == 0) first = int64_t(i);
+        const auto [first, wrong] = mismatches(got, want);
         EXPECT_EQ(wrong, 0) << "first at row " << first / kN << " feature " << first % kN << ": got "
                             << (first >= 0 ? got[size_t(first)] : 0) << ", want " << (first >= 0 ? want[size_t(first)] : 0);
     }
@@ -305,10 +314,7 @@ TEST(CudaGroupedGemm, ParkedFp8CtasGiveTheBitsOfOneCtaPerTileForEveryBlockCount)
         SCOPED_TRACE(std::to_string(blocks) + " blocks of 128 k");
         const Problem exact = make_problem(ints, ints, {0.5f, 1.0f, 2.0f}, uint32_t(60 + blocks), 128 * blocks);
         const std::vector<float> got = run(exact, true, false, true, parked);
-        const std::vector<double> want = reference(exact);
-        int64_t wrong = 0, first = -1;
-        for (size_t i = 0; i < want.size(); ++i)
-            if (double(got[i]) != want[i] && wrong++ == 0) first = int64_t(i);
+        const auto [first, wrong] = mismatches(got, reference(exact));
         EXPECT_EQ(wrong, 0) << "first at row " << first / kN << " feature " << first % kN;
         const Problem random = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, uint32_t(70 + blocks), 128 * blocks);
         const std::vector<float> persistent = run(random, true, false, true, parked), one_each = run(random, true, false, true, per_tile);
@@ -1094,9 +1100,7 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
             EXPECT_EQ(cuda::grouped_gemm_paired_launches() - pairs_before, clusters && !quads_asked ? 1u : 0u);
             std::vector<float> got(size_t(total * N));
             out_buf.download(got.data(), got.size() * 4);
-            int64_t wrong = 0, first = -1;
-            for (size_t i = 0; i < got.size(); ++i)
-                if (double(got[i]) != want[i] && wrong++ == 0) first = int64_t(i);
+            const auto [first, wrong] = mismatches(got, want);
             EXPECT_EQ(wrong, 0) << "first at row " << first / N << " feature " << first % N << ": got "
                                 << (first >= 0 ? got[size_t(first)] : 0) << ", want " << (first >= 0 ? want[size_t(first)] : 0);
         }
