@@ -250,6 +250,27 @@ Mismatches mismatches(const std::vector<float>& got, const std::vector<double>& 
     return m;
 }
 
+// The clusters a persistent launch runs in whose rows come by tensor copies, on the paths that have clusters
+// of four and weight pairs (bf16 rows meeting bf16 weights, e4m3 rows meeting FP8 weights; SwiGLU outputs
+// not parked), as the library chooses them, restated: clusters of four where asked (STEADYMOE_QUAD_CTAS=1)
+// and the n-blocks pair up, unless weight pairs are asked for too (STEADYMOE_WEIGHT_PAIRS=1); else weight
+// pairs where asked or where a weight column's k run holds kWeightPairColumnBytes, unless
+// STEADYMOE_WEIGHT_PAIRS=0; else pairs sharing the rows where the n-blocks pair up. STEADYMOE_PAIRED_CTAS=0 or
+// STEADYMOE_ROW_TENSOR_COPIES=0: none.
+struct ExpectedClusters {
+    bool quads = false, weight_pairs = false, pairs = false;
+};
+ExpectedClusters expected_clusters(int64_t k, int weight_bytes, bool n_blocks_pair_up) {
+    ExpectedClusters c;
+    if (cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") || cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0")) return c;
+    const bool pairs_asked = cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
+    c.quads = n_blocks_pair_up && cuda::env_equals("STEADYMOE_QUAD_CTAS", "1") && !pairs_asked;
+    c.weight_pairs = !c.quads && !cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "0") &&
+                     (pairs_asked || k * weight_bytes >= cuda::kWeightPairColumnBytes);
+    c.pairs = n_blocks_pair_up && !c.quads && !c.weight_pairs;
+    return c;
+}
+
 bool fp8_path_here(bool fp4) {
     return cuda::grouped_gemm_takes_fp8_activations(fp4 ? cuda::WeightCode::Fp4 : cuda::WeightCode::Fp8);
 }
@@ -978,13 +999,19 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 const int64_t items_across = wide ? N / 256 : GetParam();
                 const bool clustered = persistent && tensor_copies && items_across % 2 == 0 &&
                                        !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
-                // Clusters of four (STEADYMOE_QUAD_CTAS=1) on unscaled 128-wide items (bf16 rows, weights).
-                const bool quads = clustered && !wide && !scaled && cuda::env_equals("STEADYMOE_QUAD_CTAS", "1");
+                // Clusters of four and weight pairs on unscaled 128-wide items (bf16 rows, weights): the rule below.
+                const ExpectedClusters c = expected_clusters(K, 2, items_across % 2 == 0);
+                const bool two_tiles = persistent && tensor_copies && !wide && !scaled;
+                const bool quads = two_tiles && c.quads, weight_pairs = two_tiles && c.weight_pairs;
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
-                const uint64_t paired_before = cuda::grouped_gemm_paired_launches(), quads_before = cuda::grouped_gemm_quad_launches();
+                const uint64_t paired_before = cuda::grouped_gemm_paired_launches(), quads_before = cuda::grouped_gemm_quad_launches(),
+                               weight_pairs_before = cuda::grouped_gemm_weight_pair_launches();
                 ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
-                EXPECT_EQ(cuda::grouped_gemm_paired_launches() - paired_before, clustered && !quads ? 1u : 0u) << "pairs expected";
+                EXPECT_EQ(cuda::grouped_gemm_paired_launches() - paired_before, clustered && !quads && !weight_pairs ? 1u : 0u)
+                    << "pairs expected";
                 EXPECT_EQ(cuda::grouped_gemm_quad_launches() - quads_before, quads ? 1u : 0u) << "clusters of four expected: " << quads;
+                EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - weight_pairs_before, weight_pairs ? 1u : 0u)
+                    << "weight pairs expected: " << weight_pairs;
                 ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
                 std::vector<float> got(size_t(rows * N));
                 out_buf.download(got.data(), got.size() * 4);
@@ -1006,17 +1033,16 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
 
 INSTANTIATE_TEST_SUITE_P(NBlocks, EveryTiledSchedule, ::testing::Values(int64_t(151), int64_t(150), int64_t(152)));
 
-// Persistent CTAs in clusters (pairs; with STEADYMOE_QUAD_CTAS=1 clusters of four, whose two row tiles share
-// a stage's weight copies where they hold rows of one expert) on a tile list of two experts: tiles 0-1 of
-// expert 0 share weights, tiles 2-3 straddle the experts (each copies its own), tiles 4-5 of expert 1 share
-// them, tile 6 has no partner; each cluster takes several items, shared and not. FP8 weights meeting e4m3
-// rows (scaled) and bf16 weights meeting bf16 rows, on small integers and powers of two: every sum is exact,
-// so each row must give the float64 result of its own expert's weights bit for bit, with epilogues from
-// registers and parked.
-TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
-    SMOE_SKIP_WITHOUT_GPU();
-    if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "clusters are the Hopper kernel's; this GPU runs the sm_80 kernel";
-    constexpr int64_t N = 36 * 128, K = 384;  // 72 items of clusters of four, 126 of pairs: clusters take several
+namespace {
+
+// Persistent CTAs in clusters (pairs sharing rows; weight pairs, whose two row tiles share a stage's weight
+// copies where they hold rows of one expert; with STEADYMOE_QUAD_CTAS=1 clusters of four, which share both)
+// on a tile list of two experts: tiles 0-1 of expert 0 share weights, tiles 2-3 straddle the experts (each
+// copies its own), tiles 4-5 of expert 1 share them, tile 6 has no partner; each cluster takes several items,
+// shared and not. FP8 weights meeting e4m3 rows (scaled) and bf16 weights meeting bf16 rows, on small
+// integers and powers of two: every sum is exact, so each row must give the float64 result of its own
+// expert's weights bit for bit, with epilogues from registers and parked.
+void check_clusters(int64_t N, int64_t K) {
     const std::vector<int32_t> experts = {0, 0, 0, 1, 1, 1, 1}, rows = {128, 100, 128, 5, 128, 128, 60};
     const int32_t tiles = int32_t(experts.size());
     std::vector<int32_t> list(size_t(3 * tiles + 1));
@@ -1029,13 +1055,12 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
     std::mt19937 rng(37);
     std::uniform_int_distribution<int> small(-3, 3);
     const auto power_of_two = [&] { return std::ldexp(1.0f, small(rng) % 2); };  // 0.5, 1 or 2
-    const bool clusters = !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
-    const bool quads_asked = clusters && cuda::env_equals("STEADYMOE_QUAD_CTAS", "1");
     for (bool fp8 : {true, false}) {
         if (fp8 && !fp8_path_here(false)) {
             std::printf("FP8 weights do not take e4m3 activations on this GPU: not tested\n");
             continue;
         }
+        const ExpectedClusters c = expected_clusters(K, fp8 ? 1 : 2, (N / 128) % 2 == 0);
         // Per expert: weight codes [N][K] (e4m3 of small integers) and, FP8, block scales [N/128][K/128].
         std::vector<std::vector<uint8_t>> codes(2, std::vector<uint8_t>(size_t(N * K)));
         std::vector<std::vector<float>> w_scales(2, std::vector<float>(size_t((N / 128) * (K / 128)), 1.0f));
@@ -1080,7 +1105,7 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
         else a_buf.upload(a_bf16.data(), a_bf16.size() * 2);
         scale_buf.upload(a_scale.data(), a_scale.size() * 4);
         for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::Parked}) {
-            SCOPED_TRACE(std::string(fp8 ? "FP8 weights, e4m3 rows" : "bf16 weights and rows") +
+            SCOPED_TRACE(std::string(fp8 ? "FP8 weights, e4m3 rows" : "bf16 weights and rows") + ", k " + std::to_string(K) +
                          (schedule == cuda::TiledSchedule::Parked ? ", parked epilogues" : ", epilogues from registers"));
             cuda::GroupedGemmLaunch g;
             const int32_t* t = tile_buf.as<int32_t>();
@@ -1093,11 +1118,13 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
             g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
             g.a_rows = total;  // rows by tensor copies: the persistent CTAs run in clusters
             ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(total * N) * 4), cudaSuccess);  // NaN where nothing is written
-            const uint64_t pairs_before = cuda::grouped_gemm_paired_launches(), quads_before = cuda::grouped_gemm_quad_launches();
+            const uint64_t pairs_before = cuda::grouped_gemm_paired_launches(), quads_before = cuda::grouped_gemm_quad_launches(),
+                           weight_pairs_before = cuda::grouped_gemm_weight_pair_launches();
             ASSERT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            EXPECT_EQ(cuda::grouped_gemm_quad_launches() - quads_before, quads_asked ? 1u : 0u);
-            EXPECT_EQ(cuda::grouped_gemm_paired_launches() - pairs_before, clusters && !quads_asked ? 1u : 0u);
+            EXPECT_EQ(cuda::grouped_gemm_quad_launches() - quads_before, c.quads ? 1u : 0u);
+            EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - weight_pairs_before, c.weight_pairs ? 1u : 0u);
+            EXPECT_EQ(cuda::grouped_gemm_paired_launches() - pairs_before, c.pairs ? 1u : 0u);
             std::vector<float> got(size_t(total * N));
             out_buf.download(got.data(), got.size() * 4);
             const auto [first, wrong] = mismatches(got, want);
@@ -1105,6 +1132,24 @@ TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
                                 << (first >= 0 ? got[size_t(first)] : 0) << ", want " << (first >= 0 ? want[size_t(first)] : 0);
         }
     }
+}
+
+}  // namespace
+
+// N = 36 x 128, K = 384: 72 items of clusters of four, 126 of pairs, 144 of weight pairs, so clusters take
+// several; pairs sharing rows unless asked otherwise.
+TEST(CudaGroupedGemm, ClusteredCtasReadEachTilesOwnExpertsWeights) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "clusters are the Hopper kernel's; this GPU runs the sm_80 kernel";
+    check_clusters(36 * 128, 384);
+}
+
+// Weight columns of 2 KiB (FP8, k 2048: pairs sharing rows) and of 4 KiB and more (bf16 at k 2048, both at
+// k 4096: weight pairs, by default) on the same tile list; two n-blocks.
+TEST(CudaGroupedGemm, WeightPairsTakeLaunchesWhoseWeightColumnsHoldFourKiB) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "clusters are the Hopper kernel's; this GPU runs the sm_80 kernel";
+    for (int64_t k : {2048, 4096}) check_clusters(2 * 128, k);
 }
 
 namespace {

@@ -186,6 +186,7 @@ uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 uint64_t grouped_gemm_quad_launches() { return hopper_quad_launches(); }
 uint64_t grouped_gemm_parked_scatter_launches() { return hopper_parked_scatters(); }
 uint64_t grouped_gemm_parked_swiglu_launches() { return hopper_parked_swiglus(); }
+uint64_t grouped_gemm_weight_pair_launches() { return hopper_weight_pair_launches(); }
 
 bool grouped_gemm_takes_fp8_activations(WeightCode code) {
     static const bool enabled = !env_equals("STEADYMOE_FP8_TENSOR_CORES", "0");

@@ -200,6 +200,13 @@ uint64_t grouped_gemm_parked_scatter_launches();
 // Launches so far whose persistent SwiGLU epilogue parked its outputs as bf16 for epilogue warps (bf16 rows
 // meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path with =1; the same bits either way).
 uint64_t grouped_gemm_parked_swiglu_launches();
+// Launches so far in clusters of two whose CTAs took two row tiles of an item and shared its weights' copies:
+// persistent launches of bf16 rows meeting bf16 weights or e4m3 rows meeting FP8 weights whose rows come by
+// tensor copies and whose SwiGLU outputs are not parked, where a weight column's k run holds at least
+// kWeightPairColumnBytes (STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch, =0 on none; the same
+// bits either way).
+inline constexpr int64_t kWeightPairColumnBytes = 4096;
+uint64_t grouped_gemm_weight_pair_launches();
 
 // Whether the GEMM over weights `code` takes FP8 activations as e4m3 codes (a_fp8): FP8 and FP4 weights
 // on a Hopper, unless STEADYMOE_FP8_TENSOR_CORES=0 in the environment keeps them on the bf16 tensor cores

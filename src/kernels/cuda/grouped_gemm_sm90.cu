@@ -57,6 +57,12 @@ using namespace sm90;
 // pairs take the two row tiles of a (tile pair, n-block pair) item; where both tiles hold rows of one expert,
 // the two CTAs of an n-block read the same weights, and each copies half of a stage's weights into both. A
 // stage is refilled once the consumers of all four have released it.
+// kWeightPair (persistent, by_map, launched in clusters of two; where a weight column is long: weight_pairs):
+// the two CTAs of a cluster take the two row tiles of a (tile pair, n-block) item, each copying all of its
+// own rows; where both tiles hold rows of one expert, each copies half of a stage's weights into both, as
+// clusters of four do. Rows are a tile's own (the smaller stream: an expert's rows are read by every n-block
+// of it while they sit in L2), weights are shared (the larger: read once a pair where a CTA each read them
+// before).
 // kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
 // its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
 // longer wait for every epilogue.
@@ -84,7 +90,7 @@ __device__ __forceinline__ void convert_stage(char* stage, char* tile) {
 #endif
 
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false, bool kWide = false,
-          bool kQuad = false, ParkedForm kForm = ParkedForm::F32Results>
+          bool kQuad = false, ParkedForm kForm = ParkedForm::F32Results, bool kWeightPair = false>
 __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
                              const bool paired) {
@@ -97,6 +103,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(!kWide || (kCode == WeightCode::Bf16 && !kScaled && !kFp8A && kWG == 2 && kPersistent && !kParked),
                   "wide CTAs: unscaled bf16, persistent, epilogues from registers");
     static_assert(!kQuad || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide>), "clusters of four: persistent, weights in one run");
+    static_assert(!kWeightPair || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide> && !kQuad), "weight pairs: persistent, weights in one run");
+    constexpr bool kTilePairs = kQuad || kWeightPair;  // a cluster takes two row tiles of an item
     static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
     constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
     constexpr int kCols = kWide ? 2 * kTileN : kTileN, kAcc = kCols / 2;  // features a CTA's item takes
@@ -113,25 +121,28 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // (bench/results/2026-12-02-cuda-dependent-launches.md).
     wait_for_prior_kernels();
     // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item. A clustered
-    // CTA's items are its cluster's: it takes n-block 2j + (rank & 1) of an item's n-block pair j, and in
-    // clusters of four row tile 2i + (rank >> 1) of the item's tile pair i.
+    // CTA's items are its cluster's: in pairs it takes n-block 2j + (rank & 1) of an item's n-block pair j, in
+    // clusters of four that and row tile 2i + (rank >> 1) of the item's tile pair i, in weight pairs row tile
+    // 2i + rank of the item's tile pair i.
     const int n_blocks = int((g.n + kCols - 1) / kCols), tiles = kPersistent ? tile_count(g) : 1;
-    // (kQuad: launched in clusters of four; else in clusters of two where paired)
-    const int rank = kQuad || (kPersistent && paired) ? int(barrier::cluster_rank()) : -1;
-    const int pair_rank = kQuad ? rank & 1 : rank;  // which n-block of a pair
-    const int tile_half = kQuad ? rank >> 1 : -1;     // which row tile of a pair
+    // (kQuad: launched in clusters of four; kWeightPair, or else where paired: in clusters of two)
+    const int rank = kTilePairs || (kPersistent && paired) ? int(barrier::cluster_rank()) : -1;
+    const int pair_rank = kQuad ? rank & 1 : kWeightPair ? -1 : rank;  // which n-block of a pair
+    const int tile_half = kQuad ? rank >> 1 : kWeightPair ? rank : -1;  // which row tile of a pair
     const int n_items = pair_rank >= 0 ? n_blocks / 2 : n_blocks, units = kQuad ? 4 : rank >= 0 ? 2 : 1;
-    const int tile_items = kQuad ? (tiles + 1) / 2 : tiles;
+    const int tile_items = kTilePairs ? (tiles + 1) / 2 : tiles;
     const int items = kPersistent ? tile_items * n_items * g.k_splits : 1;
     const int first = kPersistent ? int(blockIdx.x) / units : 0, step = kPersistent ? int(gridDim.x) / units : 1;
-    auto quad_tile = [&](int rest) { return 2 * (rest % tile_items) + tile_half; };  // (kQuad) of rest = w / n_items
+    auto quad_tile = [&](int rest) { return 2 * (rest % tile_items) + tile_half; };  // (kTilePairs) of rest = w / n_items
     auto item_tile = [&](int w) -> Tile {
         if constexpr (kPersistent) {
             const int rest = w / n_items, n_block = pair_rank >= 0 ? 2 * (w % n_items) + pair_rank : w % n_items;
-            Tile t = tile_at(g, kQuad ? quad_tile(rest) : rest % tiles, kWide ? 2 * n_block : n_block, rest / tile_items);  // (n0: 128 a block)
-            if (kQuad && t.rows == 0) {
+            Tile t = tile_at(g, kTilePairs ? quad_tile(rest) : rest % tiles, kWide ? 2 * n_block : n_block, rest / tile_items);  // (n0: 128 a block)
+            if (kTilePairs && t.rows == 0) {
                 // An odd tile count's last tile has no partner: its CTA runs every stage all the same (the
-                // others copy into its stages and wait for its releases), on no rows.
+                // others copy into its stages and wait for its releases), on no rows, copying its partner's
+                // expert's weights (found in L2 then, where another expert's would come from DRAM).
+                t.expert = tile_at(g, quad_tile(rest) ^ 1, 0, 0).expert;
                 t.n0 = n_block * kTileN, t.split = rest / tile_items;
                 t.ktiles = int(g.k / kBK) / g.k_splits, t.kt0 = t.split * t.ktiles;
             }
@@ -142,7 +153,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     };
     if (first >= items) return;
     const Tile t0 = item_tile(first);
-    if (t0.rows == 0 && !kQuad) return;
+    if (t0.rows == 0 && !kTilePairs) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
@@ -222,10 +233,10 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             const Tile t = w == first ? t0 : item_tile(w);
             SharedCopies halves;  // (row_half: -1 unless clustered)
             halves.row_half = pair_rank, halves.row_ctas = kQuad ? uint16_t(0b11 << (rank & 2)) : uint16_t(0b11);
-            if constexpr (kQuad) {  // the item's other tile holds rows of the same expert: its weights are this one's
+            if constexpr (kTilePairs) {  // the item's other tile holds rows of the same expert: its weights are this one's
                 const Tile other = tile_at(g, quad_tile(w / n_items) ^ 1, 0, 0);
                 if (t.rows > 0 && other.rows > 0 && other.expert == t.expert)
-                    halves.weight_half = tile_half, halves.weight_ctas = uint16_t(0b101 << pair_rank);
+                    halves.weight_half = tile_half, halves.weight_ctas = kQuad ? uint16_t(0b101 << pair_rank) : uint16_t(0b11);
             }
             const StageProducer<kCode, kScaled, kFp8A, kWG, kWide> producer(g, t, lane, by_map ? &rows_map : nullptr, halves);
             const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
@@ -485,7 +496,27 @@ bool quad_ctas() {
     return on;
 }
 
-std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, parked_scatters{0}, parked_swiglus{0};
+// Whether persistent launches that could run in clusters of four (kQuadPath, not parked SwiGLU outputs),
+// their rows by tensor copies, run in clusters of two that take two row tiles of an item and share the
+// weights' copies (the kernel's kWeightPair); the same bits either way. Pairs that share the rows' copies
+// read each weight block once a CTA: deepseek-v3's routed gate/up read about 27-31 GB from DRAM for 9 GB of
+// distinct data at 16384 tokens. Clusters of four halved that but left 12 SMs idle; clusters of two fit every
+// SM. By default where a weight column's k run holds at least kWeightPairColumnBytes (k x the weights'
+// element bytes). On an H100 at 16384 tokens they cut deepseek-v3's FP8 gate/up (k 7168) DRAM reads from 27.4
+// to 16.7 GB and its time 6-9%, and took less time for its bf16 down GEMM (k 2048 of 2 bytes) in both pairs
+// run; they made qwen3-30b-a3b's bf16 down GEMM (k 768) 3.5-3.7% slower and deepseek-v3's FP8 down GEMM (k
+// 2048 of 1 byte) level to 6.5% slower (bench/results/2026-12-05-cuda-weight-pairs.md).
+// STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before clusters of four), =0 on none.
+bool weight_pairs_asked() {
+    static const bool on = env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
+    return on;
+}
+bool weight_pairs(int64_t k, int weight_bytes) {
+    static const bool off = env_equals("STEADYMOE_WEIGHT_PAIRS", "0"), none = env_equals("STEADYMOE_PAIRED_CTAS", "0");
+    return !none && !off && (weight_pairs_asked() || k * weight_bytes >= kWeightPairColumnBytes);
+}
+
+std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, weight_pair_launches{0}, parked_scatters{0}, parked_swiglus{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -531,24 +562,33 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     // (where !kQuads, a kernel the other launches build, never launched)
     constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads,
                                                           kQuads ? kForm : ParkedForm::F32Results>;
+    constexpr auto weight_pair_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false,
+                                                                 kQuads ? kForm : ParkedForm::F32Results, kQuads>;
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     dim3 grid = tile_grid(g);
     if (kWide) grid.x = unsigned((g.n + 2 * kTileN - 1) / (2 * kTileN));  // 256 features an item
     const bool clustered = kPersistent && pairs_ctas(g, int(grid.x));
-    const bool try_quads = kQuads && clustered && quad_ctas();
+    // (clusters of four where asked, unless weight pairs are asked for too)
+    const bool try_quads = kQuads && clustered && quad_ctas() && !weight_pairs_asked();
+    const bool try_weight_pairs = kQuads && !try_quads && row_tensor_copies(g) && weight_pairs(g.k, kCode == WeightCode::Fp8 ? 1 : 2);
     if (const cudaError_t err = allow_shared_memory<kernel>(kSmem); err != cudaSuccess) return err;
     if (try_quads)
         if (const cudaError_t err = allow_shared_memory<quad_kernel>(kSmem); err != cudaSuccess) return err;
+    if (try_weight_pairs)
+        if (const cudaError_t err = allow_shared_memory<weight_pair_kernel>(kSmem); err != cudaSuccess) return err;
     const int quads = try_quads ? concurrent_clusters<quad_kernel, 4>(kThreads, kSmem) : 0;
-    const int pairs = clustered && quads == 0 ? concurrent_clusters<kernel, 2>(kThreads, kSmem) : 0;
+    const int weight_paired = try_weight_pairs ? concurrent_clusters<weight_pair_kernel, 2>(kThreads, kSmem) : 0;
+    const int pairs = clustered && quads == 0 && weight_paired == 0 ? concurrent_clusters<kernel, 2>(kThreads, kSmem) : 0;
     CUtensorMap rows_map{};
     const bool by_map = row_tensor_copies(g) && encode_row_map(rows_map, kFp8A ? static_cast<const void*>(g.a_fp8) : g.a, g.a_rows, g.k,
                                                                kFp8A ? RowElement::E4m3 : RowElement::Bf16,
                                                                Cta<kWG>::kRows / (pairs + quads > 0 ? 2 : 1));
-    const int cluster = !by_map ? 0 : quads > 0 ? 4 : pairs > 0 ? 2 : 0;
+    const int cluster = !by_map ? 0 : quads > 0 ? 4 : pairs + weight_paired > 0 ? 2 : 0;
     const int64_t items = int64_t(grid.x) * grid.y * grid.z;
     if (cluster == 4)  // items of two n-blocks and two tiles
         grid = dim3(unsigned(4 * std::min<int64_t>(int64_t(grid.x / 2) * ((grid.y + 1) / 2) * grid.z, quads)), 1, 1);
+    else if (cluster == 2 && weight_paired > 0)  // items of two tiles
+        grid = dim3(unsigned(2 * std::min<int64_t>(int64_t(grid.x) * ((grid.y + 1) / 2) * grid.z, weight_paired)), 1, 1);
     else if (cluster == 2)  // as many clusters as run at once, or fewer where the batch's bound has fewer items
         grid = dim3(unsigned(2 * std::min<int64_t>(items / 2, pairs)), 1, 1);
     else if (kPersistent)  // as many CTAs as fit at once, or fewer
@@ -559,14 +599,15 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     config.gridDim = grid, config.blockDim = dim3(kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(unsigned(cluster))};
     config.attrs = attributes, config.numAttrs = cluster > 0 ? 2 : 1;
-    const cudaError_t launched = cluster == 4 ? cudaLaunchKernelEx(&config, quad_kernel, g, rows_map, by_map, true)
-                                              : cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, cluster == 2);
+    const cudaError_t launched = cluster == 4                          ? cudaLaunchKernelEx(&config, quad_kernel, g, rows_map, by_map, true)
+                                 : cluster == 2 && weight_paired > 0 ? cudaLaunchKernelEx(&config, weight_pair_kernel, g, rows_map, by_map, true)
+                                                                     : cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, cluster == 2);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     const bool ran = launched == cudaSuccess && last == cudaSuccess;
     auto count = [&](std::atomic<uint64_t>& launches, bool counted) {
         if (ran && counted) launches.fetch_add(1, std::memory_order_relaxed);
     };
-    count(cluster == 4 ? quad_launches : paired_launches, cluster > 0);
+    count(cluster == 4 ? quad_launches : weight_paired > 0 ? weight_pair_launches : paired_launches, cluster > 0);
     count(parked_scatters, kForm == ParkedForm::ScatterBf16);
     count(parked_swiglus, kForm == ParkedForm::SwiGluBf16);
     return launched != cudaSuccess ? launched : last;
@@ -742,6 +783,7 @@ uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_orde
 uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_scatters() { return parked_scatters.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_swiglus() { return parked_swiglus.load(std::memory_order_relaxed); }
+uint64_t hopper_weight_pair_launches() { return weight_pair_launches.load(std::memory_order_relaxed); }
 
 int hopper_few_row_ctas_per_sm() {
     constexpr auto kernel = grouped_gemm_sm90_kernel<WeightCode::Fp8, true, true, 1, 2, false>;
