@@ -499,14 +499,14 @@ bool quad_ctas() {
 // Whether persistent launches that could run in clusters of four (kQuadPath, not parked SwiGLU outputs),
 // their rows by tensor copies, run in clusters of two that take two row tiles of an item and share the
 // weights' copies (the kernel's kWeightPair); the same bits either way. Pairs that share the rows' copies
-// read each weight block once a CTA: deepseek-v3's routed gate/up read about 27-31 GB from DRAM for 9 GB of
-// distinct data at 16384 tokens. Clusters of four halved that but left 12 SMs idle; clusters of two fit every
-// SM. By default where a weight column's k run holds at least kWeightPairColumnBytes (k x the weights'
-// element bytes). On an H100 at 16384 tokens they cut deepseek-v3's FP8 gate/up (k 7168) DRAM reads from 27.4
-// to 16.7 GB and its time 6-9%, and took less time for its bf16 down GEMM (k 2048 of 2 bytes) in both pairs
-// run; they made qwen3-30b-a3b's bf16 down GEMM (k 768) 3.5-3.7% slower and deepseek-v3's FP8 down GEMM (k
-// 2048 of 1 byte) level to 6.5% slower (bench/results/2026-12-05-cuda-weight-pairs.md).
-// STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before clusters of four), =0 on none.
+// read each weight block once a CTA; clusters of four share the weights too but left 12 SMs idle; clusters of
+// two fit every SM. By default where a weight column's k run holds at least kWeightPairColumnBytes (k x the
+// weights' element bytes). On an H100 at 16384 tokens (bench/results/2026-12-05-cuda-weight-pairs.md) they
+// took 6-9% off deepseek-v3's FP8 gate/up (7 KiB columns; DRAM reads 27.4 to 16.7 GB) and 5.4% off
+// deepseek-v4-flash's (4 KiB), and took less time for deepseek-v3's bf16 down GEMM (4 KiB) in all three pairs
+// run; they made qwen3-30b-a3b's bf16 down GEMM (1.5 KiB) 3.1-3.7% slower, and deepseek-v3's FP8 down GEMM (2
+// KiB) moved within its noise. STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before
+// clusters of four), =0 on none.
 bool weight_pairs_asked() {
     static const bool on = env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
     return on;
