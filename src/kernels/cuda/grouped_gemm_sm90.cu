@@ -505,8 +505,8 @@ bool quad_ctas() {
 // took 6-9% off deepseek-v3's FP8 gate/up (7 KiB columns; DRAM reads 27.4 to 16.7 GB) and 5.4% off
 // deepseek-v4-flash's (4 KiB), and took less time for deepseek-v3's bf16 down GEMM (4 KiB) in all three pairs
 // run; they made qwen3-30b-a3b's bf16 down GEMM (1.5 KiB) 3.1-3.7% slower, and deepseek-v3's FP8 down GEMM (2
-// KiB) moved within its noise. STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before
-// clusters of four), =0 on none.
+// KiB) from 0.8% faster to 6.5% slower. STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and
+// before clusters of four), =0 on none.
 bool weight_pairs_asked() {
     static const bool on = env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
     return on;
