@@ -251,12 +251,12 @@ Mismatches mismatches(const std::vector<float>& got, const std::vector<double>& 
 }
 
 // The clusters a persistent launch runs in whose rows come by tensor copies, on the paths that have clusters
-// of four and weight pairs (bf16 rows meeting bf16 weights, e4m3 rows meeting FP8 weights; SwiGLU outputs
-// not parked), as the library chooses them, restated: clusters of four where asked (STEADYMOE_QUAD_CTAS=1)
-// and the n-blocks pair up, unless weight pairs are asked for too (STEADYMOE_WEIGHT_PAIRS=1); else weight
-// pairs where asked or where a weight column's k run holds kWeightPairColumnBytes, unless
-// STEADYMOE_WEIGHT_PAIRS=0; else pairs sharing the rows where the n-blocks pair up. STEADYMOE_PAIRED_CTAS=0 or
-// STEADYMOE_ROW_TENSOR_COPIES=0: none.
+// of four and weight pairs (bf16 rows meeting bf16 weights, e4m3 rows meeting FP8 weights; SwiGLU outputs not
+// parked), as the library chooses them, restated: clusters of four where asked (STEADYMOE_QUAD_CTAS=1) and
+// the n-blocks pair up, unless weight pairs are asked for too (STEADYMOE_WEIGHT_PAIRS=1); else weight pairs
+// where asked or where a weight column's k run holds at least kWeightPairColumnBytes, unless
+// STEADYMOE_WEIGHT_PAIRS=0; else pairs sharing the rows where the n-blocks pair up. STEADYMOE_PAIRED_CTAS=0
+// or STEADYMOE_ROW_TENSOR_COPIES=0: none.
 struct ExpectedClusters {
     bool quads = false, weight_pairs = false, pairs = false;
 };
@@ -999,7 +999,8 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 const int64_t items_across = wide ? N / 256 : GetParam();
                 const bool clustered = persistent && tensor_copies && items_across % 2 == 0 &&
                                        !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
-                // Clusters of four and weight pairs on unscaled 128-wide items (bf16 rows, weights): the rule below.
+                // Clusters of four and weight pairs on unscaled 128-wide items (bf16 rows, weights): the
+                // library's rule.
                 const ExpectedClusters c = expected_clusters(K, 2, items_across % 2 == 0);
                 const bool two_tiles = persistent && tensor_copies && !wide && !scaled;
                 const bool quads = two_tiles && c.quads, weight_pairs = two_tiles && c.weight_pairs;
@@ -1039,9 +1040,10 @@ namespace {
 // copies where they hold rows of one expert; with STEADYMOE_QUAD_CTAS=1 clusters of four, which share both)
 // on a tile list of two experts: tiles 0-1 of expert 0 share weights, tiles 2-3 straddle the experts (each
 // copies its own), tiles 4-5 of expert 1 share them, tile 6 has no partner; each cluster takes several items,
-// shared and not. FP8 weights meeting e4m3 rows (scaled) and bf16 weights meeting bf16 rows, on small
-// integers and powers of two: every sum is exact, so each row must give the float64 result of its own
-// expert's weights bit for bit, with epilogues from registers and parked.
+// shared and not, where the features give enough n-blocks (the first test below). FP8 weights meeting e4m3
+// rows (scaled) and bf16 weights meeting bf16 rows, on small integers and powers of two: every sum is exact,
+// so each row must give the float64 result of its own expert's weights bit for bit, in the persistent
+// schedule (epilogues from registers, or parked where k is long) and the parked one.
 void check_clusters(int64_t N, int64_t K) {
     const std::vector<int32_t> experts = {0, 0, 0, 1, 1, 1, 1}, rows = {128, 100, 128, 5, 128, 128, 60};
     const int32_t tiles = int32_t(experts.size());
@@ -1106,7 +1108,7 @@ void check_clusters(int64_t N, int64_t K) {
         scale_buf.upload(a_scale.data(), a_scale.size() * 4);
         for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::Parked}) {
             SCOPED_TRACE(std::string(fp8 ? "FP8 weights, e4m3 rows" : "bf16 weights and rows") + ", k " + std::to_string(K) +
-                         (schedule == cuda::TiledSchedule::Parked ? ", parked epilogues" : ", epilogues from registers"));
+                         (schedule == cuda::TiledSchedule::Parked ? ", the parked schedule" : ", the persistent schedule"));
             cuda::GroupedGemmLaunch g;
             const int32_t* t = tile_buf.as<int32_t>();
             g.tile_expert = t, g.tile_row0 = t + tiles, g.tile_rows = t + 2 * tiles, g.tile_count = t + 3 * tiles, g.max_tiles = tiles;

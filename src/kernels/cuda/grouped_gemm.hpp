@@ -187,11 +187,11 @@ struct FewCtaShape {
 FewCtaShape grouped_gemm_few_cta_shape(WeightCode code, bool a_fp8);
 
 // Launches so far in this process that ran on Hopper's persistent CTAs paired in clusters of two, which
-// copy each stage's rows once for both (where rows come by tensor copies and the 128-wide n-blocks pair up;
-// STEADYMOE_PAIRED_CTAS=0 turns it off), and those that ran in clusters of four, two such pairs on two row
-// tiles that also copy each stage's weights once for both where the tiles share an expert
-// (STEADYMOE_QUAD_CTAS=1 asks for them). The bits are the same either way: tests read these to know which
-// they ran.
+// copy each stage's rows once for both (where rows come by tensor copies and the 128-wide n-blocks pair up,
+// unless they run in weight pairs below; STEADYMOE_PAIRED_CTAS=0 turns both off), and those that ran in
+// clusters of four, two such pairs on two row tiles that also copy each stage's weights once for both where
+// the tiles share an expert (STEADYMOE_QUAD_CTAS=1 asks for them, unless STEADYMOE_WEIGHT_PAIRS=1 asks for
+// weight pairs). The bits are the same either way: tests read these to know which they ran.
 uint64_t grouped_gemm_paired_launches();
 uint64_t grouped_gemm_quad_launches();
 // Launches so far whose persistent scatter into bf16 rows parked its results as bf16 for epilogue warps (the
@@ -200,11 +200,11 @@ uint64_t grouped_gemm_parked_scatter_launches();
 // Launches so far whose persistent SwiGLU epilogue parked its outputs as bf16 for epilogue warps (bf16 rows
 // meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path with =1; the same bits either way).
 uint64_t grouped_gemm_parked_swiglu_launches();
-// Launches so far in clusters of two whose CTAs took two row tiles of an item and shared its weights' copies:
-// persistent launches of bf16 rows meeting bf16 weights or e4m3 rows meeting FP8 weights whose rows come by
-// tensor copies and whose SwiGLU outputs are not parked, where a weight column's k run holds at least
-// kWeightPairColumnBytes (STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch, =0 on none; the same
-// bits either way).
+// Launches so far in clusters of two whose CTAs took two row tiles of an item and shared its weights' copies
+// (weight pairs): persistent launches of unscaled bf16 rows meeting bf16 weights or e4m3 rows meeting FP8
+// weights whose rows come by tensor copies (not few-row launches) and whose SwiGLU outputs are not parked,
+// where a weight column's k run holds at least kWeightPairColumnBytes (STEADYMOE_WEIGHT_PAIRS=1 asks for them
+// on every such launch, =0 and STEADYMOE_PAIRED_CTAS=0 on none; the same bits either way).
 inline constexpr int64_t kWeightPairColumnBytes = 4096;
 uint64_t grouped_gemm_weight_pair_launches();
 

@@ -121,9 +121,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // (bench/results/2026-12-02-cuda-dependent-launches.md).
     wait_for_prior_kernels();
     // The work: this CTA's tile, or (persistent) items first, first + step, ... of every item. A clustered
-    // CTA's items are its cluster's: in pairs it takes n-block 2j + (rank & 1) of an item's n-block pair j, in
-    // clusters of four that and row tile 2i + (rank >> 1) of the item's tile pair i, in weight pairs row tile
-    // 2i + rank of the item's tile pair i.
+    // CTA's items are its cluster's: in pairs it takes n-block 2j + (rank & 1) of an item's n-block pair j,
+    // in clusters of four that and row tile 2i + (rank >> 1) of the item's tile pair i, in weight pairs row
+    // tile 2i + rank of the item's tile pair i.
     const int n_blocks = int((g.n + kCols - 1) / kCols), tiles = kPersistent ? tile_count(g) : 1;
     // (kQuad: launched in clusters of four; kWeightPair, or else where paired: in clusters of two)
     const int rank = kTilePairs || (kPersistent && paired) ? int(barrier::cluster_rank()) : -1;
@@ -133,16 +133,18 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     const int tile_items = kTilePairs ? (tiles + 1) / 2 : tiles;
     const int items = kPersistent ? tile_items * n_items * g.k_splits : 1;
     const int first = kPersistent ? int(blockIdx.x) / units : 0, step = kPersistent ? int(gridDim.x) / units : 1;
-    auto quad_tile = [&](int rest) { return 2 * (rest % tile_items) + tile_half; };  // (kTilePairs) of rest = w / n_items
+    // (kTilePairs) this CTA's row tile of the tile pair of rest = w / n_items
+    auto paired_tile = [&](int rest) { return 2 * (rest % tile_items) + tile_half; };
     auto item_tile = [&](int w) -> Tile {
         if constexpr (kPersistent) {
             const int rest = w / n_items, n_block = pair_rank >= 0 ? 2 * (w % n_items) + pair_rank : w % n_items;
-            Tile t = tile_at(g, kTilePairs ? quad_tile(rest) : rest % tiles, kWide ? 2 * n_block : n_block, rest / tile_items);  // (n0: 128 a block)
+            Tile t = tile_at(g, kTilePairs ? paired_tile(rest) : rest % tiles, kWide ? 2 * n_block : n_block, rest / tile_items);  // (n0: 128 a block)
             if (kTilePairs && t.rows == 0) {
-                // An odd tile count's last tile has no partner: its CTA runs every stage all the same (the
-                // others copy into its stages and wait for its releases), on no rows, copying its partner's
-                // expert's weights (found in L2 then, where another expert's would come from DRAM).
-                t.expert = tile_at(g, quad_tile(rest) ^ 1, 0, 0).expert;
+                // An odd tile count's last tile has no partner: its CTA runs every stage all the same
+                // (its cluster waits for its releases; in clusters of four the others copy into its
+                // stages), on no rows, copying its partner's expert's weights (found in L2 then, where
+                // another expert's would come from DRAM).
+                t.expert = tile_at(g, paired_tile(rest) ^ 1, 0, 0).expert;
                 t.n0 = n_block * kTileN, t.split = rest / tile_items;
                 t.ktiles = int(g.k / kBK) / g.k_splits, t.kt0 = t.split * t.ktiles;
             }
@@ -234,7 +236,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             SharedCopies halves;  // (row_half: -1 unless clustered)
             halves.row_half = pair_rank, halves.row_ctas = kQuad ? uint16_t(0b11 << (rank & 2)) : uint16_t(0b11);
             if constexpr (kTilePairs) {  // the item's other tile holds rows of the same expert: its weights are this one's
-                const Tile other = tile_at(g, quad_tile(w / n_items) ^ 1, 0, 0);
+                const Tile other = tile_at(g, paired_tile(w / n_items) ^ 1, 0, 0);
                 if (t.rows > 0 && other.rows > 0 && other.expert == t.expert)
                     halves.weight_half = tile_half, halves.weight_ctas = kQuad ? uint16_t(0b101 << pair_rank) : uint16_t(0b11);
             }
@@ -487,10 +489,10 @@ bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) {
 // Whether such pairs take two row tiles of an item at a time, in clusters of four (the kernel's kQuad): where
 // the two tiles hold rows of the same expert, each pair copies half of every stage's weights into both pairs'
 // shared memory, as each CTA copies half of its rows into its pair's. STEADYMOE_QUAD_CTAS=1 asks for them, on
-// the paths that have them (kQuadPath); the same bits either way. Off unless asked: on an H200 they halved
-// deepseek-v3's routed gate/up DRAM reads at 16384 tokens (31.2 to 14.8 GB) but ran 30 clusters (120 CTAs)
-// where pairs run 132 CTAs, and took 9-12% more time, each working SM's tensor pipe as busy as before
-// (bench/results/2026-12-05-cuda-parked-scatter.md).
+// the paths that have them (kQuadPath), unless STEADYMOE_WEIGHT_PAIRS=1 asks for weight pairs; the same bits
+// either way. Off unless asked: on an H200 they halved deepseek-v3's routed gate/up DRAM reads at 16384
+// tokens (31.2 to 14.8 GB) but ran 30 clusters (120 CTAs) where pairs run 132 CTAs, and took 9-12% more time,
+// each working SM's tensor pipe as busy as before (bench/results/2026-12-05-cuda-parked-scatter.md).
 bool quad_ctas() {
     static const bool on = env_equals("STEADYMOE_QUAD_CTAS", "1");
     return on;
@@ -546,8 +548,9 @@ int concurrent_clusters(int threads, int smem) {
         0);
 }
 
-// The paths whose persistent launches may run in clusters of four (quad_ctas): bf16 rows meeting bf16 weights
-// and e4m3 rows meeting FP8 weights, prefill's two paths whose stages' weights come straight from L2.
+// The paths whose persistent launches may run in clusters of four (quad_ctas) or in weight pairs
+// (weight_pairs): unscaled bf16 rows meeting bf16 weights and e4m3 rows meeting FP8 weights, prefill's two
+// paths whose stages' weights come straight from L2.
 template <WeightCode kCode, bool kScaled, bool kFp8A, bool kPersistent, bool kWide>
 constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8A, kWide> && kPlainStages<kCode, kScaled, kFp8A>;
 
@@ -557,9 +560,10 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kForm>;
-    // (no clusters of four with parked SwiGLU outputs: a kernel fewer to build, for a pairing not measured)
+    // Whether this launch may run in clusters of four or weight pairs: neither with parked SwiGLU outputs
+    // (two kernels fewer to build, for pairings not measured; so no bf16 gate/up by default takes them).
     constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16;
-    // (where !kQuads, a kernel the other launches build, never launched)
+    // (where !kQuads, the next two are kernels the other launches build, never launched)
     constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads,
                                                           kQuads ? kForm : ParkedForm::F32Results>;
     constexpr auto weight_pair_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false,
@@ -570,7 +574,8 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const bool clustered = kPersistent && pairs_ctas(g, int(grid.x));
     // (clusters of four where asked, unless weight pairs are asked for too)
     const bool try_quads = kQuads && clustered && quad_ctas() && !weight_pairs_asked();
-    const bool try_weight_pairs = kQuads && !try_quads && row_tensor_copies(g) && weight_pairs(g.k, kCode == WeightCode::Fp8 ? 1 : 2);
+    constexpr int kWeightBytes = kCode == WeightCode::Fp8 ? 1 : 2;  // (kQuads: FP8 or bf16 weights)
+    const bool try_weight_pairs = kQuads && !try_quads && row_tensor_copies(g) && weight_pairs(g.k, kWeightBytes);
     if (const cudaError_t err = allow_shared_memory<kernel>(kSmem); err != cudaSuccess) return err;
     if (try_quads)
         if (const cudaError_t err = allow_shared_memory<quad_kernel>(kSmem); err != cudaSuccess) return err;
