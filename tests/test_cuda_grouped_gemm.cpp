@@ -251,22 +251,27 @@ Mismatches mismatches(const std::vector<float>& got, const std::vector<double>& 
 }
 
 // The clusters a persistent launch runs in whose rows come by tensor copies, on the paths that have clusters
-// of four and weight pairs (bf16 rows meeting bf16 weights, e4m3 rows meeting FP8 weights; SwiGLU outputs not
-// parked), as the library chooses them, restated: clusters of four where asked (STEADYMOE_QUAD_CTAS=1) and
-// the n-blocks pair up, unless weight pairs are asked for too (STEADYMOE_WEIGHT_PAIRS=1); else weight pairs
-// where asked or where a weight column's k run holds at least kWeightPairColumnBytes, unless
-// STEADYMOE_WEIGHT_PAIRS=0; else pairs sharing the rows where the n-blocks pair up. STEADYMOE_PAIRED_CTAS=0
-// or STEADYMOE_ROW_TENSOR_COPIES=0: none.
+// of four and weight pairs (bf16 rows meeting bf16 weights, e4m3 rows meeting FP8 weights; where SwiGLU
+// outputs are parked, only bf16 ones, and no clusters of four: `quads_possible` false), as the library
+// chooses them, restated: clusters of four where asked (STEADYMOE_QUAD_CTAS=1) and the n-blocks pair up,
+// unless weight pairs are asked for too (STEADYMOE_WEIGHT_PAIRS=1); else weight pairs where asked or where a
+// weight column's k run (these tests split no k) holds at least `least_column_bytes` (kWeightPairColumnBytes;
+// kSwiGluWeightPairColumnBytes where SwiGLU outputs are parked), unless STEADYMOE_WEIGHT_PAIRS=0; else pairs
+// sharing the rows where the n-blocks pair up. STEADYMOE_PAIRED_CTAS=0 or STEADYMOE_ROW_TENSOR_COPIES=0:
+// none.
 struct ExpectedClusters {
     bool quads = false, weight_pairs = false, pairs = false;
 };
-ExpectedClusters expected_clusters(int64_t k, int weight_bytes, bool n_blocks_pair_up) {
+ExpectedClusters expected_clusters(int64_t k, int weight_bytes, bool n_blocks_pair_up,
+                                   bool quads_possible = true,
+                                   int64_t least_column_bytes = cuda::kWeightPairColumnBytes) {
     ExpectedClusters c;
     if (cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") || cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0")) return c;
     const bool pairs_asked = cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
-    c.quads = n_blocks_pair_up && cuda::env_equals("STEADYMOE_QUAD_CTAS", "1") && !pairs_asked;
+    c.quads =
+        quads_possible && n_blocks_pair_up && cuda::env_equals("STEADYMOE_QUAD_CTAS", "1") && !pairs_asked;
     c.weight_pairs = !c.quads && !cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "0") &&
-                     (pairs_asked || k * weight_bytes >= cuda::kWeightPairColumnBytes);
+                     (pairs_asked || k * weight_bytes >= least_column_bytes);
     c.pairs = n_blocks_pair_up && !c.quads && !c.weight_pairs;
     return c;
 }
@@ -786,53 +791,110 @@ TEST(CudaGroupedGemm, Fp4BlockConversionGivesTheFp8StoredTiles) {
     }
 }
 
+namespace {
+
+// One block-exact FP4 expert (its down weights [n][k] multiplied; gate and up, as an upload needs them, too)
+// and its FP8 twin.
+struct BlockExactExpert {
+    ExpertWeights fp4, fp8;
+    BlockExactExpert(int64_t n, int64_t k, std::mt19937& rng) {
+        fp4.gate = random_block_exact_fp4(k, n, rng, "gate"),
+        fp4.up = random_block_exact_fp4(k, n, rng, "up");
+        fp4.down = random_block_exact_fp4(n, k, rng, "down");
+        fp8.gate = fp8_twin(fp4.gate), fp8.up = fp8_twin(fp4.up), fp8.down = fp8_twin(fp4.down);
+    }
+};
+
+// Random e4m3 rows [rows][k] with random per-128 scales, and Store launches over them on a tile list (rows by
+// tensor copies, or by the producer's cp.async): their f32 outputs [rows][n], NaN where nothing is written.
+struct E4m3RowLaunches {
+    int64_t rows, n, k;
+    cuda::DeviceBuffer a, scales, out;
+    E4m3RowLaunches(int64_t rows_, int64_t n_, int64_t k_, std::mt19937& rng)
+        : rows(rows_),
+          n(n_),
+          k(k_),
+          a(size_t(rows * k), "a"),
+          scales(size_t(rows * (k / 128)) * 4, "scales"),
+          out(size_t(rows * n) * 4, "out") {
+        const std::vector<float> e4m3 = every_e4m3_value();
+        std::vector<uint8_t> codes(size_t(rows * k));
+        for (uint8_t& code : codes) code = f32_to_e4m3(pick_from(e4m3, rng));
+        std::vector<float> row_scales(size_t(rows * (k / 128)));
+        for (float& v : row_scales) v = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
+        a.upload(codes.data(), codes.size());
+        scales.upload(row_scales.data(), row_scales.size() * 4);
+    }
+    template <class Tiles>
+    std::vector<float> run(const Tiles& tiles, const cuda::DeviceMatrixSet& m, cuda::TiledSchedule schedule,
+                           bool row_copies) {
+        cuda::GroupedGemmLaunch g;
+        tiles.set(g);
+        g.a_fp8 = a.as<uint8_t>(), g.a_scale = scales.as<float>(), g.scaled = true,
+        g.a_rows = row_copies ? rows : 0;
+        g.code = m.code, g.fp4_e4m3_order = m.fp4_e4m3_order, g.fp4_block_exact = m.fp4_block_exact;
+        g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.w_scale = m.scale.get(),
+        g.scale_expert_bytes = m.scale_expert_bytes;
+        g.n = m.n, g.k = m.k, g.epilogue = cuda::GemmEpilogue::Store, g.out = out.as<float>(), g.ldo = n,
+        g.schedule = schedule;
+        EXPECT_EQ(cudaMemset(out.get(), 0xFF, size_t(rows * n) * 4), cudaSuccess);
+        EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<float> got(size_t(rows * n));
+        out.download(got.data(), got.size() * 4);
+        return got;
+    }
+};
+
+// Whether persistent launches of block-exact FP4 weights over k (no k splits) whose rows come by tensor
+// copies run in weight pairs, where the tiled kernel takes them: where asked (STEADYMOE_WEIGHT_PAIRS=1) or
+// where the FP8 tiles a column becomes hold kWeightPairColumnBytes (a byte each), unless
+// STEADYMOE_WEIGHT_PAIRS=0.
+bool fp4_weight_pairs(int64_t k) {
+    return cuda::grouped_gemm_fp4_exact_tiled() && !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") &&
+           !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0") &&
+           !cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "0") &&
+           (cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "1") || k >= cuda::kWeightPairColumnBytes);
+}
+
+}  // namespace
+
 // Block-exact FP4 weights over many n-blocks (more items than persistent CTAs, so each walks several, its
 // blocks' spare tiles alternating across them), with k of one block and of three: the bits of their FP8 form
 // on the FP8 tiled kernel, on every schedule, rows by tensor copies and by cp.async (other batches: the tiled
-// kernel, or the decode one with STEADYMOE_FP4_EXACT_TILED=0).
+// kernel, or the decode one with STEADYMOE_FP4_EXACT_TILED=0). With STEADYMOE_WEIGHT_PAIRS=1 persistent
+// launches whose rows come by tensor copies run in weight pairs (tiles 0 and 1 share the expert's weights,
+// tile 2 has no partner).
 TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBitsOverManyItems) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
-    constexpr int64_t N = 151 * 128, rows = ThreeTiles::kRows;
+    constexpr int64_t N = 151 * 128;
     std::mt19937 rng(23);
-    const std::vector<float> e4m3 = every_e4m3_value();
+    const ThreeTiles tiles;
     for (const int64_t K : {int64_t(128), int64_t(384)}) {
         SCOPED_TRACE("k = " + std::to_string(K));
-        ExpertWeights fp4, fp8;  // (the launches multiply the down weights; every FP4 matrix must be block-exact)
-        fp4.gate = random_block_exact_fp4(K, N, rng, "gate"), fp4.up = random_block_exact_fp4(K, N, rng, "up");
-        fp4.down = random_block_exact_fp4(N, K, rng, "down");
-        fp8.gate = fp8_twin(fp4.gate), fp8.up = fp8_twin(fp4.up), fp8.down = fp8_twin(fp4.down);
-        const cuda::DeviceExpertGroup fp4_group = cuda::upload_expert_group({&fp4}, "fp4 experts", true, true);
-        const cuda::DeviceExpertGroup fp8_group = cuda::upload_expert_group({&fp8}, "fp8 experts");
-        std::vector<uint8_t> a(size_t(rows * K));
-        for (uint8_t& code : a) code = f32_to_e4m3(pick_from(e4m3, rng));
-        std::vector<float> scales(size_t(rows * (K / 128)));
-        for (float& v : scales) v = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
-        const ThreeTiles tiles;
-        cuda::DeviceBuffer a_buf(a.size(), "a"), scale_buf(scales.size() * 4, "scales"),
-            out_buf(size_t(rows * N) * 4, "out");
-        a_buf.upload(a.data(), a.size());
-        scale_buf.upload(scales.data(), scales.size() * 4);
-        const auto launch = [&](const cuda::DeviceMatrixSet& m, cuda::TiledSchedule schedule, bool row_copies) {
-            cuda::GroupedGemmLaunch g;
-            tiles.set(g);
-            g.a_fp8 = a_buf.as<uint8_t>(), g.a_scale = scale_buf.as<float>(), g.scaled = true, g.a_rows = row_copies ? rows : 0;
-            g.code = m.code, g.fp4_e4m3_order = m.fp4_e4m3_order, g.fp4_block_exact = m.fp4_block_exact;
-            g.w = m.data.get(), g.w_expert_bytes = m.expert_bytes, g.w_scale = m.scale.get(), g.scale_expert_bytes = m.scale_expert_bytes;
-            g.n = m.n, g.k = m.k, g.epilogue = cuda::GemmEpilogue::Store, g.out = out_buf.as<float>(), g.ldo = N, g.schedule = schedule;
-            EXPECT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written
-            EXPECT_EQ(cuda::launch_grouped_gemm(g), cudaSuccess);
-            EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            std::vector<float> got(size_t(rows * N));
-            out_buf.download(got.data(), got.size() * 4);
-            return got;
-        };
-        const std::vector<float> want = launch(fp8_group.down, cuda::TiledSchedule::Automatic, true);
+        const BlockExactExpert expert(N, K, rng);  // (every FP4 matrix must be block-exact)
+        const cuda::DeviceExpertGroup fp4_group =
+            cuda::upload_expert_group({&expert.fp4}, "fp4 experts", true, true);
+        const cuda::DeviceExpertGroup fp8_group = cuda::upload_expert_group({&expert.fp8}, "fp8 experts");
+        E4m3RowLaunches launches(ThreeTiles::kRows, N, K, rng);
+        const std::vector<float> want =
+            launches.run(tiles, fp8_group.down, cuda::TiledSchedule::Automatic, true);
         EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
         for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent, cuda::TiledSchedule::Parked})
-            for (const bool row_copies : {true, false})
-                EXPECT_EQ(std::memcmp(want.data(), launch(fp4_group.down, schedule, row_copies).data(), want.size() * 4), 0)
-                    << "schedule " << int(schedule) << (row_copies ? ", rows by tensor copies" : ", rows by cp.async");
+            for (const bool row_copies : {true, false}) {
+                const uint64_t pairs_before = cuda::grouped_gemm_weight_pair_launches();
+                EXPECT_EQ(
+                    std::memcmp(want.data(), launches.run(tiles, fp4_group.down, schedule, row_copies).data(),
+                                want.size() * 4),
+                    0)
+                    << "schedule " << int(schedule)
+                    << (row_copies ? ", rows by tensor copies" : ", rows by cp.async");
+                const bool pairs =
+                    fp4_weight_pairs(K) && row_copies && schedule != cuda::TiledSchedule::PerTile;
+                EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - pairs_before, pairs ? 1u : 0u)
+                    << "weight pairs expected: " << pairs << ", schedule " << int(schedule);
+            }
     }
 }
 
@@ -1036,6 +1098,32 @@ INSTANTIATE_TEST_SUITE_P(NBlocks, EveryTiledSchedule, ::testing::Values(int64_t(
 
 namespace {
 
+// Seven row tiles of two experts, 677 rows, for the cluster tests: tiles 0-2 of expert 0 (128, 100 and 128
+// rows), tiles 3-6 of expert 1 (5, 128, 128 and 60), uploaded for their launches.
+struct TwoExpertTiles {
+    static constexpr int32_t kTiles = 7;
+    const std::vector<int32_t> experts = {0, 0, 0, 1, 1, 1, 1}, rows = {128, 100, 128, 5, 128, 128, 60};
+    std::vector<int32_t> list =
+        std::vector<int32_t>(size_t(3 * kTiles + 1));  // experts, first rows, rows, count
+    int32_t total = 0;
+    cuda::DeviceBuffer buf{list.size() * 4, "tiles"};
+    TwoExpertTiles() {
+        for (int32_t t = 0; t < kTiles; ++t) {
+            list[size_t(t)] = experts[size_t(t)], list[size_t(kTiles + t)] = total,
+            list[size_t(2 * kTiles + t)] = rows[size_t(t)];
+            total += rows[size_t(t)];
+        }
+        list[size_t(3 * kTiles)] = kTiles;
+        buf.upload(list.data(), list.size() * 4);
+    }
+    int32_t first_row(int32_t t) const { return list[size_t(kTiles + t)]; }
+    void set(cuda::GroupedGemmLaunch& g) const {
+        const int32_t* t = buf.as<int32_t>();
+        g.tile_expert = t, g.tile_row0 = t + kTiles, g.tile_rows = t + 2 * kTiles,
+        g.tile_count = t + 3 * kTiles, g.max_tiles = kTiles;
+    }
+};
+
 // Persistent CTAs in clusters (pairs sharing rows; weight pairs, whose two row tiles share a stage's weight
 // copies where they hold rows of one expert; with STEADYMOE_QUAD_CTAS=1 clusters of four, which share both)
 // on a tile list of two experts: tiles 0-1 of expert 0 share weights, tiles 2-3 straddle the experts (each
@@ -1045,15 +1133,8 @@ namespace {
 // so each row must give the float64 result of its own expert's weights bit for bit, in the persistent
 // schedule (epilogues from registers, or parked where k is long) and the parked one.
 void check_clusters(int64_t N, int64_t K) {
-    const std::vector<int32_t> experts = {0, 0, 0, 1, 1, 1, 1}, rows = {128, 100, 128, 5, 128, 128, 60};
-    const int32_t tiles = int32_t(experts.size());
-    std::vector<int32_t> list(size_t(3 * tiles + 1));
-    int32_t total = 0;
-    for (int32_t t = 0; t < tiles; ++t) {
-        list[size_t(t)] = experts[size_t(t)], list[size_t(tiles + t)] = total, list[size_t(2 * tiles + t)] = rows[size_t(t)];
-        total += rows[size_t(t)];
-    }
-    list[size_t(3 * tiles)] = tiles;
+    const TwoExpertTiles tiles;
+    const int64_t total = tiles.total;
     std::mt19937 rng(37);
     std::uniform_int_distribution<int> small(-3, 3);
     const auto power_of_two = [&] { return std::ldexp(1.0f, small(rng) % 2); };  // 0.5, 1 or 2
@@ -1088,10 +1169,10 @@ void check_clusters(int64_t N, int64_t K) {
         if (fp8)
             for (float& v : a_scale) v = power_of_two();
         std::vector<double> want(size_t(total * N));
-        for (int32_t t = 0; t < tiles; ++t)
-            for (int32_t r = list[size_t(tiles + t)]; r < list[size_t(tiles + t)] + rows[size_t(t)]; ++r)
+        for (int32_t t = 0; t < tiles.kTiles; ++t)
+            for (int64_t r = tiles.first_row(t); r < tiles.first_row(t) + tiles.rows[size_t(t)]; ++r)
                 for (int64_t n = 0; n < N; ++n) {
-                    const int x = experts[size_t(t)];
+                    const int x = tiles.experts[size_t(t)];
                     double sum = 0;
                     for (int64_t k = 0; k < K; ++k)
                         sum += double(e4m3_to_f32(a[size_t(r * K + k)])) * a_scale[size_t(r * (K / 128) + k / 128)] *
@@ -1100,9 +1181,8 @@ void check_clusters(int64_t N, int64_t K) {
                 }
         std::vector<uint16_t> a_bf16;
         for (uint8_t c : a) a_bf16.push_back(f32_to_bf16(e4m3_to_f32(c)));
-        cuda::DeviceBuffer tile_buf(list.size() * 4, "tiles"), a_buf(a_bf16.size() * 2, "a"), scale_buf(a_scale.size() * 4, "a scales"),
+        cuda::DeviceBuffer a_buf(a_bf16.size() * 2, "a"), scale_buf(a_scale.size() * 4, "a scales"),
             out_buf(size_t(total * N) * 4, "out");
-        tile_buf.upload(list.data(), list.size() * 4);
         if (fp8) a_buf.upload(a.data(), a.size());
         else a_buf.upload(a_bf16.data(), a_bf16.size() * 2);
         scale_buf.upload(a_scale.data(), a_scale.size() * 4);
@@ -1110,8 +1190,7 @@ void check_clusters(int64_t N, int64_t K) {
             SCOPED_TRACE(std::string(fp8 ? "FP8 weights, e4m3 rows" : "bf16 weights and rows") + ", k " + std::to_string(K) +
                          (schedule == cuda::TiledSchedule::Parked ? ", the parked schedule" : ", the persistent schedule"));
             cuda::GroupedGemmLaunch g;
-            const int32_t* t = tile_buf.as<int32_t>();
-            g.tile_expert = t, g.tile_row0 = t + tiles, g.tile_rows = t + 2 * tiles, g.tile_count = t + 3 * tiles, g.max_tiles = tiles;
+            tiles.set(g);
             if (fp8) g.a_fp8 = a_buf.as<uint8_t>(), g.a_scale = scale_buf.as<float>();
             else g.a = a_buf.as<uint16_t>();
             const cuda::DeviceMatrixSet& m = group.down;
@@ -1154,19 +1233,58 @@ TEST(CudaGroupedGemm, WeightPairsTakeLaunchesWhoseWeightColumnsHoldFourKiB) {
     for (int64_t k : {2048, 4096}) check_clusters(2 * 128, k);
 }
 
+// Block-exact FP4 weights in weight pairs (at k 384 with STEADYMOE_WEIGHT_PAIRS=1, at k 4096 by default: a
+// column's FP8 tiles hold 4 KiB; else pairs sharing rows, the same check) on the two experts' tiles: tiles
+// 0-1 of expert 0 share a converted block's two stored halves (a CTA copies each into both), tiles 2-3
+// straddle the experts (each CTA copies both halves of its own), tiles 4-5 of expert 1 share them, tile 6 has
+// no partner; 36 n-blocks, so clusters take several items. Every output must have the bits of the same
+// weights' FP8 form on the FP8 kernel, in the persistent and parked schedules.
+TEST(CudaGroupedGemm, BlockExactFp4WeightPairsReadEachTilesOwnExpertsWeights) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
+    if (cuda::grouped_gemm_tile_rows() != 128)
+        GTEST_SKIP() << "clusters are the Hopper kernel's; this GPU runs the sm_80 kernel";
+    constexpr int64_t N = 36 * 128;
+    std::mt19937 rng(29);
+    const TwoExpertTiles tiles;
+    for (const int64_t K : {int64_t(384), int64_t(4096)}) {
+        SCOPED_TRACE("k = " + std::to_string(K));
+        const BlockExactExpert experts[2] = {BlockExactExpert(N, K, rng), BlockExactExpert(N, K, rng)};
+        const cuda::DeviceExpertGroup fp4_group =
+            cuda::upload_expert_group({&experts[0].fp4, &experts[1].fp4}, "fp4 experts", true, true);
+        const cuda::DeviceExpertGroup fp8_group =
+            cuda::upload_expert_group({&experts[0].fp8, &experts[1].fp8}, "fp8 experts");
+        ASSERT_TRUE(fp4_group.down.fp4_block_exact);
+        E4m3RowLaunches launches(tiles.total, N, K, rng);
+        const std::vector<float> want =
+            launches.run(tiles, fp8_group.down, cuda::TiledSchedule::Automatic, true);
+        EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
+        for (const auto schedule : {cuda::TiledSchedule::Persistent, cuda::TiledSchedule::Parked}) {
+            const uint64_t pairs_before = cuda::grouped_gemm_weight_pair_launches();
+            EXPECT_EQ(std::memcmp(want.data(), launches.run(tiles, fp4_group.down, schedule, true).data(),
+                                  want.size() * 4),
+                      0)
+                << "schedule " << int(schedule);
+            EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - pairs_before, fp4_weight_pairs(K) ? 1u : 0u)
+                << "schedule " << int(schedule);
+        }
+    }
+}
+
 namespace {
 
 // A launch with more items than an H200 has CTAs at once (70 n-blocks of three row tiles: 105 pair items over
-// 66 clusters, so CTAs park an item while their epilogue warps drain the one before), eight bf16 stages an
-// item (K = 512: a CTA's second item refills every stage of its six), and a last n-block of 72 features (the
-// drains' lanes past N store nothing), for the persistent-against-per-tile tests below: random bf16 rows and
-// weights, routing weights and destinations (in reverse).
+// 66 clusters, or in weight pairs 140, so CTAs park an item while their epilogue warps drain the one before),
+// eight bf16 stages an item (K = 512 unless given: a CTA's second item refills every stage of its six), and a
+// last n-block of 72 features (the drains' lanes past N store nothing), for the persistent-against-per-tile
+// tests below: random bf16 rows and weights, routing weights and destinations (in reverse).
 struct ManyItems {
-    static constexpr int64_t N = 70 * 128 - 56, K = 512, rows = ThreeTiles::kRows;
+    static constexpr int64_t N = 70 * 128 - 56, rows = ThreeTiles::kRows;
+    const int64_t K;
     const ThreeTiles tiles;
     cuda::DeviceExpertGroup group;
     cuda::DeviceBuffer a_buf{size_t(rows * K) * 2, "a"}, w_buf{size_t(rows) * 4, "row weights"}, dest_buf{size_t(rows) * 8, "row destinations"};
-    ManyItems() {
+    explicit ManyItems(int64_t k = 512) : K(k) {
         std::mt19937 rng(43);
         std::normal_distribution<float> normal(0.0f, 1.0f);
         const auto one = [](int64_t) { return 1.0f; };
@@ -1263,41 +1381,67 @@ bool parks_swiglu(bool bf16_rows_and_weights) {
 
 // The SwiGLU epilogue of persistent CTAs (its outputs parked as bf16 for epilogue warps where they are
 // rounded to bf16, as bf16 rows meeting bf16 weights are by default (parks_swiglu); else from the consumers'
-// registers, or f32 results parked where STEADYMOE_PARKED_EPILOGUES=1: K = 512 is too short for them by
-// default) stores the bits of one CTA per tile on ManyItems' launch (the last n-block's 36 outputs), into
-// bf16 and f32 rows, with the routing weights applied in SwiGLU or not, with and without a clamp, and without
-// the bf16 rounding (never parked as bf16).
+// registers, or f32 results parked: by default at K = 4096, 32 blocks of 128 k, where
+// STEADYMOE_PARKED_EPILOGUES=1 at every K) stores the bits of one CTA per tile on ManyItems' launch (the last
+// n-block's 36 outputs), into bf16 and f32 rows, with the routing weights applied in SwiGLU or not, with and
+// without a clamp, and without the bf16 rounding (never parked as bf16). A weight column holds 1, 4 and 8 KiB
+// at K = 512, 2048 and 4096: weight pairs by default from 4 KiB, or 8 KiB where the SwiGLU outputs park;
+// their first two tiles share the weights' copies and the third has no partner (ThreeTiles). The launch
+// counters say which clusters ran (expected_clusters: no clusters of four where SwiGLU outputs park).
 TEST(CudaGroupedGemm, PersistentSwiGlusStoreWhatPerTileCtasStore) {
     SMOE_SKIP_WITHOUT_GPU();
-    if (cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
-    const ManyItems m;
-    const int64_t I = m.N / 2;
+    if (cuda::grouped_gemm_tile_rows() != 128)
+        GTEST_SKIP() << "the schedules are the Hopper kernel's; this GPU runs the sm_80 kernel";
     const bool parks = parks_swiglu(true);  // (ManyItems' rows and weights are bf16)
     struct Case {
         bool bf16_out, weight_before_down, round_bf16;
         float limit;
     };
-    for (const Case c : {Case{true, false, true, 0.0f}, Case{true, true, true, 4.0f}, Case{false, true, true, 0.0f},
-                         Case{false, false, true, 4.0f}, Case{false, true, false, 4.0f}}) {
-        SCOPED_TRACE(std::string(c.bf16_out ? "bf16" : "f32") + " outputs, weights " + (c.weight_before_down ? "in SwiGLU" : "not applied") +
-                     (c.round_bf16 ? ", rounded to bf16" : ", not rounded") + ", limit " + std::to_string(c.limit));
-        const size_t size = c.bf16_out ? 2 : 4;
-        std::vector<uint8_t> per_tile;
-        for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent}) {
-            const uint64_t parked_before = cuda::grouped_gemm_parked_swiglu_launches();
-            const std::vector<uint8_t> got = m.outputs(schedule, I, c.bf16_out, [&](cuda::GroupedGemmLaunch& g) {
-                g.epilogue = cuda::GemmEpilogue::SwiGlu, g.row_weight = m.w_buf.as<float>(), g.weight_before_down = c.weight_before_down;
-                g.round_bf16 = c.round_bf16, g.swiglu_limit = c.limit;
-            });
-            const bool parked = parks && c.round_bf16 && schedule == cuda::TiledSchedule::Persistent;
-            EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - parked_before, parked ? 1u : 0u) << "parked: " << parked;
-            if (per_tile.empty()) {
-                per_tile = got;
-                EXPECT_EQ(unwritten(got, size), 0) << "a value not written";
-                continue;
+    for (int64_t k : {512, 2048, 4096}) {
+        const ManyItems m(k);
+        const int64_t I = m.N / 2;
+        for (const Case c :
+             {Case{true, false, true, 0.0f}, Case{true, true, true, 4.0f}, Case{false, true, true, 0.0f},
+              Case{false, false, true, 4.0f}, Case{false, true, false, 4.0f}}) {
+            SCOPED_TRACE("k " + std::to_string(k) + ", " + (c.bf16_out ? "bf16" : "f32") +
+                         " outputs, weights " + (c.weight_before_down ? "in SwiGLU" : "not applied") +
+                         (c.round_bf16 ? ", rounded to bf16" : ", not rounded") + ", limit " +
+                         std::to_string(c.limit));
+            const size_t size = c.bf16_out ? 2 : 4;
+            std::vector<uint8_t> per_tile;
+            for (const auto schedule : {cuda::TiledSchedule::PerTile, cuda::TiledSchedule::Persistent}) {
+                const uint64_t parked_before = cuda::grouped_gemm_parked_swiglu_launches(),
+                               weight_pairs_before = cuda::grouped_gemm_weight_pair_launches(),
+                               quads_before = cuda::grouped_gemm_quad_launches(),
+                               pairs_before = cuda::grouped_gemm_paired_launches();
+                const std::vector<uint8_t> got =
+                    m.outputs(schedule, I, c.bf16_out, [&](cuda::GroupedGemmLaunch& g) {
+                        g.epilogue = cuda::GemmEpilogue::SwiGlu, g.row_weight = m.w_buf.as<float>(),
+                        g.weight_before_down = c.weight_before_down;
+                        g.round_bf16 = c.round_bf16, g.swiglu_limit = c.limit;
+                    });
+                const bool persistent = schedule == cuda::TiledSchedule::Persistent,
+                           parked = parks && c.round_bf16 && persistent;
+                const ExpectedClusters clusters = expected_clusters(
+                    k, 2, (m.N + 127) / 128 % 2 == 0, !parked,
+                    parked ? cuda::kSwiGluWeightPairColumnBytes : cuda::kWeightPairColumnBytes);
+                EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - parked_before, parked ? 1u : 0u)
+                    << "parked: " << parked;
+                EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - weight_pairs_before,
+                          persistent && clusters.weight_pairs ? 1u : 0u)
+                    << "weight pairs expected: " << (persistent && clusters.weight_pairs);
+                EXPECT_EQ(cuda::grouped_gemm_quad_launches() - quads_before,
+                          persistent && clusters.quads ? 1u : 0u);
+                EXPECT_EQ(cuda::grouped_gemm_paired_launches() - pairs_before,
+                          persistent && clusters.pairs ? 1u : 0u);
+                if (per_tile.empty()) {
+                    per_tile = got;
+                    EXPECT_EQ(unwritten(got, size), 0) << "a value not written";
+                    continue;
+                }
+                const auto [first, wrong] = first_difference(got, per_tile, size);
+                EXPECT_EQ(wrong, 0) << "first at row " << first / I << " output " << first % I;
             }
-            const auto [first, wrong] = first_difference(got, per_tile, size);
-            EXPECT_EQ(wrong, 0) << "first at row " << first / I << " output " << first % I;
         }
     }
 }

@@ -103,7 +103,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(!kWide || (kCode == WeightCode::Bf16 && !kScaled && !kFp8A && kWG == 2 && kPersistent && !kParked),
                   "wide CTAs: unscaled bf16, persistent, epilogues from registers");
     static_assert(!kQuad || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide>), "clusters of four: persistent, weights in one run");
-    static_assert(!kWeightPair || (kPersistent && kWeightsInOneRun<kCode, kFp8A, kWide> && !kQuad), "weight pairs: persistent, weights in one run");
+    static_assert(
+        !kWeightPair || (kPersistent && kSharedWeightStages<kCode, kScaled, kFp8A, kWide> && !kQuad),
+        "weight pairs: persistent, weights in one run or two converted halves");
     constexpr bool kTilePairs = kQuad || kWeightPair;  // a cluster takes two row tiles of an item
     static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
     constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
@@ -498,24 +500,30 @@ bool quad_ctas() {
     return on;
 }
 
-// Whether persistent launches that could run in clusters of four (kQuadPath, not parked SwiGLU outputs),
-// their rows by tensor copies, run in clusters of two that take two row tiles of an item and share the
-// weights' copies (the kernel's kWeightPair); the same bits either way. Pairs that share the rows' copies
-// read each weight block once a CTA; clusters of four share the weights too but left 12 SMs idle; clusters of
-// two fit every SM. By default where a weight column's k run holds at least kWeightPairColumnBytes (k x the
-// weights' element bytes). On an H100 at 16384 tokens (bench/results/2026-12-05-cuda-weight-pairs.md) they
-// took 6-9% off deepseek-v3's FP8 gate/up (7 KiB columns; DRAM reads 27.4 to 16.7 GB) and 5.4% off
-// deepseek-v4-flash's (4 KiB), and took less time for deepseek-v3's bf16 down GEMM (4 KiB) in all three pairs
-// run; they made qwen3-30b-a3b's bf16 down GEMM (1.5 KiB) 3.1-3.7% slower, and deepseek-v3's FP8 down GEMM (2
-// KiB) from 0.8% faster to 6.5% slower. STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and
-// before clusters of four), =0 on none.
+// Whether persistent launches on kQuadPath's paths (and those whose SwiGLU outputs are parked, where the rows
+// and weights are bf16, which never run in clusters of four), with their rows by tensor copies, run in
+// clusters of two that take two row tiles of an item and share the weights' copies (the kernel's
+// kWeightPair); the same bits either way. Pairs that share the rows' copies read each weight block once a
+// CTA; clusters of four share the weights too but left 12 SMs idle; clusters of two fit every SM. By default
+// where a weight column's run in an item holds at least kWeightPairColumnBytes (k / k_splits x the weights'
+// element bytes). On an H100 at 16384 tokens (bench/results/2026-12-05-cuda-weight-pairs.md) they took 6-9%
+// off deepseek-v3's FP8 gate/up (7 KiB columns; DRAM reads 27.4 to 16.7 GB) and 5.4% off deepseek-v4-flash's
+// (4 KiB), and took less time for deepseek-v3's bf16 down GEMM (4 KiB) in all three pairs run; they made
+// qwen3-30b-a3b's bf16 down GEMM (1.5 KiB) 3.1-3.7% slower, and deepseek-v3's FP8 down GEMM (2 KiB) from 0.8%
+// faster to 6.5% slower. Block-exact FP4 blocks count the FP8 tiles they become (each CTA of a pair copies
+// one of a block's two stored halves into both and converts its own): deepseek-v4-flash's gate/up (4 KiB)
+// took 0.5% less time in both pairs run, its down GEMM (2 KiB) 13% more where asked
+// (bench/results/2026-12-06-cuda-weight-pairs-fp4-swiglu.md, call 1). Parked SwiGLU outputs take them from
+// kSwiGluWeightPairColumnBytes: in that call qwen3-30b-a3b's bf16 gate/up (4 KiB) took 2.6% more time with
+// them, and deepseek-v3's routed bf16 experts (gate/up 14 KiB, down 4 KiB) 10% less.
+// STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before clusters of four), =0 on none.
 bool weight_pairs_asked() {
     static const bool on = env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
     return on;
 }
-bool weight_pairs(int64_t k, int weight_bytes) {
+bool weight_pairs(int64_t column_bytes, int64_t least_column_bytes) {
     static const bool off = env_equals("STEADYMOE_WEIGHT_PAIRS", "0"), none = env_equals("STEADYMOE_PAIRED_CTAS", "0");
-    return !none && !off && (weight_pairs_asked() || k * weight_bytes >= kWeightPairColumnBytes);
+    return !none && !off && (weight_pairs_asked() || column_bytes >= least_column_bytes);
 }
 
 std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, weight_pair_launches{0}, parked_scatters{0}, parked_swiglus{0};
@@ -549,8 +557,8 @@ int concurrent_clusters(int threads, int smem) {
 }
 
 // The paths whose persistent launches may run in clusters of four (quad_ctas) or in weight pairs
-// (weight_pairs): unscaled bf16 rows meeting bf16 weights and e4m3 rows meeting FP8 weights, prefill's two
-// paths whose stages' weights come straight from L2.
+// (weight_pairs; those of block-exact FP4 weights too: kSharedWeightStages): unscaled bf16 rows meeting bf16
+// weights and e4m3 rows meeting FP8 weights, prefill's two paths whose stages' weights come straight from L2.
 template <WeightCode kCode, bool kScaled, bool kFp8A, bool kPersistent, bool kWide>
 constexpr bool kQuadPath = kPersistent && !kWide && kWeightsInOneRun<kCode, kFp8A, kWide> && kPlainStages<kCode, kScaled, kFp8A>;
 
@@ -560,22 +568,33 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr int kSmem = kSmemBytes<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm>;
     static_assert((kSmem + 1024) * kPerSm <= 228 * 1024 && kSmem <= kSmemPerCta, "the CTAs of an SM must fit its shared memory");
     constexpr auto kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false, kForm>;
-    // Whether this launch may run in clusters of four or weight pairs: neither with parked SwiGLU outputs
-    // (two kernels fewer to build, for pairings not measured; so no bf16 gate/up by default takes them).
+    // Whether this launch may run in clusters of four, and in weight pairs (those and block-exact FP4 meeting
+    // e4m3 rows). Clusters of four never with parked SwiGLU outputs (kernels fewer to build, for a pairing
+    // measured slower without them); weight pairs with them only where they park by default (bf16 rows
+    // meeting bf16 weights: the bf16 gate/ups).
+    constexpr bool kBf16Plain = kCode == WeightCode::Bf16 && !kScaled && !kFp8A;
     constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16;
-    // (where !kQuads, the next two are kernels the other launches build, never launched)
+    constexpr bool kWeightPairs = kPersistent && kSharedWeightStages<kCode, kScaled, kFp8A, kWide> &&
+                                  (kForm != ParkedForm::SwiGluBf16 || kBf16Plain);
+    // (where !kQuads the first, where !kWeightPairs the second: kernels the other launches build, never
+    // launched)
     constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads,
                                                           kQuads ? kForm : ParkedForm::F32Results>;
-    constexpr auto weight_pair_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false,
-                                                                 kQuads ? kForm : ParkedForm::F32Results, kQuads>;
+    constexpr auto weight_pair_kernel = grouped_gemm_sm90_kernel < kCode, kScaled, kFp8A, kWG, kPerSm,
+                   kPersistent, kParked, kWide, false, kWeightPairs ? kForm : ParkedForm::F32Results,
+                   kWeightPairs > ;
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     dim3 grid = tile_grid(g);
     if (kWide) grid.x = unsigned((g.n + 2 * kTileN - 1) / (2 * kTileN));  // 256 features an item
     const bool clustered = kPersistent && pairs_ctas(g, int(grid.x));
     // (clusters of four where asked, unless weight pairs are asked for too)
     const bool try_quads = kQuads && clustered && quad_ctas() && !weight_pairs_asked();
-    constexpr int kWeightBytes = kCode == WeightCode::Fp8 ? 1 : 2;  // (kQuads: FP8 or bf16 weights)
-    const bool try_weight_pairs = kQuads && !try_quads && row_tensor_copies(g) && weight_pairs(g.k, kWeightBytes);
+    // A weight column's bytes in an item (converted FP4 blocks: the FP8 tiles they become).
+    const int64_t column_bytes = g.k / g.k_splits * (kCode == WeightCode::Bf16 ? 2 : 1);
+    const int64_t least_column_bytes =
+        kForm == ParkedForm::SwiGluBf16 ? kSwiGluWeightPairColumnBytes : kWeightPairColumnBytes;
+    const bool try_weight_pairs =
+        kWeightPairs && !try_quads && row_tensor_copies(g) && weight_pairs(column_bytes, least_column_bytes);
     if (const cudaError_t err = allow_shared_memory<kernel>(kSmem); err != cudaSuccess) return err;
     if (try_quads)
         if (const cudaError_t err = allow_shared_memory<quad_kernel>(kSmem); err != cudaSuccess) return err;

@@ -137,6 +137,14 @@ constexpr bool kPlainStages = (kCode == WeightCode::Bf16 && !kScaled && !kFp8A) 
 template <WeightCode kCode, bool kFp8A, bool kWide>
 constexpr bool kWeightsInOneRun = !kConverts<kCode, kFp8A> && !kWide && !(kCode == WeightCode::Fp4 && !kFp8A);
 
+// Whether the two CTAs of a weight pair (grouped_gemm_sm90.cu: kWeightPair) can share a stage's weights, each
+// copying half into both: one run of bytes on the paths with plain stages, or a converted block's two stored
+// halves (block-exact FP4 meeting e4m3 rows), one each; each CTA converts its own copy.
+template <WeightCode kCode, bool kScaled, bool kFp8A, bool kWide>
+constexpr bool kSharedWeightStages =
+    !kWide && ((kWeightsInOneRun<kCode, kFp8A, kWide> && kPlainStages<kCode, kScaled, kFp8A>) ||
+               kConverts<kCode, kFp8A>);
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // This CTA's rows: a tile of the launch's list, or, for one-warpgroup CTAs, half of one (blockIdx.y =
 // 2 * tile + half).
@@ -214,9 +222,17 @@ struct StageProducer {
                 for (int h = 0; h < L::kSub; ++h) barrier::tensor_copy_2d(stage + h * L::kA, rows_map, (kt + h) * kBK, t.row0, full);
             }
             if constexpr (kConvert || kWide) {  // the block's two stored halves; two n-tiles' stage tiles (kSub 1)
-                for (int h = 0; h < 2; ++h)
-                    barrier::bulk_copy(b_tile + h * kWeightBytes, weights + h * second_run + int64_t(ks) * kWeightBytes, kWeightBytes,
-                                       full);
+                if (kConvert && shared.weight_half >= 0) {  // weight pairs: one half each, into both CTAs
+                    const int h = shared.weight_half;
+                    barrier::bulk_copy_multicast(b_tile + h * kWeightBytes,
+                                                 weights + h * second_run + int64_t(ks) * kWeightBytes,
+                                                 kWeightBytes, full, shared.weight_ctas);
+                } else {
+                    for (int h = 0; h < 2; ++h)
+                        barrier::bulk_copy(b_tile + h * kWeightBytes,
+                                           weights + h * second_run + int64_t(ks) * kWeightBytes,
+                                           kWeightBytes, full);
+                }
             } else if (kWeightsInOneRun<kCode, kFp8A, kWide> && shared.weight_half >= 0) {
                 constexpr uint32_t kHalf = L::kSub * kWeightBytes / 2;  // bytes: the layout does not matter to a copy
                 static_assert(kHalf % 16 == 0);
