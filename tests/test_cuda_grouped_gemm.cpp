@@ -846,15 +846,12 @@ struct E4m3RowLaunches {
     }
 };
 
-// Whether persistent launches of block-exact FP4 weights over k (no k splits) whose rows come by tensor
-// copies run in weight pairs, where the tiled kernel takes them: where asked (STEADYMOE_WEIGHT_PAIRS=1) or
-// where the FP8 tiles a column becomes hold kWeightPairColumnBytes (a byte each), unless
-// STEADYMOE_WEIGHT_PAIRS=0.
-bool fp4_weight_pairs(int64_t k) {
-    return cuda::grouped_gemm_fp4_exact_tiled() && !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") &&
-           !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0") &&
-           !cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "0") &&
-           (cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "1") || k >= cuda::kWeightPairColumnBytes);
+// Whether persistent launches of block-exact FP4 weights whose rows come by tensor copies run in weight
+// pairs: with STEADYMOE_WEIGHT_PAIRS=1 only (measured slower by default), where the tiled kernel takes them.
+bool fp4_weight_pairs_asked() {
+    return cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "1") && cuda::grouped_gemm_fp4_exact_tiled() &&
+           !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") &&
+           !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
 }
 
 }  // namespace
@@ -891,7 +888,7 @@ TEST(CudaGroupedGemm, BlockExactFp4GivesTheFp8KernelsBitsOverManyItems) {
                     << "schedule " << int(schedule)
                     << (row_copies ? ", rows by tensor copies" : ", rows by cp.async");
                 const bool pairs =
-                    fp4_weight_pairs(K) && row_copies && schedule != cuda::TiledSchedule::PerTile;
+                    fp4_weight_pairs_asked() && row_copies && schedule != cuda::TiledSchedule::PerTile;
                 EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - pairs_before, pairs ? 1u : 0u)
                     << "weight pairs expected: " << pairs << ", schedule " << int(schedule);
             }
@@ -1233,12 +1230,12 @@ TEST(CudaGroupedGemm, WeightPairsTakeLaunchesWhoseWeightColumnsHoldFourKiB) {
     for (int64_t k : {2048, 4096}) check_clusters(2 * 128, k);
 }
 
-// Block-exact FP4 weights in weight pairs (at k 384 with STEADYMOE_WEIGHT_PAIRS=1, at k 4096 by default: a
-// column's FP8 tiles hold 4 KiB; else pairs sharing rows, the same check) on the two experts' tiles: tiles
-// 0-1 of expert 0 share a converted block's two stored halves (a CTA copies each into both), tiles 2-3
-// straddle the experts (each CTA copies both halves of its own), tiles 4-5 of expert 1 share them, tile 6 has
-// no partner; 36 n-blocks, so clusters take several items. Every output must have the bits of the same
-// weights' FP8 form on the FP8 kernel, in the persistent and parked schedules.
+// Block-exact FP4 weights in weight pairs (with STEADYMOE_WEIGHT_PAIRS=1; by default pairs sharing rows, the
+// same check) on the two experts' tiles: tiles 0-1 of expert 0 share a converted block's two stored halves (a
+// CTA copies each into both), tiles 2-3 straddle the experts (each CTA copies both halves of its own), tiles
+// 4-5 of expert 1 share them, tile 6 has no partner; 36 n-blocks, so clusters take several items; k of three
+// blocks and of 32 (deepseek-v4-flash's gate/up). Every output must have the bits of the same weights' FP8
+// form on the FP8 kernel, in the persistent and parked schedules.
 TEST(CudaGroupedGemm, BlockExactFp4WeightPairsReadEachTilesOwnExpertsWeights) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
@@ -1265,7 +1262,8 @@ TEST(CudaGroupedGemm, BlockExactFp4WeightPairsReadEachTilesOwnExpertsWeights) {
                                   want.size() * 4),
                       0)
                 << "schedule " << int(schedule);
-            EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - pairs_before, fp4_weight_pairs(K) ? 1u : 0u)
+            EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - pairs_before,
+                      fp4_weight_pairs_asked() ? 1u : 0u)
                 << "schedule " << int(schedule);
         }
     }

@@ -510,13 +510,14 @@ bool quad_ctas() {
 // off deepseek-v3's FP8 gate/up (7 KiB columns; DRAM reads 27.4 to 16.7 GB) and 5.4% off deepseek-v4-flash's
 // (4 KiB), and took less time for deepseek-v3's bf16 down GEMM (4 KiB) in all three pairs run; they made
 // qwen3-30b-a3b's bf16 down GEMM (1.5 KiB) 3.1-3.7% slower, and deepseek-v3's FP8 down GEMM (2 KiB) from 0.8%
-// faster to 6.5% slower. Block-exact FP4 blocks count the FP8 tiles they become (each CTA of a pair copies
-// one of a block's two stored halves into both and converts its own): deepseek-v4-flash's gate/up (4 KiB)
-// took 0.5% less time in both pairs run, its down GEMM (2 KiB) 13% more where asked
-// (bench/results/2026-12-06-cuda-weight-pairs-fp4-swiglu.md, call 1). Parked SwiGLU outputs take them from
-// kSwiGluWeightPairColumnBytes: in that call qwen3-30b-a3b's bf16 gate/up (4 KiB) took 2.6% more time with
-// them, and deepseek-v3's routed bf16 experts (gate/up 14 KiB, down 4 KiB) 10% less.
-// STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before clusters of four), =0 on none.
+// faster to 6.5% slower. Parked SwiGLU outputs take them from kSwiGluWeightPairColumnBytes: with them
+// qwen3-30b-a3b's bf16 gate/up (4 KiB) took 2.6% more time, and deepseek-v3's routed bf16 experts (gate/up
+// 14 KiB, down 4 KiB) 10-13% less (bench/results/2026-12-06-cuda-weight-pairs-fp4-swiglu.md, calls 1 and 2).
+// Block-exact FP4 weights take them only where asked (each CTA of a pair copies one of a block's two stored
+// halves into both and converts its own): on deepseek-v4-flash's gate/up alone (the FP8 tiles of its columns
+// hold 4 KiB) its routed experts took 0.7% more time (the gate/up 0.6% less, the down GEMM after it more),
+// and on both GEMMs 1.9% more (that file, calls 1 and 3). STEADYMOE_WEIGHT_PAIRS=1 asks for them on every
+// such launch (and before clusters of four), =0 on none.
 bool weight_pairs_asked() {
     static const bool on = env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
     return on;
@@ -589,8 +590,9 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const bool clustered = kPersistent && pairs_ctas(g, int(grid.x));
     // (clusters of four where asked, unless weight pairs are asked for too)
     const bool try_quads = kQuads && clustered && quad_ctas() && !weight_pairs_asked();
-    // A weight column's bytes in an item (converted FP4 blocks: the FP8 tiles they become).
-    const int64_t column_bytes = g.k / g.k_splits * (kCode == WeightCode::Bf16 ? 2 : 1);
+    // A weight column's bytes in an item, or (block-exact FP4: only where asked, measured slower) none.
+    const int64_t column_bytes =
+        kConverts<kCode, kFp8A> ? 0 : g.k / g.k_splits * (kCode == WeightCode::Fp8 ? 1 : 2);
     const int64_t least_column_bytes =
         kForm == ParkedForm::SwiGluBf16 ? kSwiGluWeightPairColumnBytes : kWeightPairColumnBytes;
     const bool try_weight_pairs =
