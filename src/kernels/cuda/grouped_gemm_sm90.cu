@@ -512,7 +512,7 @@ bool quad_ctas() {
 // qwen3-30b-a3b's bf16 down GEMM (1.5 KiB) 3.1-3.7% slower, and deepseek-v3's FP8 down GEMM (2 KiB) from 0.8%
 // faster to 6.5% slower. Parked SwiGLU outputs take them from kSwiGluWeightPairColumnBytes: with them
 // qwen3-30b-a3b's bf16 gate/up (4 KiB) took 2.6% more time, and deepseek-v3's routed bf16 experts (gate/up
-// 14 KiB, down 4 KiB) 10-13% less (bench/results/2026-12-06-cuda-weight-pairs-fp4-swiglu.md, calls 1 and 2).
+// 14 KiB, down 4 KiB) 10-13% less (bench/results/2026-12-05-cuda-fp4-swiglu-pairs.md, calls 1 and 2).
 // Block-exact FP4 weights take them only where asked (each CTA of a pair copies one of a block's two stored
 // halves into both and converts its own): on deepseek-v4-flash's gate/up alone (the FP8 tiles of its columns
 // hold 4 KiB) its routed experts took 0.7% more time (the gate/up 0.6% less, the down GEMM after it more),
