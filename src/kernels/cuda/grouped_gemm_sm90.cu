@@ -52,29 +52,28 @@ using namespace sm90;
 // n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
-// 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's (bench/results/2026-12-02-cuda-prefill-clusters.md).
-// kQuad (persistent, by_map, launched in clusters of four; on request, measured slower: quad_ctas): two such
-// pairs take the two row tiles of a (tile pair, n-block pair) item; where both tiles hold rows of one expert,
-// the two CTAs of an n-block read the same weights, and each copies half of a stage's weights into both. A
-// stage is refilled once the consumers of all four have released it.
-// kWeightPair (persistent, by_map, launched in clusters of two; where a weight column is long: weight_pairs):
-// the two CTAs of a cluster take the two row tiles of a (tile pair, n-block) item, each copying all of its
-// own rows; where both tiles hold rows of one expert, each copies half of a stage's weights into both, as
-// clusters of four do. Rows are a tile's own (the smaller stream: an expert's rows are read by every n-block
-// of it while they sit in L2), weights are shared (the larger: read once a pair where a CTA each read them
-// before).
-// kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
-// its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
-// longer wait for every epilogue.
-// kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the epilogue
-// warps take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter): the bf16
-// values the scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU rounded
-// to bf16: parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store.
-// kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
-// one m64n256 MMA a k step over two n-tiles' weight tiles.
-// Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
-// hopper_fp4_exact_tiled): the FP8 path's MMAs and folds on each stage's block converted to FP8 weights'
-// tiles by the consumers.
+// 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's
+// (bench/results/2026-12-02-cuda-prefill-clusters.md). kQuad (persistent, by_map, launched in clusters of
+// four; on request, measured slower: quad_ctas): two such pairs take the two row tiles of a (tile pair,
+// n-block pair) item; where both tiles hold rows of one expert, the two CTAs of an n-block read the same
+// weights, and each copies half of a stage's weights into both. A stage is refilled once the consumers of all
+// four have released it. kWeightPair (persistent, by_map, launched in clusters of two; where a weight column
+// is long, and for block-exact FP4 weights only where asked: weight_pairs): the two CTAs of a cluster take
+// the two row tiles of a (tile pair, n-block) item, each copying all of its own rows; where both tiles hold
+// rows of one expert, each copies half of a stage's weights into both, as clusters of four do (block-exact
+// FP4: one of a block's two stored halves each, and each CTA converts its own copy). Rows are a tile's own
+// (the smaller stream: an expert's rows are read by every n-block of it while they sit in L2), weights are
+// shared (the larger: read once a pair where a CTA each read them before). kParked (persistent only): parked
+// epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park its results and go on to the
+// next item's MMAs while three more warps run its epilogue: the tensor cores no longer wait for every
+// epilogue. kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the
+// epilogue warps take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter):
+// the bf16 values the scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU
+// rounded to bf16: parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store. kWide
+// (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features, one
+// m64n256 MMA a k step over two n-tiles' weight tiles. Block-exact FP4 weights meeting e4m3 activations in
+// batches other than decode ones (kConverts: hopper_fp4_exact_tiled): the FP8 path's MMAs and folds on each
+// stage's block converted to FP8 weights' tiles by the consumers.
 template <int kWG, bool kParked>
 constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps : 0);
 
@@ -501,23 +500,26 @@ bool quad_ctas() {
 }
 
 // Whether persistent launches on kQuadPath's paths (and those whose SwiGLU outputs are parked, where the rows
-// and weights are bf16, which never run in clusters of four), with their rows by tensor copies, run in
-// clusters of two that take two row tiles of an item and share the weights' copies (the kernel's
-// kWeightPair); the same bits either way. Pairs that share the rows' copies read each weight block once a
-// CTA; clusters of four share the weights too but left 12 SMs idle; clusters of two fit every SM. By default
-// where a weight column's run in an item holds at least kWeightPairColumnBytes (k / k_splits x the weights'
-// element bytes). On an H100 at 16384 tokens (bench/results/2026-12-05-cuda-weight-pairs.md) they took 6-9%
-// off deepseek-v3's FP8 gate/up (7 KiB columns; DRAM reads 27.4 to 16.7 GB) and 5.4% off deepseek-v4-flash's
-// (4 KiB), and took less time for deepseek-v3's bf16 down GEMM (4 KiB) in all three pairs run; they made
+// and weights are bf16, which never run in clusters of four; and those of block-exact FP4 weights meeting
+// e4m3 rows: kSharedWeightStages), with their rows by tensor copies, run in clusters of two that take two row
+// tiles of an item and share the weights' copies (the kernel's kWeightPair); the same bits either way. Pairs
+// that share the rows' copies read each weight block once a CTA; clusters of four share the weights too but
+// left 12 SMs idle; clusters of two fit every SM. By default where a weight column's run in an item holds at
+// least kWeightPairColumnBytes (k / k_splits x the weights' element bytes). On an H100 at 16384 tokens
+// (bench/results/2026-12-05-cuda-weight-pairs.md) they took 6-9% off deepseek-v3's FP8 gate/up (7 KiB
+// columns; DRAM reads 27.4 to 16.7 GB) and 5.4% off deepseek-v4-flash's (4 KiB), and took less time for
+// deepseek-v3's bf16 down GEMM (4 KiB) in all three pairs run (the bench's split; with its gate/up in pairs
+// too, the split gave the down GEMM more time in every run since, the routed experts 10-13% less); they made
 // qwen3-30b-a3b's bf16 down GEMM (1.5 KiB) 3.1-3.7% slower, and deepseek-v3's FP8 down GEMM (2 KiB) from 0.8%
 // faster to 6.5% slower. Parked SwiGLU outputs take them from kSwiGluWeightPairColumnBytes: with them
-// qwen3-30b-a3b's bf16 gate/up (4 KiB) took 2.6% more time, and deepseek-v3's routed bf16 experts (gate/up
-// 14 KiB, down 4 KiB) 10-13% less (bench/results/2026-12-05-cuda-fp4-swiglu-pairs.md, calls 1 and 2).
-// Block-exact FP4 weights take them only where asked (each CTA of a pair copies one of a block's two stored
-// halves into both and converts its own): on deepseek-v4-flash's gate/up alone (the FP8 tiles of its columns
-// hold 4 KiB) its routed experts took 0.7% more time (the gate/up 0.6% less, the down GEMM after it more),
-// and on both GEMMs 1.9% more (that file, calls 1 and 3). STEADYMOE_WEIGHT_PAIRS=1 asks for them on every
-// such launch (and before clusters of four), =0 on none.
+// qwen3-30b-a3b's bf16 gate/up (4 KiB) took 2.6-2.8% more time, and deepseek-v3's routed bf16 experts
+// (gate/up 14 KiB, down 4 KiB) 10-13% less (bench/results/2026-12-05-cuda-fp4-swiglu-pairs.md, calls 1 and
+// 2); deepseek-v4-flash's bf16 gate/up (8 KiB) takes them, not measured. Block-exact FP4 weights take them
+// only where asked (each CTA of a pair copies one of a block's two stored halves into both and converts its
+// own): on deepseek-v4-flash's gate/up alone (the FP8 tiles of its columns hold 4 KiB) its routed experts
+// took 0.7-0.8% more time (the gate/up 0.6% less, the down GEMM after it more), and on both GEMMs 1.9% more
+// (that file, calls 1 and 3). STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before
+// clusters of four), =0 on none.
 bool weight_pairs_asked() {
     static const bool on = env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
     return on;
@@ -581,9 +583,10 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     // launched)
     constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads,
                                                           kQuads ? kForm : ParkedForm::F32Results>;
-    constexpr auto weight_pair_kernel = grouped_gemm_sm90_kernel < kCode, kScaled, kFp8A, kWG, kPerSm,
-                   kPersistent, kParked, kWide, false, kWeightPairs ? kForm : ParkedForm::F32Results,
-                   kWeightPairs > ;
+    constexpr ParkedForm kPairForm = kWeightPairs ? kForm : ParkedForm::F32Results;
+    constexpr auto weight_pair_kernel =
+        grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, false,
+                                 kPairForm, kWeightPairs>;
     constexpr int kThreads = kCtaThreads<kWG, kParked>;
     dim3 grid = tile_grid(g);
     if (kWide) grid.x = unsigned((g.n + 2 * kTileN - 1) / (2 * kTileN));  // 256 features an item
