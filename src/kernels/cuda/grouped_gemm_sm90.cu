@@ -517,7 +517,7 @@ bool quad_ctas() {
 // 2); deepseek-v4-flash's bf16 gate/up (8 KiB) takes them, not measured. Block-exact FP4 weights take them
 // only where asked (each CTA of a pair copies one of a block's two stored halves into both and converts its
 // own): on deepseek-v4-flash's gate/up alone (the FP8 tiles of its columns hold 4 KiB) its routed experts
-// took 0.7-0.8% more time (the gate/up 0.6% less, the down GEMM after it more), and on both GEMMs 1.9% more
+// took 0.7-0.8% more time (the gate/up 0.5-0.6% less, the down GEMM after it more), and on both GEMMs 1.9% more
 // (that file, calls 1 and 3). STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before
 // clusters of four), =0 on none.
 bool weight_pairs_asked() {
