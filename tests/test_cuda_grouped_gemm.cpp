@@ -847,11 +847,11 @@ struct E4m3RowLaunches {
 };
 
 // Whether persistent launches of block-exact FP4 weights whose rows come by tensor copies run in weight
-// pairs: with STEADYMOE_WEIGHT_PAIRS=1 only (measured slower by default), where the tiled kernel takes them.
+// pairs: with STEADYMOE_WEIGHT_PAIRS=1 only (measured slower by default: the library counts a converted
+// block's column as no bytes, and such launches never take clusters of four), where the tiled kernel takes
+// them.
 bool fp4_weight_pairs_asked() {
-    return cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "1") && cuda::grouped_gemm_fp4_exact_tiled() &&
-           !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") &&
-           !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
+    return cuda::grouped_gemm_fp4_exact_tiled() && expected_clusters(0, 1, false, false).weight_pairs;
 }
 
 }  // namespace
