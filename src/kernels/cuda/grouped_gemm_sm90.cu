@@ -514,7 +514,8 @@ bool quad_ctas() {
 // faster to 6.5% slower. Parked SwiGLU outputs take them from kSwiGluWeightPairColumnBytes: with them
 // qwen3-30b-a3b's bf16 gate/up (4 KiB) took 2.6-2.8% more time, and deepseek-v3's routed bf16 experts
 // (gate/up 14 KiB, down 4 KiB) 10-13% less (bench/results/2026-12-05-cuda-fp4-swiglu-pairs.md, calls 1 and
-// 2); deepseek-v4-flash's bf16 gate/up (8 KiB) takes them, not measured. Block-exact FP4 weights take them
+// 2); with them on deepseek-v4-flash's bf16 gate/up (8 KiB) and down GEMM (4 KiB) its routed experts took 20-22%
+// less (bench/results/2026-12-06-cuda-fused-tails.md, call 3). Block-exact FP4 weights take them
 // only where asked (each CTA of a pair copies one of a block's two stored halves into both and converts its
 // own): on deepseek-v4-flash's gate/up alone (the FP8 tiles of its columns hold 4 KiB) its routed experts
 // took 0.7-0.8% more time (the gate/up 0.5-0.6% less, the down GEMM after it more), and on both GEMMs 1.9% more
