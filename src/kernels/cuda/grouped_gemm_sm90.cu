@@ -53,27 +53,30 @@ using namespace sm90;
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
 // refilled once the consumers of both have released it. Each CTA reads half the row bytes from L2: at
 // 16384 tokens 4% off qwen3's gate/up GEMM, 1% off deepseek-v3's
-// (bench/results/2026-12-02-cuda-prefill-clusters.md). kQuad (persistent, by_map, launched in clusters of
-// four; on request, measured slower: quad_ctas): two such pairs take the two row tiles of a (tile pair,
-// n-block pair) item; where both tiles hold rows of one expert, the two CTAs of an n-block read the same
-// weights, and each copies half of a stage's weights into both. A stage is refilled once the consumers of all
-// four have released it. kWeightPair (persistent, by_map, launched in clusters of two; where a weight column
-// is long, and for block-exact FP4 weights only where asked: weight_pairs): the two CTAs of a cluster take
-// the two row tiles of a (tile pair, n-block) item, each copying all of its own rows; where both tiles hold
-// rows of one expert, each copies half of a stage's weights into both, as clusters of four do (block-exact
-// FP4: one of a block's two stored halves each, and each CTA converts its own copy). Rows are a tile's own
-// (the smaller stream: an expert's rows are read by every n-block of it while they sit in L2), weights are
-// shared (the larger: read once a pair where a CTA each read them before). kParked (persistent only): parked
-// epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park its results and go on to the
-// next item's MMAs while three more warps run its epilogue: the tensor cores no longer wait for every
-// epilogue. kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the
-// epilogue warps take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter):
-// the bf16 values the scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU
-// rounded to bf16: parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store. kWide
-// (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features, one
-// m64n256 MMA a k step over two n-tiles' weight tiles. Block-exact FP4 weights meeting e4m3 activations in
-// batches other than decode ones (kConverts: hopper_fp4_exact_tiled): the FP8 path's MMAs and folds on each
-// stage's block converted to FP8 weights' tiles by the consumers.
+// (bench/results/2026-12-02-cuda-prefill-clusters.md).
+// kQuad (persistent, by_map, launched in clusters of four; on request, measured slower: quad_ctas): two such
+// pairs take the two row tiles of a (tile pair, n-block pair) item; where both tiles hold rows of one expert,
+// the two CTAs of an n-block read the same weights, and each copies half of a stage's weights into both. A
+// stage is refilled once the consumers of all four have released it.
+// kWeightPair (persistent, by_map, launched in clusters of two; where a weight column is long, and for
+// block-exact FP4 weights only where asked: weight_pairs): the two CTAs of a cluster take the two row tiles of
+// a (tile pair, n-block) item, each copying all of its own rows; where both tiles hold rows of one expert,
+// each copies half of a stage's weights into both, as clusters of four do (block-exact FP4: one of a block's
+// two stored halves each, and each CTA converts its own copy). Rows are a tile's own (the smaller stream: an
+// expert's rows are read by every n-block of it while they sit in L2), weights are shared (the larger: read
+// once a pair where a CTA each read them before).
+// kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
+// its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
+// longer wait for every epilogue.
+// kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the epilogue
+// warps take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter): the bf16
+// values the scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU rounded
+// to bf16: parked_swiglu): the consumers' SwiGLU outputs, which the epilogue warps store.
+// kWide (unscaled bf16, persistent, epilogues from registers; on request: wide_ctas): items of 256 features,
+// one m64n256 MMA a k step over two n-tiles' weight tiles.
+// Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
+// hopper_fp4_exact_tiled): the FP8 path's MMAs and folds on each stage's block converted to FP8 weights'
+// tiles by the consumers.
 template <int kWG, bool kParked>
 constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps : 0);
 
