@@ -258,15 +258,16 @@ Mismatches mismatches(const std::vector<float>& got, const std::vector<double>& 
 // weight column's k run (these tests split no k) holds at least `least_column_bytes` (kWeightPairColumnBytes;
 // kSwiGluWeightPairColumnBytes where SwiGLU outputs are parked), unless STEADYMOE_WEIGHT_PAIRS=0; else pairs
 // sharing the rows where the n-blocks pair up. STEADYMOE_PAIRED_CTAS=0 or STEADYMOE_ROW_TENSOR_COPIES=0:
-// none.
+// none (`any` false).
 struct ExpectedClusters {
-    bool quads = false, weight_pairs = false, pairs = false;
+    bool any = false, quads = false, weight_pairs = false, pairs = false;
 };
 ExpectedClusters expected_clusters(int64_t k, int weight_bytes, bool n_blocks_pair_up,
                                    bool quads_possible = true,
                                    int64_t least_column_bytes = cuda::kWeightPairColumnBytes) {
     ExpectedClusters c;
     if (cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") || cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0")) return c;
+    c.any = true;
     const bool pairs_asked = cuda::env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
     c.quads =
         quads_possible && n_blocks_pair_up && cuda::env_equals("STEADYMOE_QUAD_CTAS", "1") && !pairs_asked;
@@ -1056,11 +1057,10 @@ TEST_P(EveryTiledSchedule, GivesTheExactResult) {
                 const bool wide = cuda::env_equals("STEADYMOE_WIDE_CTAS", "1") && !cuda::env_equals("STEADYMOE_PARKED_EPILOGUES", "1") &&
                                   !scaled && schedule == cuda::TiledSchedule::Persistent && N % 256 == 0;
                 const int64_t items_across = wide ? N / 256 : GetParam();
-                const bool clustered = persistent && tensor_copies && items_across % 2 == 0 &&
-                                       !cuda::env_equals("STEADYMOE_PAIRED_CTAS", "0") && !cuda::env_equals("STEADYMOE_ROW_TENSOR_COPIES", "0");
                 // Clusters of four and weight pairs on unscaled 128-wide items (bf16 rows, weights): the
-                // library's rule.
+                // library's rule; pairs sharing the rows on the others where the items pair up.
                 const ExpectedClusters c = expected_clusters(K, 2, items_across % 2 == 0);
+                const bool clustered = persistent && tensor_copies && items_across % 2 == 0 && c.any;
                 const bool two_tiles = persistent && tensor_copies && !wide && !scaled;
                 const bool quads = two_tiles && c.quads, weight_pairs = two_tiles && c.weight_pairs;
                 ASSERT_EQ(cudaMemset(out_buf.get(), 0xFF, size_t(rows * N) * 4), cudaSuccess);  // NaN where nothing is written

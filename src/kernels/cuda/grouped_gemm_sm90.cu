@@ -484,11 +484,12 @@ bool row_tensor_copies(const GroupedGemmLaunch& g) {
 
 // Whether persistent launches pair their CTAs in clusters of two that share their rows' copies (the
 // kernel's `paired`), where the rows come by tensor copies and the n-blocks pair up: the same bits either
-// way; STEADYMOE_PAIRED_CTAS=0 keeps every CTA on its own, to compare.
-bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) {
+// way; STEADYMOE_PAIRED_CTAS=0 keeps every CTA on its own (no weight pairs either), to compare.
+bool clusters_off() {
     static const bool none = env_equals("STEADYMOE_PAIRED_CTAS", "0");
-    return !none && row_tensor_copies(g) && n_blocks % 2 == 0;
+    return none;
 }
+bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) { return !clusters_off() && row_tensor_copies(g) && n_blocks % 2 == 0; }
 
 // Whether such pairs take two row tiles of an item at a time, in clusters of four (the kernel's kQuad): where
 // the two tiles hold rows of the same expert, each pair copies half of every stage's weights into both pairs'
@@ -529,8 +530,8 @@ bool weight_pairs_asked() {
     return on;
 }
 bool weight_pairs(int64_t column_bytes, int64_t least_column_bytes) {
-    static const bool off = env_equals("STEADYMOE_WEIGHT_PAIRS", "0"), none = env_equals("STEADYMOE_PAIRED_CTAS", "0");
-    return !none && !off && (weight_pairs_asked() || column_bytes >= least_column_bytes);
+    static const bool off = env_equals("STEADYMOE_WEIGHT_PAIRS", "0");
+    return !clusters_off() && !off && (weight_pairs_asked() || column_bytes >= least_column_bytes);
 }
 
 std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, weight_pair_launches{0}, parked_scatters{0}, parked_swiglus{0};
