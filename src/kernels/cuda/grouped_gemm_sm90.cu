@@ -369,16 +369,26 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             }
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
+                    // The block's scales are read into registers while its MMAs run; once those are done, the
+                    // stage (and a 64-wide stage's predecessor) goes back to the producer before the fold,
+                    // which works from registers alone, so the next copy into it starts a fold earlier.
+                    // Released after the fold, deepseek-v3's FP8 gate/up and down GEMMs took 3.4% and 2.0%
+                    // more time at 16384 tokens (bench/results/2026-12-06-cuda-prefill-bounds.md).
+                    // (The fold stays in the branch that waited for the MMAs: after a branch of its own the
+                    // compiler could not tell that it follows the wait, and serialised every kernel's MMAs.)
+                    constexpr bool kWeightScales = kCode == WeightCode::Fp8 || kConvert;
                     if (live) {
-                        // (the scales are read while the MMAs run)
-                        const BlockScales scales = block_scales<kCode == WeightCode::Fp8 || kConvert, kRows>(
+                        const BlockScales scales = block_scales<kWeightScales, kRows>(
                             stage + L::kScales, kFp8A || g.a_scale, wg * 64 + warp * 16 + (lane >> 2));
                         wgmma_wait<0>();
                         fence_operands(acc);
+                        if (L::kSub == 1) release(last);
+                        release(s);
                         fold_block<kFp8A>(total, acc, scales);
+                    } else {
+                        if (L::kSub == 1) release(last);
+                        release(s);
                     }
-                    if (L::kSub == 1) release(last);
-                    release(s);
                 }
             } else {
                 if (live) wgmma_wait<1>();
