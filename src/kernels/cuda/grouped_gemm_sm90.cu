@@ -30,12 +30,16 @@ using namespace sm90;
 // (bench/results/2026-12-01-cuda-fp8-tensor-cores.md). The two warpgroups fold a block at about the same
 // time; issuing their MMAs in turn through two named barriers, so that one's fold ran beside the other's
 // MMAs, took deepseek-v3's gate/up 0.5-0.9% and its down GEMM 3% more time at 16384 tokens (H100): not
-// kept (bench/results/2026-12-05-cuda-route-and-permute.md). Nor folding a block's sums while the next
-// block's MMAs ran into a second set of 64 (the consumers took registers from the producer's warpgroup
-// with setmaxnreg, blocks in runs of four so that no MMA was in flight at a loop's back edge): the same
-// bits, gate/up 1.6-3.0% and down GEMM 3.4-3.5% slower at 16384 tokens, level at 1024 (H100), slower
-// too where parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One
-// stage fewer (three) cost the gate/up 0.4-2.3%, within those runs' noise.
+// kept (bench/results/2026-12-05-cuda-route-and-permute.md). In turn by completion (warpgroup 1 issuing a
+// block's MMAs once warpgroup 0's were done, and the reverse): deepseek-v3's gate/up 0.9-1.2% more, its down
+// GEMM level, deepseek-v4-flash's fp8 gate/up 2.1% less in one pair, not kept
+// (bench/results/2026-12-06-cuda-prefill-bounds.md, which also takes these GEMMs apart: with no copies at
+// all deepseek-v3's gate/up still took 0.85 of its time, its copies alone 0.79). Nor folding a block's sums
+// while the next block's MMAs ran into a second set of 64 (the consumers took registers from the producer's
+// warpgroup with setmaxnreg, blocks in runs of four so that no MMA was in flight at a loop's back edge): the
+// same bits, gate/up 1.6-3.0% and down GEMM 3.4-3.5% slower at 16384 tokens, level at 1024 (H100), slower too
+// where parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One stage fewer
+// (three) cost the gate/up 0.4-2.3%, within those runs' noise.
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
