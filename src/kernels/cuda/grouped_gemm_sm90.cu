@@ -39,7 +39,13 @@ using namespace sm90;
 // warpgroup with setmaxnreg, blocks in runs of four so that no MMA was in flight at a loop's back edge): the
 // same bits, gate/up 1.6-3.0% and down GEMM 3.4-3.5% slower at 16384 tokens, level at 1024 (H100), slower too
 // where parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One stage fewer
-// (three) cost the gate/up 0.4-2.3%, within those runs' noise.
+// (three) cost the gate/up 0.4-2.3%, within those runs' noise. Releasing a block's stage before its fold
+// (which works from registers) took deepseek-v3's gate/up 3.4% and its down GEMM 2.0% less time in a
+// diagnostic build whose machine code kept that order (bench/results/2026-12-06-cuda-prefill-bounds.md);
+// written plainly (the release's lane-0 branch, then the fold), ptxas moved the fold's FMAs above the release
+// in every persistent kernel and spilled in two, so it is not here yet. An elect.sync arrive with no branch
+// keeps the order in the SASS (bench/results/2026-12-06-cuda-prefill-bounds/release-before-fold.patch); not
+// yet run on a GPU.
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
@@ -373,26 +379,16 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             }
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
-                    // The block's scales are read into registers while its MMAs run; once those are done, the
-                    // stage (and a 64-wide stage's predecessor) goes back to the producer before the fold,
-                    // which works from registers alone, so the next copy into it starts a fold earlier.
-                    // Released after the fold, deepseek-v3's FP8 gate/up and down GEMMs took 3.4% and 2.0%
-                    // more time at 16384 tokens (bench/results/2026-12-06-cuda-prefill-bounds.md).
-                    // (The fold stays in the branch that waited for the MMAs: after a branch of its own the
-                    // compiler could not tell that it follows the wait, and serialised every kernel's MMAs.)
-                    constexpr bool kWeightScales = kCode == WeightCode::Fp8 || kConvert;
                     if (live) {
-                        const BlockScales scales = block_scales<kWeightScales, kRows>(
+                        // (the scales are read while the MMAs run)
+                        const BlockScales scales = block_scales<kCode == WeightCode::Fp8 || kConvert, kRows>(
                             stage + L::kScales, kFp8A || g.a_scale, wg * 64 + warp * 16 + (lane >> 2));
                         wgmma_wait<0>();
                         fence_operands(acc);
-                        if (L::kSub == 1) release(last);
-                        release(s);
                         fold_block<kFp8A>(total, acc, scales);
-                    } else {
-                        if (L::kSub == 1) release(last);
-                        release(s);
                     }
+                    if (L::kSub == 1) release(last);
+                    release(s);
                 }
             } else {
                 if (live) wgmma_wait<1>();
@@ -496,14 +492,18 @@ bool row_tensor_copies(const GroupedGemmLaunch& g) {
     return !none && g.a_rows > 0 && !g.few_rows;
 }
 
-// Whether persistent launches pair their CTAs in clusters of two that share their rows' copies (the
-// kernel's `paired`), where the rows come by tensor copies and the n-blocks pair up: the same bits either
-// way; STEADYMOE_PAIRED_CTAS=0 keeps every CTA on its own (no weight pairs either), to compare.
+// Whether STEADYMOE_PAIRED_CTAS=0 keeps every persistent CTA out of clusters (pairs_ctas, weight_pairs).
 bool clusters_off() {
     static const bool none = env_equals("STEADYMOE_PAIRED_CTAS", "0");
     return none;
 }
-bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) { return !clusters_off() && row_tensor_copies(g) && n_blocks % 2 == 0; }
+
+// Whether persistent launches pair their CTAs in clusters of two that share their rows' copies (the
+// kernel's `paired`), where the rows come by tensor copies and the n-blocks pair up: the same bits either
+// way; STEADYMOE_PAIRED_CTAS=0 keeps every CTA on its own (no weight pairs either: clusters_off), to compare.
+bool pairs_ctas(const GroupedGemmLaunch& g, int n_blocks) {
+    return !clusters_off() && row_tensor_copies(g) && n_blocks % 2 == 0;
+}
 
 // Whether such pairs take two row tiles of an item at a time, in clusters of four (the kernel's kQuad): where
 // the two tiles hold rows of the same expert, each pair copies half of every stage's weights into both pairs'
