@@ -43,9 +43,9 @@ using namespace sm90;
 // (which works from registers) took deepseek-v3's gate/up 3.4% and its down GEMM 2.0% less time in a
 // diagnostic build whose machine code kept that order (bench/results/2026-12-06-cuda-prefill-bounds.md);
 // written plainly (the release's lane-0 branch, then the fold), ptxas moved the fold's FMAs above the release
-// in every persistent kernel and spilled in two, so it is not here yet. An elect.sync arrive with no branch
-// keeps the order in the SASS (bench/results/2026-12-06-cuda-prefill-bounds/release-before-fold.patch); not
-// yet run on a GPU.
+// in every persistent scaled kernel and spilled in two, so it is not here yet. An elect.sync arrive with no
+// branch keeps the order in the SASS (bench/results/2026-12-06-cuda-prefill-bounds/release-before-fold.patch);
+// not yet run on a GPU.
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
