@@ -24,28 +24,32 @@ using namespace sm90;
 // Warp-specialised: warps 0-7 (two warpgroups, 64 rows each) run the MMAs, warp 8 streams the stages.
 // A stage is refilled once every consumer warp has released it, so weight bytes keep flowing while the
 // tensor cores work, with no block-wide barrier per stage.
-// kFp8A: e4m3 activations and FP8 weights, both read by FP8 MMAs as they arrive (no widening). Their
-// partial sums are folded once per 128-wide block, as for bf16: folding each MMA's k32 sum on its own
-// halved the FP8 tensor cores' rounding error but cost 25-45% of the speed
+// kFp8A: e4m3 activations and FP8 weights, both read by FP8 MMAs as they arrive (no widening). Their partial
+// sums are folded once per 128-wide block, as for bf16: folding each MMA's k32 sum on its own halved the FP8
+// tensor cores' rounding error but cost 25-45% of the speed
 // (bench/results/2026-12-01-cuda-fp8-tensor-cores.md). The two warpgroups fold a block at about the same
 // time; issuing their MMAs in turn through two named barriers, so that one's fold ran beside the other's
-// MMAs, took deepseek-v3's gate/up 0.5-0.9% and its down GEMM 3% more time at 16384 tokens (H100): not
-// kept (bench/results/2026-12-05-cuda-route-and-permute.md). In turn by completion (warpgroup 1 issuing a
-// block's MMAs once warpgroup 0's were done, and the reverse): deepseek-v3's gate/up 0.9-1.2% more, its down
-// GEMM level, deepseek-v4-flash's fp8 gate/up 2.1% less in one pair, not kept
-// (bench/results/2026-12-06-cuda-prefill-bounds.md, which also takes these GEMMs apart: with no copies at
-// all deepseek-v3's gate/up still took 0.85 of its time, its copies alone 0.79). Nor folding a block's sums
-// while the next block's MMAs ran into a second set of 64 (the consumers took registers from the producer's
-// warpgroup with setmaxnreg, blocks in runs of four so that no MMA was in flight at a loop's back edge): the
-// same bits, gate/up 1.6-3.0% and down GEMM 3.4-3.5% slower at 16384 tokens, level at 1024 (H100), slower too
-// where parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One stage fewer
+// MMAs, took deepseek-v3's gate/up 0.5-0.9% and its down GEMM 3% more time at 16384 tokens (H100): not kept
+// (bench/results/2026-12-05-cuda-route-and-permute.md). In turn by completion (warpgroup 1 issuing a block's
+// MMAs once warpgroup 0's were done, and the reverse): deepseek-v3's gate/up 0.9-1.2% more, its down GEMM
+// level, deepseek-v4-flash's fp8 gate/up 2.1% less in one pair, not kept
+// (bench/results/2026-12-06-cuda-prefill-bounds.md). Taken apart with the GPU to themselves (the shared
+// expert after them), deepseek-v3's gate/up took 0.80 of its time with no copies and no folds and 0.77 with
+// the copies alone, and its tensor pipe was busy 44% of the time, where two warpgroups issuing these MMAs
+// from these stages with nothing else reach the peak per cycle: the loop around the MMAs (its bookkeeping
+// instructions held more of the consumers' samples than their waits for MMAs or data) and the parked epilogue
+// (which bounded the loop with no copies) keep it from the peak
+// (bench/results/2026-12-06-cuda-probes-and-release.md). Nor folding a block's sums while the next block's
+// MMAs ran into a second set of 64 (the consumers took registers from the producer's warpgroup with
+// setmaxnreg, blocks in runs of four so that no MMA was in flight at a loop's back edge): the same bits,
+// gate/up 1.6-3.0% and down GEMM 3.4-3.5% slower at 16384 tokens, level at 1024 (H100), slower too where
+// parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One stage fewer
 // (three) cost the gate/up 0.4-2.3%, within those runs' noise. Releasing a block's stage before its fold
 // (which works from registers) took deepseek-v3's gate/up 3.4% and its down GEMM 2.0% less time in a
-// diagnostic build whose machine code kept that order (bench/results/2026-12-06-cuda-prefill-bounds.md);
-// written plainly (the release's lane-0 branch, then the fold), ptxas moved the fold's FMAs above the release
-// in every persistent scaled kernel and spilled in two, so it is not here yet. An elect.sync arrive with no
-// branch keeps the order in the SASS (bench/results/2026-12-06-cuda-prefill-bounds/release-before-fold.patch);
-// not yet run on a GPU.
+// diagnostic build (bench/results/2026-12-06-cuda-prefill-bounds.md); written plainly, ptxas moved the fold's
+// FMAs above the release's lane-0 branch. In a form that keeps the order in the machine code (an elect.sync
+// arrive with no branch) it was no faster against this code on one H100: gate/up level, down GEMM 1.6-3.4%
+// slower (bench/results/2026-12-06-cuda-probes-and-release.md, which keeps the patch): not kept.
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
