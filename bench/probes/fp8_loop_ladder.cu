@@ -1,17 +1,21 @@
 // Probe: what each part of the e4m3 tiled kernels' consumer loop costs, built up from bare MMAs. A CTA an SM,
-// two consumer warpgroups (64 rows each of a 128 x 128 tile) and a producer warp, over a ring of six stages laid
-// out as the kernels lay them (two 64-wide sub-stages of e4m3 rows, then of weights, then the scales). Each
-// level adds one part to the one before:
-//   0 mma:       each warpgroup issues a 128-wide block's four m64n128k32 MMAs and waits for them (stage 0 only)
+// two consumer warpgroups (64 rows each of a 128 x 128 tile) and a producer warp, over a ring of six stages
+// laid out as the kernels lay them (two 64-wide sub-stages of e4m3 rows, then of weights, then the scales).
+// Each level adds one part to the one before:
+//   0 mma:       each warpgroup issues a 128-wide block's four m64n128k32 MMAs and waits for them (stage 0)
 //   1 fold:      + the block's scales read from the stage and the 64 sums folded into totals
 //   2 handshake: + the full / empty mbarriers of the stage ring, the producer arriving with nothing copied
 //   3 copies:    + the producer bulk-copying each stage (32 KiB of operands and the scales) from a few images
 //                  that stay in L2
 // An item is 56 blocks (k = 7168); at its end each thread stores one sum of its totals. Reported per level:
 // FLOP per SM cycle (the slowest consumer thread 0's clock64 span), its share of the e4m3 dense peak (8192),
-// TFLOP/s by events. Not part of the build; not yet run. On a Hopper, from the repository root:
-//   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -o fp8_ladder bench/probes/fp8_loop_ladder.cu
-//   ./fp8_ladder
+// TFLOP/s by events.
+// Where it differs from the kernels: ptxas puts the release's arrive before the fold's FMAs here (the kernels
+// release after them); one weight scale a block, where the kernels' FP8 folds read two (two scale products a
+// thread here, four there); level 3 copies each stage whole by one bulk copy, with no rows by tensor copies,
+// no weights shared by a CTA pair and about twice the kernels' L2 bytes per cycle at full speed, so it may be
+// bound by L2; and there are no parked epilogues.
+// Built as build/probes/probe_fp8_loop_ladder (CMakeLists.txt); run it on a Hopper. Not yet run.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,28 +23,34 @@
 
 #include "../../src/kernels/cuda/async_barrier.cuh"
 #include "../../src/kernels/cuda/wgmma.cuh"
+#include "probe_timing.cuh"
 
 using namespace steadymoe::cuda;
 
 constexpr int kRows = 128, kCols = 128, kSubK = 64, kStages = 6, kBlocksPerItem = 56, kImages = 8;
 constexpr int kSubA = kRows * kSubK, kSubB = kCols * kSubK;  // bytes of one 64-wide sub-stage
-constexpr int kScaleOffset = 2 * (kSubA + kSubB);            // row scales [128], then the block's weight scale
-constexpr int kCopyBytes = kScaleOffset + (kRows + 16) * 4;  // a multiple of 16
+constexpr int kScaleOffset = 2 * (kSubA + kSubB);  // row scales [128], then the block's weight scale
+constexpr int kCopyBytes = kScaleOffset + (kRows + 16) * 4;
 constexpr int kStageBytes = (kCopyBytes + 1023) / 1024 * 1024;
 constexpr int kThreads = 2 * 128 + 32;
+static_assert(kCopyBytes % 16 == 0, "a bulk copy moves a multiple of 16 bytes");
+static_assert(kStages * kStageBytes + 1024 <= 227 * 1024,
+              "the ring and the barriers fit an SM's shared memory");
 
 template <int kLevel>
-__global__ void __launch_bounds__(kThreads, 1) ladder(const char* images, int items, float* sink, long long* cycles) {
+__global__ void __launch_bounds__(kThreads, 1)
+    ladder(const char* images, int items, float* sink, long long* cycles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) char smem[];
     __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wg = warp / 4;
-    // Random finite e4m3 operands and scales near 1 in every stage, for the levels that copy nothing.
+    // Random finite e4m3 operands (codes of at most 0x3f: no NaN) and scales of 1 in every stage, for the
+    // levels that copy nothing.
     for (int i = threadIdx.x; i < kStages * kStageBytes / 4; i += blockDim.x) {
         uint32_t h = uint32_t(i) * 2654435761u + 0x9e3779b9u * blockIdx.x;
         h ^= h >> 15, h *= 0x85ebca6bu, h ^= h >> 13;
         const int at = i * 4 % kStageBytes;
-        reinterpret_cast<uint32_t*>(smem)[i] = at < kScaleOffset ? (h & 0x3f7f3f7fu) : 0x3f800000u;
+        reinterpret_cast<uint32_t*>(smem)[i] = at < kScaleOffset ? (h & 0x3f3f3f3fu) : 0x3f800000u;
     }
     if (threadIdx.x == 0) {
         for (int s = 0; s < kStages; ++s) barrier::init(&full[s], 1), barrier::init(&empty[s], 8);
@@ -57,7 +67,8 @@ __global__ void __launch_bounds__(kThreads, 1) ladder(const char* images, int it
                 if (lane == 0) {
                     if constexpr (kLevel >= 3) {
                         barrier::arrive_expect_bytes(&full[s], kCopyBytes);
-                        barrier::bulk_copy(smem + s * kStageBytes, images + int64_t(b % kImages) * kStageBytes, kCopyBytes, &full[s]);
+                        barrier::bulk_copy(smem + s * kStageBytes,
+                                           images + int64_t(b % kImages) * kStageBytes, kCopyBytes, &full[s]);
                     } else {
                         barrier::arrive(&full[s]);
                     }
@@ -75,11 +86,13 @@ __global__ void __launch_bounds__(kThreads, 1) ladder(const char* images, int it
         const int s = kLevel >= 2 ? b % kStages : 0;
         if constexpr (kLevel >= 2) barrier::wait(&full[s], uint32_t((b / kStages) & 1));
         const uint32_t stage = base + s * kStageBytes;
-        const uint64_t a0 = wgmma::smem_descriptor<512>(stage + wg * 64 * kSubK), b0 = wgmma::smem_descriptor<512>(stage + 2 * kSubA);
+        const uint64_t a0 = wgmma::smem_descriptor<512>(stage + wg * 64 * kSubK),
+                       b0 = wgmma::smem_descriptor<512>(stage + 2 * kSubA);
         wgmma::wgmma_fence();
         for (int sub = 0; sub < 2; ++sub)
             for (int k = 0; k < 2; ++k)
-                wgmma::wgmma_m64n128k32_e4m3(acc, a0 + sub * (kSubA >> 4) + 2 * k, b0 + sub * (kSubB >> 4) + 2 * k, sub + k > 0);
+                wgmma::wgmma_m64n128k32_e4m3(acc, a0 + sub * (kSubA >> 4) + 2 * k,
+                                             b0 + sub * (kSubB >> 4) + 2 * k, sub + k > 0);
         wgmma::wgmma_commit();
         float scale[2] = {1.f, 1.f};
         if constexpr (kLevel >= 1) {
@@ -114,23 +127,13 @@ __global__ void __launch_bounds__(kThreads, 1) ladder(const char* images, int it
 template <int kLevel>
 void run(const char* name, const char* images, int sms, int items, float* sink, long long* cycles) {
     const int smem = kStages * kStageBytes;
-    cudaFuncSetAttribute(ladder<kLevel>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    ladder<kLevel><<<sms, kThreads, smem>>>(images, 2, sink, cycles);  // warm-up
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    cudaEventRecord(e0);
-    ladder<kLevel><<<sms, kThreads, smem>>>(images, items, sink, cycles);
-    cudaEventRecord(e1);
-    const cudaError_t e = cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    static long long host[1024];
-    cudaMemcpy(host, cycles, sms * sizeof(long long), cudaMemcpyDeviceToHost);
-    long long most = 0;
-    for (int i = 0; i < sms; ++i) most = host[i] > most ? host[i] : most;
+    const TimedLaunch t = time_launch(ladder<kLevel>, smem, sms, cycles, [&](bool warm_up) {
+        ladder<kLevel><<<sms, kThreads, smem>>>(images, warm_up ? 2 : items, sink, cycles);
+    });
     const double flop_per_cta = 2.0 * items * kBlocksPerItem * 2.0 * 64 * kCols * 128;
-    std::printf("| %d %s | %.0f | %.3f | %.0f | %s |\n", kLevel, name, flop_per_cta / most, flop_per_cta / most / 8192,
-                flop_per_cta * sms / (ms * 1e-3) / 1e12, cudaGetErrorString(e));
+    const double per_cycle = flop_per_cta / double(t.most_cycles);
+    std::printf("| %d %s | %.0f | %.3f | %.0f | %s |\n", kLevel, name, per_cycle, per_cycle / 8192,
+                flop_per_cta * sms / (t.ms * 1e-3) / 1e12, cudaGetErrorString(t.status));
 }
 
 int main() {
@@ -147,7 +150,7 @@ int main() {
     for (int i = 0; i < kImages * kStageBytes / 4; ++i) {
         uint32_t h = uint32_t(i) * 2654435761u;
         h ^= h >> 15, h *= 0x85ebca6bu, h ^= h >> 13;
-        host[i] = i * 4 % kStageBytes < kScaleOffset ? (h & 0x3f7f3f7fu) : 0x3f800000u;
+        host[i] = i * 4 % kStageBytes < kScaleOffset ? (h & 0x3f3f3f3fu) : 0x3f800000u;
     }
     cudaMemcpy(images, host, sizeof host, cudaMemcpyHostToDevice);
     const int items = 40;

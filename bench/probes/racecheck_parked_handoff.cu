@@ -7,11 +7,9 @@
 // `named`, bar.arrive by the side that hands over and bar.sync by the side that waits, both ways;
 // `named-drained-sync`, the epilogue warps waiting at `drained` (bar.sync) where they arrived, as the kernels
 // now do; `named-all-sync`, every side waiting at both barriers; `syncthreads`, __syncthreads() at both
-// points (the probe's whole CTA meets there; the kernels' producer warp could not). Not part of the build; on
-// a Hopper, from the repository root:
-//   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I include -o probe \
-//     bench/probes/racecheck_parked_handoff.cu
-//   compute-sanitizer --tool racecheck --racecheck-report all ./probe mbarrier
+// points (the probe's whole CTA meets there; the kernels' producer warp could not). Built as
+// build/probes/probe_racecheck_parked_handoff (CMakeLists.txt); on a Hopper, in build/probes:
+//   compute-sanitizer --tool racecheck --racecheck-report all ./probe_racecheck_parked_handoff mbarrier
 // (and the same with the other forms). On an H100 (bench/results/2026-12-05-cuda-named-handoff.md)
 // the first three forms read every value right; racecheck reported 15378 hazards through mbarriers (the first shown:
 // the epilogue warps' loads after the consumers' stores), 7682 through `named` and 4098 through

@@ -1,10 +1,9 @@
 // Probe: does compute-sanitizer's racecheck report a stage written by a bulk copy and by cp.async, read
 // by consumer warps with shared loads, and reused through full / empty mbarriers — the tiled GEMM
 // kernel's stage protocol — as a race? (racecheck reported such hazards in that kernel's FP8-weight
-// paths: bench/results/2026-12-02-cuda-prefill-tma.md.) Not part of the build; on a Hopper, from the
-// repository root:
-//   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -I include -o probe bench/probes/racecheck_stage_protocol.cu
-//   compute-sanitizer --tool racecheck ./probe
+// paths: bench/results/2026-12-02-cuda-prefill-tma.md.) Built as build/probes/probe_racecheck_stage_protocol
+// (CMakeLists.txt); on a Hopper, in build/probes:
+//   compute-sanitizer --tool racecheck ./probe_racecheck_stage_protocol
 // On an H200 it reported 2 hazards (WAR: the consumers' loads against the producer's next copies), though
 // the barriers order them: bench/results/2026-12-02-cuda-prefill-clusters.md.
 #include <cstdio>

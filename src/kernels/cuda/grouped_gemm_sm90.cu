@@ -35,21 +35,22 @@ using namespace sm90;
 // level, deepseek-v4-flash's fp8 gate/up 2.1% less in one pair, not kept
 // (bench/results/2026-12-06-cuda-prefill-bounds.md). Taken apart with the GPU to themselves (the shared
 // expert after them), deepseek-v3's gate/up took 0.80 of its time with no copies and no folds and 0.77 with
-// the copies alone, and its tensor pipe was busy 44% of the time, where two warpgroups issuing these MMAs
-// from these stages with nothing else reach the peak per cycle: the loop around the MMAs (its bookkeeping
-// instructions held more of the consumers' samples than their waits for MMAs or data) and the parked epilogue
-// (which bounded the loop with no copies) keep it from the peak
-// (bench/results/2026-12-06-cuda-probes-and-release.md). Nor folding a block's sums while the next block's
-// MMAs ran into a second set of 64 (the consumers took registers from the producer's warpgroup with
-// setmaxnreg, blocks in runs of four so that no MMA was in flight at a loop's back edge): the same bits,
-// gate/up 1.6-3.0% and down GEMM 3.4-3.5% slower at 16384 tokens, level at 1024 (H100), slower too where
-// parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One stage fewer
+// the copies alone, and its tensor pipe was busy 44% of the time (in a diagnostic build), where two
+// warpgroups issuing these MMAs from these stages with nothing else reach the peak per cycle: the copies, the
+// loop around the MMAs (its other instructions held more of the consumers' samples than their waits for MMAs
+// or data) and the parked epilogue (which the consumers waited for most with no copies and no folds) each
+// keep it from the peak (bench/results/2026-12-06-cuda-probes-and-release.md). Nor folding a block's sums
+// while the next block's MMAs ran into a second set of 64 (the consumers took registers from the producer's
+// warpgroup with setmaxnreg, blocks in runs of four so that no MMA was in flight at a loop's back edge): the
+// same bits, gate/up 1.6-3.0% and down GEMM 3.4-3.5% slower at 16384 tokens, level at 1024 (H100), slower too
+// where parked SwiGLU outputs left six stages (bench/results/2026-12-05-cuda-fold-behind.md). One stage fewer
 // (three) cost the gate/up 0.4-2.3%, within those runs' noise. Releasing a block's stage before its fold
 // (which works from registers) took deepseek-v3's gate/up 3.4% and its down GEMM 2.0% less time in a
 // diagnostic build (bench/results/2026-12-06-cuda-prefill-bounds.md); written plainly, ptxas moved the fold's
 // FMAs above the release's lane-0 branch. In a form that keeps the order in the machine code (an elect.sync
-// arrive with no branch) it was no faster against this code on one H100: gate/up level, down GEMM 1.6-3.4%
-// slower (bench/results/2026-12-06-cuda-probes-and-release.md, which keeps the patch): not kept.
+// arrive with no branch) it was no faster against this code on one H100: deepseek-v3's gate/up level, its
+// down GEMM 1.6-3.4% slower (bench/results/2026-12-06-cuda-probes-and-release.md, which keeps the patch): not
+// kept.
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
