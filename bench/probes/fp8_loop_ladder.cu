@@ -10,13 +10,19 @@
 // An item is 56 blocks (k = 7168); at its end each thread stores one sum of its totals. Reported per level:
 // FLOP per SM cycle (the slowest consumer thread 0's clock64 span), its share of the e4m3 dense peak (8192),
 // TFLOP/s by events. Levels 1 and 2 run again with warpgroup 1 starting 300 cycles after warpgroup 0: where
-// that is faster, the two warpgroups' folds and releases falling together cost the tensor pipe time.
+// that is faster, the two warpgroups' folds and releases falling together cost the tensor pipe time. Levels 2
+// and 3 run again with the next stage's full barrier tested while a block's MMAs run (its wait at the loop's
+// top skipped where the stage had landed): where that is faster, the wait's own latency before each block's
+// MMAs costs the pipe time.
 // Where it differs from the kernels: ptxas puts the release's arrive before the fold's FMAs here (the kernels
 // release after them); one weight scale a block, where the kernels' FP8 folds read two (two scale products a
 // thread here, four there); level 3 copies each stage whole by one bulk copy, with no rows by tensor copies,
 // no weights shared by a CTA pair and about twice the kernels' L2 bytes per cycle at full speed, so it may be
-// bound by L2; and there are no parked epilogues.
-// Built as build/probes/probe_fp8_loop_ladder (CMakeLists.txt); run it on a Hopper. Not yet run.
+// bound by L2; there are no parked epilogues; and the compiler builds each block's descriptors in general
+// registers and moves them to uniform ones (the stage changes from block to block; the kernels keep them in
+// uniform registers), so some of the handshake levels' cost may be the probe's own.
+// Built as build/probes/probe_fp8_loop_ladder (CMakeLists.txt); run it on a Hopper. Results:
+// bench/results/2026-12-06-cuda-loop-ladder.md.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -38,7 +44,7 @@ static_assert(kCopyBytes % 16 == 0, "a bulk copy moves a multiple of 16 bytes");
 static_assert(kStages * kStageBytes + 1024 <= 227 * 1024,
               "the ring and the barriers fit an SM's shared memory");
 
-template <int kLevel, bool kStagger>
+template <int kLevel, bool kStagger, bool kEarly>
 __global__ void __launch_bounds__(kThreads, 1)
     ladder(const char* images, int items, float* sink, long long* cycles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -88,9 +94,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         while (clock64() < until) {
         }
     }
+    bool next_landed = false;  // kEarly: the next stage's data seen to have landed while this block's MMAs ran
     for (int b = 0; b < blocks; ++b) {
         const int s = kLevel >= 2 ? b % kStages : 0;
-        if constexpr (kLevel >= 2) barrier::wait(&full[s], uint32_t((b / kStages) & 1));
+        if constexpr (kLevel >= 2)
+            if (!next_landed) barrier::wait(&full[s], uint32_t((b / kStages) & 1));
+        next_landed = false;
         const uint32_t stage = base + s * kStageBytes;
         const uint64_t a0 = wgmma::smem_descriptor<512>(stage + wg * 64 * kSubK),
                        b0 = wgmma::smem_descriptor<512>(stage + 2 * kSubA);
@@ -106,6 +115,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             const float w = scales[kRows];
             scale[0] = scales[row] * w, scale[1] = scales[row + 8] * w;
         }
+        if constexpr (kEarly && kLevel >= 2)
+            next_landed = b + 1 < blocks && barrier::completed(barrier::shared_address(&full[(b + 1) % kStages]),
+                                                               uint32_t(((b + 1) / kStages) & 1));
         wgmma::wgmma_wait<0>();
         wgmma::fence_operands(acc);
         if constexpr (kLevel >= 1) {
@@ -130,16 +142,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <int kLevel, bool kStagger = false>
+template <int kLevel, bool kStagger = false, bool kEarly = false>
 void run(const char* name, const char* images, int sms, int items, float* sink, long long* cycles) {
     const int smem = kStages * kStageBytes;
-    const TimedLaunch t = time_launch(ladder<kLevel, kStagger>, smem, sms, cycles, [&](bool warm_up) {
-        ladder<kLevel, kStagger><<<sms, kThreads, smem>>>(images, warm_up ? 2 : items, sink, cycles);
+    const TimedLaunch t = time_launch(ladder<kLevel, kStagger, kEarly>, smem, sms, cycles, [&](bool warm_up) {
+        ladder<kLevel, kStagger, kEarly><<<sms, kThreads, smem>>>(images, warm_up ? 2 : items, sink, cycles);
     });
     const double flop_per_cta = 2.0 * items * kBlocksPerItem * 2.0 * 64 * kCols * 128;
     const double per_cycle = flop_per_cta / double(t.most_cycles);
-    std::printf("| %d %s%s | %.0f | %.3f | %.0f | %s |\n", kLevel, name,
-                kStagger ? ", warpgroup 1 started 300 cycles late" : "", per_cycle, per_cycle / 8192,
+    std::printf("| %d %s%s%s | %.0f | %.3f | %.0f | %s |\n", kLevel, name,
+                kStagger ? ", warpgroup 1 started 300 cycles late" : "",
+                kEarly ? ", the next stage's barrier tested while the MMAs run" : "", per_cycle, per_cycle / 8192,
                 flop_per_cta * sms / (t.ms * 1e-3) / 1e12, cudaGetErrorString(t.status));
 }
 
@@ -169,5 +182,9 @@ int main() {
     // Do the two warpgroups, folding and handing back at the same moments, leave the tensor pipe idle then?
     run<1, true>("fold", images, sms, items, sink, cycles);
     run<2, true>("handshake", images, sms, items, sink, cycles);
+    // Does the stage wait's own latency, paid before each block's MMAs can start, cost the pipe time?
+    run<2, false, true>("handshake", images, sms, items, sink, cycles);
+    run<3, false, true>("copies", images, sms, items, sink, cycles);
+    run<2, true, true>("handshake", images, sms, items, sink, cycles);
     return 0;
 }
