@@ -13,14 +13,16 @@
 // that is faster, the two warpgroups' folds and releases falling together cost the tensor pipe time. Levels 2
 // and 3 run again with the next stage's full barrier tested while a block's MMAs run (its wait at the loop's
 // top skipped where the stage had landed): where that is faster, the wait's own latency before each block's
-// MMAs costs the pipe time.
+// MMAs costs the pipe time (the compiler also issues those rows' MMAs with more instructions between them,
+// twice the moves to uniform registers); and level 2 once with both, to see whether the two gains add up.
 // Where it differs from the kernels: ptxas puts the release's arrive before the fold's FMAs here (the kernels
 // release after them); one weight scale a block, where the kernels' FP8 folds read two (two scale products a
 // thread here, four there); level 3 copies each stage whole by one bulk copy, with no rows by tensor copies,
 // no weights shared by a CTA pair and about twice the kernels' L2 bytes per cycle at full speed, so it may be
-// bound by L2; there are no parked epilogues; and the compiler builds each block's descriptors in general
-// registers and moves them to uniform ones (the stage changes from block to block; the kernels keep them in
-// uniform registers), so some of the handshake levels' cost may be the probe's own.
+// bound by L2; there are no parked epilogues; and the probe works its descriptors out in general registers
+// and moves them to uniform ones each block (the kernels build them in uniform registers); at levels 2 and 3
+// that includes each block's stage address arithmetic, so some of the handshake levels' cost may be the
+// probe's own.
 // Built as build/probes/probe_fp8_loop_ladder (CMakeLists.txt); run it on a Hopper. Results:
 // bench/results/2026-12-06-cuda-loop-ladder.md.
 #include <cuda_runtime.h>
@@ -94,7 +96,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         while (clock64() < until) {
         }
     }
-    bool next_landed = false;  // kEarly: the next stage's data seen to have landed while this block's MMAs ran
+    // kEarly: whether the next stage's data was seen to have landed while this block's MMAs ran
+    bool next_landed = false;
     for (int b = 0; b < blocks; ++b) {
         const int s = kLevel >= 2 ? b % kStages : 0;
         if constexpr (kLevel >= 2)
@@ -116,8 +119,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             scale[0] = scales[row] * w, scale[1] = scales[row + 8] * w;
         }
         if constexpr (kEarly && kLevel >= 2)
-            next_landed = b + 1 < blocks && barrier::completed(barrier::shared_address(&full[(b + 1) % kStages]),
-                                                               uint32_t(((b + 1) / kStages) & 1));
+            next_landed = b + 1 < blocks &&
+                          barrier::completed(barrier::shared_address(&full[(b + 1) % kStages]),
+                                             uint32_t(((b + 1) / kStages) & 1));
         wgmma::wgmma_wait<0>();
         wgmma::fence_operands(acc);
         if constexpr (kLevel >= 1) {
@@ -152,8 +156,8 @@ void run(const char* name, const char* images, int sms, int items, float* sink, 
     const double per_cycle = flop_per_cta / double(t.most_cycles);
     std::printf("| %d %s%s%s | %.0f | %.3f | %.0f | %s |\n", kLevel, name,
                 kStagger ? ", warpgroup 1 started 300 cycles late" : "",
-                kEarly ? ", the next stage's barrier tested while the MMAs run" : "", per_cycle, per_cycle / 8192,
-                flop_per_cta * sms / (t.ms * 1e-3) / 1e12, cudaGetErrorString(t.status));
+                kEarly ? ", the next stage's barrier tested while the MMAs run" : "", per_cycle,
+                per_cycle / 8192, flop_per_cta * sms / (t.ms * 1e-3) / 1e12, cudaGetErrorString(t.status));
 }
 
 int main() {
@@ -182,7 +186,8 @@ int main() {
     // Do the two warpgroups, folding and handing back at the same moments, leave the tensor pipe idle then?
     run<1, true>("fold", images, sms, items, sink, cycles);
     run<2, true>("handshake", images, sms, items, sink, cycles);
-    // Does the stage wait's own latency, paid before each block's MMAs can start, cost the pipe time?
+    // Does the stage wait's own latency, paid before each block's MMAs can start, cost the pipe time? And do
+    // the two gains (a late warpgroup, the early test) add up?
     run<2, false, true>("handshake", images, sms, items, sink, cycles);
     run<3, false, true>("copies", images, sms, items, sink, cycles);
     run<2, true, true>("handshake", images, sms, items, sink, cycles);

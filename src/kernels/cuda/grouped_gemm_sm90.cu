@@ -50,13 +50,15 @@ using namespace sm90;
 // FMAs above the release's lane-0 branch. In a form that keeps the order in the machine code (an elect.sync
 // arrive with no branch) it was no faster against this code on one H100: deepseek-v3's gate/up level, its
 // down GEMM 1.6-3.4% slower (bench/results/2026-12-06-cuda-probes-and-release.md, which keeps the patch): not
-// kept. Nor, on one H100 each (bench/results/2026-12-06-cuda-loop-ladder.md, which keeps both patches): each
-// stage's operand descriptors carried from stage to stage (ptxas rebuilds stage 0's from the shared-memory
-// address every block, 14 uniform instructions before the first MMA), deepseek-v3's gate/up 0.2-0.9% faster
-// in two pairs and its down GEMM 0.9% faster in one, 2.8% slower in the other; the next stage's full barrier
-// tested while a block's MMAs ran, its try-wait at the loop's top skipped where the stage had landed (in the
-// loop ladder probe that took the handshake level from 0.598 to 0.636 of the peak), deepseek-v3's gate/up
-// 2.8-2.9% and its down GEMM 1.7-1.8% slower.
+// kept. Two more changes, each measured on one H100 (bench/results/2026-12-06-cuda-loop-ladder.md, which
+// keeps both patches), were not kept either. Carrying the operand descriptors from one stage to the next (a
+// stage's bytes / 16 on, wrapping at the ring's end), where ptxas rebuilds stage 0's descriptors from the
+// shared-memory address every block (about 14 uniform instructions before the first MMA): deepseek-v3's
+// gate/up 0.2-0.9% faster, its down GEMM 0.9% faster in one pair and 2.8% slower in the other, the routed
+// experts level, and two block-exact FP4 kernels spilled. Testing the next stage's full barrier while a
+// block's MMAs ran, so that the next block skipped its try-wait where the stage had landed (scaled kernels
+// that convert no FP4 blocks; in the loop ladder probe it took the handshake level from 0.598 to 0.636 of the
+// peak): deepseek-v3's gate/up 2.8-2.9% and its down GEMM 1.7-1.8% slower.
 // kPersistent: a CTA per SM (grid.x of them) walks the launch's (tile, n-block, split) items, every
 // grid.x-th, with one pipeline across them: the producer loads the next item's stages while the consumers
 // finish the last one and run its epilogue (from registers: the stages are not free for one; or parked, see
