@@ -56,10 +56,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Random finite e4m3 operands (codes of at most 0x3f: no NaN) and scales of 1 in every stage, for the
     // levels that copy nothing.
     for (int i = threadIdx.x; i < kStages * kStageBytes / 4; i += blockDim.x) {
-        uint32_t h = uint32_t(i) * 2654435761u + 0x9e3779b9u * blockIdx.x;
-        h ^= h >> 15, h *= 0x85ebca6bu, h ^= h >> 13;
         const int at = i * 4 % kStageBytes;
-        reinterpret_cast<uint32_t*>(smem)[i] = at < kScaleOffset ? (h & 0x3f3f3f3fu) : 0x3f800000u;
+        reinterpret_cast<uint32_t*>(smem)[i] =
+            at < kScaleOffset ? (hashed_word(uint32_t(i), blockIdx.x) & 0x3f3f3f3fu) : 0x3f800000u;
     }
     if (threadIdx.x == 0) {
         for (int s = 0; s < kStages; ++s) barrier::init(&full[s], 1), barrier::init(&empty[s], 8);
@@ -102,7 +101,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = kLevel >= 2 ? b % kStages : 0;
         if constexpr (kLevel >= 2)
             if (!next_landed) barrier::wait(&full[s], uint32_t((b / kStages) & 1));
-        next_landed = false;
         const uint32_t stage = base + s * kStageBytes;
         const uint64_t a0 = wgmma::smem_descriptor<512>(stage + wg * 64 * kSubK),
                        b0 = wgmma::smem_descriptor<512>(stage + 2 * kSubA);
@@ -172,9 +170,8 @@ int main() {
     // The copied images: random finite e4m3 operands, scales of 1.
     static uint32_t host[kImages * kStageBytes / 4];
     for (int i = 0; i < kImages * kStageBytes / 4; ++i) {
-        uint32_t h = uint32_t(i) * 2654435761u;
-        h ^= h >> 15, h *= 0x85ebca6bu, h ^= h >> 13;
-        host[i] = i * 4 % kStageBytes < kScaleOffset ? (h & 0x3f3f3f3fu) : 0x3f800000u;
+        const bool operand = i * 4 % kStageBytes < kScaleOffset;
+        host[i] = operand ? (hashed_word(uint32_t(i), 0) & 0x3f3f3f3fu) : 0x3f800000u;
     }
     cudaMemcpy(images, host, sizeof host, cudaMemcpyHostToDevice);
     const int items = 40;

@@ -1,11 +1,21 @@
 // Timing shared by the probes that report FLOP per SM cycle: one launch timed by events, each CTA's thread 0
-// having written its clock64 span to cycles[blockIdx.x]. Header only (the probe builds take every .cu here).
+// having written its clock64 span to cycles[blockIdx.x]; and the hashed words they fill operands with. Header
+// only (the probe builds take every .cu here).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
+
+// Word `i` of a hashed operand image (`seed`: the CTA, so that CTAs hold different data); callers mask it to
+// finite codes.
+__host__ __device__ inline uint32_t hashed_word(uint32_t i, uint32_t seed) {
+    uint32_t h = i * 2654435761u + 0x9e3779b9u * seed;
+    h ^= h >> 15, h *= 0x85ebca6bu, h ^= h >> 13;
+    return h;
+}
 
 // What one timed launch gave: its status (the attribute's, the launch's or the run's first error), its time
 // by events, and the slowest CTA's cycles.

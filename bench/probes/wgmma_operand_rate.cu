@@ -40,9 +40,7 @@ __global__ void __launch_bounds__(384, 1) rate(int blocks, bool random, float* s
     // of exponent below 0x7f (|x| < 2).
     constexpr uint32_t kFinite = kLayout == Layout::Bf16Sw128 ? 0x3f7f3f7fu : 0x3f3f3f3fu;
     for (int i = threadIdx.x; i < 2 * kSubBytes / 4; i += blockDim.x) {
-        uint32_t h = uint32_t(i) * 2654435761u + 0x9e3779b9u * blockIdx.x;
-        h ^= h >> 15, h *= 0x85ebca6bu, h ^= h >> 13;
-        reinterpret_cast<uint32_t*>(smem)[i] = random ? (h & kFinite) : 0u;
+        reinterpret_cast<uint32_t*>(smem)[i] = random ? (hashed_word(uint32_t(i), blockIdx.x) & kFinite) : 0u;
     }
     fence_async_shared();
     __syncthreads();
