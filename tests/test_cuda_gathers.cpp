@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -438,6 +439,94 @@ TEST(CudaGathers, Bf16AndF32SourcesOfTheSameValuesGiveTheSameBytes) {
                       std::ptrdiff_t(out_bytes / 2))
                 << "outputs not written";
         }
+    }
+}
+
+// Runs a writer of e4m3 rows with their scales (`write(codes, scales, layout)`) twice, with row-major and with
+// block-major scales over `scale_rows` rows (a multiple of 4, more than `bound`): the same codes, and the
+// block-major scales the row-major ones transposed, for the `live` rows; the scales of rows past the live bound
+// are left as they were.
+template <typename Write>
+void check_block_major_scales(int64_t bound, int64_t live, int64_t width, int64_t scale_rows, const Write& write) {
+    const int64_t groups = width / 128;
+    cuda::DeviceBuffer codes_rm(size_t(bound * width), "codes, row-major scales"),
+        codes_bm(size_t(bound * width), "codes, block-major scales"),
+        scales_rm(size_t(bound * groups) * 4, "row-major scales"), scales_bm(size_t(scale_rows * groups) * 4, "block-major scales");
+    const std::vector<float> unset(size_t(scale_rows * groups), -1.0f);
+    scales_rm.upload(unset.data(), size_t(bound * groups) * 4);
+    scales_bm.upload(unset.data(), unset.size() * 4);
+    write(codes_rm.as<uint8_t>(), scales_rm.as<float>(), cuda::ScaleLayout{});
+    write(codes_bm.as<uint8_t>(), scales_bm.as<float>(), cuda::ScaleLayout{scale_rows});
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> a(size_t(live * width)), b(a.size());
+    std::vector<float> rm(size_t(bound * groups)), bm(unset.size());
+    codes_rm.download(a.data(), a.size());
+    codes_bm.download(b.data(), b.size());
+    scales_rm.download(rm.data(), rm.size() * 4);
+    scales_bm.download(bm.data(), bm.size() * 4);
+    EXPECT_TRUE(a == b) << "codes differ";
+    int64_t wrong = 0, overwritten = 0;
+    for (int64_t r = 0; r < scale_rows; ++r)
+        for (int64_t g = 0; g < groups; ++g) {
+            const float got = bm[size_t(g * scale_rows + r)];
+            if (r < live)
+                wrong += std::memcmp(&got, &rm[size_t(r * groups + g)], 4) != 0 || got == -1.0f;
+            else
+                overwritten += got != -1.0f;
+        }
+    EXPECT_EQ(wrong, 0) << "block-major scales that are not the row-major ones";
+    EXPECT_EQ(overwritten, 0) << "scales of rows past the live bound were written";
+}
+
+// Every writer of e4m3 rows for the grouped GEMM writes the same scales block-major as row-major
+// (cuda::ScaleLayout): the row kernel (one word a lane and four), the per-group gather (a stride that is not
+// 16-byte aligned), codes quantised once and copied, and tokens quantised into their pairs' rows.
+TEST(CudaGathers, BlockMajorScalesAreTheRowMajorOnesTransposed) {
+    SMOE_SKIP_WITHOUT_GPU();
+    for (const auto& [sources, width, stride] : {std::tuple<int64_t, int64_t, int64_t>{50, 384, 384}, {700, 2048, 2048}, {50, 384, 388}}) {
+        SCOPED_TRACE(std::to_string(sources) + " sources of " + std::to_string(width) + " values, stride " + std::to_string(stride));
+        const int64_t bound = 3 * sources, live = 2 * sources + 1, scale_rows = (bound + 3) / 4 * 4 + 4;
+        const int32_t live32 = int32_t(live);
+        std::mt19937 rng(uint32_t(width + stride));
+        std::normal_distribution<float> normal(0.0f, 2.0f);
+        std::vector<uint16_t> src(size_t(sources * stride));
+        for (auto& v : src) v = f32_to_bf16(normal(rng) * std::ldexp(1.0f, int(rng() % 16) - 8));
+        std::vector<int32_t> rows(static_cast<size_t>(bound));
+        for (auto& r : rows) r = int32_t(rng() % sources);
+        cuda::DeviceBuffer src_buf(src.size() * 2, "sources"), rows_buf(rows.size() * 4, "rows"), live_buf(4, "live"),
+            once(size_t(sources * width), "codes once"), once_scales(size_t(sources * width / 128) * 4, "scales once");
+        src_buf.upload(src.data(), src.size() * 2);
+        rows_buf.upload(rows.data(), rows.size() * 4);
+        live_buf.upload(&live32, 4);
+        check_block_major_scales(bound, live, width, scale_rows, [&](uint8_t* codes, float* scales, cuda::ScaleLayout layout) {
+            ASSERT_EQ(cuda::launch_gather_fp8(src_buf.get(), true, stride, rows_buf.as<int32_t>(), bound, live_buf.as<int32_t>(),
+                                              width, false, codes, scales, nullptr, layout),
+                      cudaSuccess);
+        });
+        if (stride != width) continue;  // (the others need aligned rows)
+        ASSERT_EQ(cuda::launch_gather_fp8(src_buf.get(), true, width, nullptr, sources, nullptr, width, true, once.as<uint8_t>(),
+                                          once_scales.as<float>(), nullptr),
+                  cudaSuccess);
+        check_block_major_scales(bound, live, width, scale_rows, [&](uint8_t* codes, float* scales, cuda::ScaleLayout layout) {
+            ASSERT_EQ(cuda::launch_gather_e4m3_rows(once.as<uint8_t>(), once_scales.as<float>(), rows_buf.as<int32_t>(), bound,
+                                                    live_buf.as<int32_t>(), width, codes, scales, nullptr, layout),
+                      cudaSuccess);
+        });
+        // Every source a token of three pairs, each pair in a row of its own (all of them live).
+        constexpr int32_t kTopK = 3;
+        std::vector<int64_t> dest(static_cast<size_t>(bound));
+        for (int64_t i = 0; i < bound; ++i) dest[size_t(i)] = i;
+        std::shuffle(dest.begin(), dest.end(), rng);
+        const int32_t all = int32_t(bound);
+        cuda::DeviceBuffer dest_buf(dest.size() * 8, "destinations"), all_buf(4, "live pairs"), pair_buf(dest.size() * 4, "pair rows");
+        dest_buf.upload(dest.data(), dest.size() * 8);
+        all_buf.upload(&all, 4);
+        check_block_major_scales(bound, bound, width, scale_rows, [&](uint8_t* codes, float* scales, cuda::ScaleLayout layout) {
+            ASSERT_EQ(cuda::launch_quantise_to_pairs(src_buf.get(), true, width, sources, kTopK, dest_buf.as<int64_t>(), bound,
+                                                     all_buf.as<int32_t>(), width, false, pair_buf.as<int32_t>(), codes, scales,
+                                                     nullptr, layout),
+                      cudaSuccess);
+        });
     }
 }
 

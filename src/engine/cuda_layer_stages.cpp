@@ -50,11 +50,13 @@ void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int6
             SMOE_CUDA_CHECK(cudaDeviceSynchronize());
         }
     }
+    // (scales for rows rounded up to a multiple of 4, so that they may be held block-major: scale_layout)
+    const int64_t scale_rows = (rows + 3) / 4 * 4;
     grow(a1, size_t(rows * H) * 2, "expert inputs", moved);
-    grow(a1_scale, size_t(rows * (H / 128)) * 4, "expert input scales", moved);
+    grow(a1_scale, size_t(scale_rows * (H / 128)) * 4, "expert input scales", moved);
     if (mid_bytes > 0) grow(mid, size_t(rows * I * mid_bytes), "SwiGLU outputs", moved);
     grow(a2, size_t(rows * I) * 2, "down inputs", moved);
-    grow(a2_scale, size_t(rows * (I / 128)) * 4, "down input scales", moved);
+    grow(a2_scale, size_t(scale_rows * (I / 128)) * 4, "down input scales", moved);
 }
 
 cuda::GroupedGemmLaunch gemm_launch(const cuda::DeviceMatrixSet& w, const cuda::PermutationOut& perm,
@@ -155,6 +157,22 @@ cuda::GroupedGemmLaunch rows_launch(const GroupRun& r, const cuda::DeviceMatrixS
     return g;
 }
 
+// Whether the scales of e4m3 rows are held block-major where the GEMM reading them takes them so
+// (cuda::grouped_gemm_reads_block_major_scales): its stages' row scales then come by one tensor copy each.
+// STEADYMOE_BLOCK_MAJOR_SCALES=0 keeps them row-major everywhere, to compare (the same bits).
+bool block_major_scales() {
+    static const bool off = cuda::env_equals("STEADYMOE_BLOCK_MAJOR_SCALES", "0");
+    return !off;
+}
+
+// The layout `g`'s row scales, `width` values a row, are to be written in: block-major over every row the
+// buffer `a_scale` holds (StageBuffers::reserve rounds those to a multiple of 4) where `g` reads them so,
+// else row-major.
+cuda::ScaleLayout scale_layout(const cuda::GroupedGemmLaunch& g, const DeviceBuffer& a_scale, int64_t width) {
+    if (!block_major_scales() || !cuda::grouped_gemm_reads_block_major_scales(g)) return {};
+    return {int64_t(a_scale.bytes() / 4) / (width / 128) / 4 * 4};
+}
+
 // The same over rows held in `a` / `a_scale`, one after another as the tiles list them.
 cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, int64_t width, InputForm f,
                                      DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
@@ -176,13 +194,16 @@ cuda::GroupedGemmLaunch indexed_launch(const GroupRun& r, const cuda::DeviceMatr
 cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, const void* src,
                                         bool src_bf16, int64_t width, const int32_t* rows, InputForm f,
                                         DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
-    if (f.fp8)
+    cuda::GroupedGemmLaunch g = input_launch(r, w, width, f, a, a_scale, s);
+    if (f.fp8) {
+        g.a_scale_layout = scale_layout(g, a_scale, width);
         SMOE_CUDA_CHECK(cuda::launch_gather_fp8(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, f.mode == 2,
-                                                a.as<uint8_t>(), a_scale.as<float>(), s));
-    else
+                                                a.as<uint8_t>(), a_scale.as<float>(), s, g.a_scale_layout));
+    } else {
         SMOE_CUDA_CHECK(cuda::launch_gather_bf16(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, f.mode,
                                                  a.as<uint16_t>(), a_scale.as<float>(), s));
-    return input_launch(r, w, width, f, a, a_scale, s);
+    }
+    return g;
 }
 
 // Whether a token's e4m3 codes go straight into its pairs' rows where the gate/up GEMM takes them in order
@@ -240,19 +261,21 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
             SMOE_CHECK(r.max_rows % r.source_rows == 0, Internal,
                        "{} rows for {} tokens: not K pairs a token", r.max_rows, r.source_rows);
             const int32_t top_k = int32_t(r.max_rows / r.source_rows);
+            g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
+            g1.a_scale_layout = scale_layout(g1, b.a1_scale, H);
             SMOE_CUDA_CHECK(cuda::launch_quantise_to_pairs(
                 hidden, bf16, H, r.source_rows, top_k, r.perm->dest, r.max_rows, r.live_rows, H, pow2,
-                b.pair_rows.as<int32_t>(), b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s));
-            g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
+                b.pair_rows.as<int32_t>(), b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s, g1.a_scale_layout));
         } else {
             SMOE_CUDA_CHECK(cuda::launch_gather_fp8(hidden, bf16, H, nullptr, r.source_rows, nullptr, H, pow2,
                                                     b.source_codes.as<uint8_t>(), b.source_scales.as<float>(),
                                                     s));
             if (in_order) {
+                g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
+                g1.a_scale_layout = scale_layout(g1, b.a1_scale, H);
                 SMOE_CUDA_CHECK(cuda::launch_gather_e4m3_rows(
                     b.source_codes.as<const uint8_t>(), b.source_scales.as<const float>(), r.perm->rows,
-                    r.max_rows, r.live_rows, H, b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s));
-                g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
+                    r.max_rows, r.live_rows, H, b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s, g1.a_scale_layout));
             }
         }
     } else {

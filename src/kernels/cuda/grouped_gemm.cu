@@ -234,12 +234,19 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.fp4_block_exact && !g.fp4_e4m3_order) return cudaErrorInvalidValue;  // (only e4m3 order has that layout)
     if (g.out_bf16 && (g.epilogue == GemmEpilogue::Store || !g.round_bf16)) return cudaErrorInvalidValue;
     if (g.a_index && !grouped_gemm_reads_indexed_rows(g)) return cudaErrorInvalidValue;
+    const int64_t block_major_rows = g.a_scale_layout.block_major_rows;
+    if (block_major_rows != 0 && (block_major_rows < 0 || block_major_rows % 4 != 0 || !grouped_gemm_reads_block_major_scales(g)))
+        return cudaErrorInvalidValue;
     return hopper_gemm_available() ? launch_grouped_gemm_sm90(g) : launch_portable(g);
 }
 
 bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& g) {
     static const bool enabled = !env_equals("STEADYMOE_INDEXED_ROWS", "0");
     return enabled && hopper_gemm_available() && hopper_decode(g);
+}
+
+bool grouped_gemm_reads_block_major_scales(const GroupedGemmLaunch& g) {
+    return hopper_gemm_available() && hopper_block_major_scales(g);
 }
 
 bool grouped_gemm_prefers_rows_in_order(const GroupedGemmLaunch& g) {

@@ -22,6 +22,8 @@
 
 #include <cstdint>
 
+#include "scale_layout.hpp"
+
 namespace steadymoe::cuda {
 
 inline constexpr int kTileN = 128;  // output features per tile
@@ -106,7 +108,10 @@ struct GroupedGemmLaunch {
     // Rows `a` (or `a_fp8`) holds (its allocation), or 0: with it, Hopper may load row tiles by tensor
     // copies, which read rows past a tile's own (never past a_rows).
     int64_t a_rows = 0;
-    const float* a_scale = nullptr;  // [rows][k/128], or null (scale 1)
+    const float* a_scale = nullptr;  // [rows][k/128], or null (scale 1); or as a_scale_layout says
+    // Block-major scales ([k/128][rows]) only where grouped_gemm_reads_block_major_scales says so; other
+    // launches with them are refused.
+    ScaleLayout a_scale_layout;
     // Instead of `a`: e4m3 codes [rows][k] with their scales in a_scale — only where
     // grouped_gemm_takes_fp8_activations(code) says so.
     const uint8_t* a_fp8 = nullptr;
@@ -160,6 +165,10 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
 // weights meeting e4m3 activations in every batch, BF16 and FP8 weights in few-row ones), and not with
 // STEADYMOE_INDEXED_ROWS=0, which keeps the layer's gathers to compare (the same bits).
 bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& launch);
+// Whether `launch` may hold its scales block-major (a_scale_layout): e4m3 activations on a Hopper where the
+// launch takes the tiled kernel (not the decode kernel, nor 64-row CTAs), which copies each stage's 128 row
+// scales by one tensor copy in place of a 4-byte copy per row (the same bits either way).
+bool grouped_gemm_reads_block_major_scales(const GroupedGemmLaunch& launch);
 // Whether `launch` runs faster on its rows gathered in order than read in place (it still takes them in
 // place): FP4 weights meeting e4m3 activations other than in decode batches, which take rows in order by
 // tensor copies (STEADYMOE_FP4_ROW_COPIES=0: by cp.async, and read in place, to compare; the same bits).

@@ -71,6 +71,8 @@ using namespace sm90;
 // skipped the tile count's load 3.3% more (the kernel's registers rose from 141 to 158): not kept
 // (bench/results/2026-12-05-cuda-switched-paths.md).
 // rows_map / by_map: activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
+// scales_map / scales_by_map: block-major row scales by tensor copies (the map's box is the CTA's rows), where
+// scales_by_map (StageProducer).
 // paired (persistent, by_map, launched in clusters of two): the two CTAs of a cluster take the two
 // n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
@@ -117,7 +119,8 @@ __device__ __forceinline__ void convert_stage(char* stage, char* tile) {
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, int kPerSm, bool kPersistent, bool kParked = false, bool kWide = false,
           bool kQuad = false, ParkedForm kForm = ParkedForm::F32Results, bool kWeightPair = false>
 __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
-    grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map, const bool by_map,
+    grouped_gemm_sm90_kernel(const GroupedGemmLaunch g, const __grid_constant__ CUtensorMap rows_map,
+                             const __grid_constant__ CUtensorMap scales_map, const bool by_map, const bool scales_by_map,
                              const bool paired) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode != WeightCode::Bf16 && kScaled));
@@ -220,7 +223,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 for (int c = threadIdx.x; c < (kRows - t0.rows) * (kARowBytes / 16); c += kThreads)
                     *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
             if constexpr (kScaled)
-                for (int row = t0.rows + threadIdx.x; row < kRows; row += kThreads)
+                for (int row = t0.rows + threadIdx.x; row < kRows && !scales_by_map; row += kThreads)
                     reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
         }
         fence_async_shared();
@@ -267,7 +270,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 if (t.rows > 0 && other.rows > 0 && other.expert == t.expert)
                     halves.weight_half = tile_half, halves.weight_ctas = kQuad ? uint16_t(0b101 << pair_rank) : uint16_t(0b11);
             }
-            const StageProducer<kCode, kScaled, kFp8A, kWG, kWide> producer(g, t, lane, by_map ? &rows_map : nullptr, halves);
+            const StageProducer<kCode, kScaled, kFp8A, kWG, kWide> producer(g, t, lane, by_map ? &rows_map : nullptr, halves,
+                                                                            scales_by_map ? &scales_map : nullptr);
             const int ktiles = t.ktiles / L::kSub;  // stages (a split's k range is a multiple of 128)
             for (int kt = 0; kt < ktiles; ++kt) {
                 if (rounds) barrier::wait(empty_at + 8 * s, parity ^ 1);
@@ -286,7 +290,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // uninitialised memory). The producer never writes them for this tile, so this runs alongside its
     // first loads. (Persistent CTAs zeroed them before the producer started; a later item may find
     // an earlier item's rows there, whose products stay in rows the epilogue skips.)
-    // Tensor copies fill every row of the box themselves (only the scales are left).
+    // Tensor copies fill every row of the box themselves (the scales too where they come so).
     const int read_rows = kPersistent ? t0.rows : t0.rows <= 64 ? 64 : kRows, zeroed_a_rows = by_map ? t0.rows : read_rows;
     for (int s = 0; s < kS; ++s) {
         char* stage = smem + s * kStageBytes;
@@ -294,7 +298,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             for (int c = threadIdx.x; c < (zeroed_a_rows - t0.rows) * (kARowBytes / 16); c += kConsumers)
                 *reinterpret_cast<uint4*>(stage + h * L::kA + t0.rows * kARowBytes + c * 16) = make_uint4(0, 0, 0, 0);
         if constexpr (kScaled)
-            for (int row = t0.rows + threadIdx.x; row < read_rows; row += kConsumers)
+            for (int row = t0.rows + threadIdx.x; row < read_rows && !scales_by_map; row += kConsumers)
                 reinterpret_cast<float*>(stage + L::kScales)[row] = 0.0f;
     }
     fence_async_shared();
@@ -645,6 +649,9 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
                                                                kFp8A ? RowElement::E4m3 : RowElement::Bf16,
                                                                Cta<kWG>::kRows / (pairs + quads > 0 ? 2 : 1));
     const int cluster = !by_map ? 0 : quads > 0 ? 4 : pairs + weight_paired > 0 ? 2 : 0;
+    CUtensorMap scales_map{};
+    const bool scales_by_map = g.a_scale_layout.block_major_rows > 0 &&
+                               encode_scale_map(scales_map, g.a_scale, g.a_scale_layout.block_major_rows, g.k / 128, Cta<kWG>::kRows);
     const int64_t items = int64_t(grid.x) * grid.y * grid.z;
     if (cluster == 4)  // items of two n-blocks and two tiles
         grid = dim3(unsigned(4 * std::min<int64_t>(int64_t(grid.x / 2) * ((grid.y + 1) / 2) * grid.z, quads)), 1, 1);
@@ -660,9 +667,12 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     config.gridDim = grid, config.blockDim = dim3(kThreads, 1, 1), config.dynamicSmemBytes = size_t(kSmem), config.stream = g.stream;
     cudaLaunchAttribute attributes[2] = {dependent_launch_attribute(dependent_launches()), cluster_dimension(unsigned(cluster))};
     config.attrs = attributes, config.numAttrs = cluster > 0 ? 2 : 1;
-    const cudaError_t launched = cluster == 4                          ? cudaLaunchKernelEx(&config, quad_kernel, g, rows_map, by_map, true)
-                                 : cluster == 2 && weight_paired > 0 ? cudaLaunchKernelEx(&config, weight_pair_kernel, g, rows_map, by_map, true)
-                                                                     : cudaLaunchKernelEx(&config, kernel, g, rows_map, by_map, cluster == 2);
+    const auto launch = [&](auto launched_kernel, bool paired) {
+        return cudaLaunchKernelEx(&config, launched_kernel, g, rows_map, scales_map, by_map, scales_by_map, paired);
+    };
+    const cudaError_t launched = cluster == 4                          ? launch(quad_kernel, true)
+                                 : cluster == 2 && weight_paired > 0 ? launch(weight_pair_kernel, true)
+                                                                     : launch(kernel, cluster == 2);
     const cudaError_t last = cudaGetLastError();  // as the launches before: clears what the launch left pending
     const bool ran = launched == cudaSuccess && last == cudaSuccess;
     auto count = [&](std::atomic<uint64_t>& launches, bool counted) {
@@ -867,6 +877,13 @@ bool hopper_gemm_available() {
 bool hopper_fp4_exact_tiled() {
     static const bool on = !env_equals("STEADYMOE_FP4_EXACT_TILED", "0");
     return on;
+}
+
+bool hopper_block_major_scales(const GroupedGemmLaunch& g) {
+    if (!g.a_fp8 || !g.a_scale || hopper_decode(g) || hopper_half_tiles(g)) return false;
+    // (launch_grouped_gemm_sm90's tiled launches of e4m3 rows)
+    return g.code == WeightCode::Fp8 ||
+           (g.code == WeightCode::Fp4 && g.fp4_block_exact && !g.few_rows && hopper_fp4_exact_tiled());
 }
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {

@@ -52,6 +52,9 @@ bool hopper_fp4_exact_tiled();
 // how many of its CTAs the current GPU keeps on one SM for weights `code` in decode batches (FP4: with bf16
 // activations; 0 where the query fails).
 bool hopper_decode(const GroupedGemmLaunch& launch);
+// Whether `launch` takes the tiled kernel with e4m3 activations, whose producer reads block-major scales
+// (grouped_gemm_reads_block_major_scales).
+bool hopper_block_major_scales(const GroupedGemmLaunch& launch);
 // Whether `launch` (taking the decode kernel) runs faster on rows that lie in order than on rows read in
 // place through a_index: FP4 weights meeting e4m3 tokens other than in decode batches take such rows by
 // tensor copies.

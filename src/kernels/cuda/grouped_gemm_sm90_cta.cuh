@@ -163,9 +163,11 @@ __device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
 
 // The producer warp's view of one tile: per pipeline stage it copies the stored weight tiles (and an
 // FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows with a tensor copy per 64 k
-// (given a map) or with cp.async, the stage's 128-block scales with cp.async, and announces all of it
-// on the stage's "full" barrier. A tensor copy brings the CTA's whole box of rows: past the tile's own
-// come other tiles' rows (or zeros past the matrix), whose products stay in rows the epilogue skips.
+// (given a map) or with cp.async, the stage's 128-block row scales with one tensor copy (given a map over
+// block-major scales) or with cp.async, the weight scales with cp.async, and announces all of it on the
+// stage's "full" barrier. A tensor copy brings the CTA's whole box of rows (or of their scales): past the
+// tile's own come other tiles' rows (or zeros past the matrix), whose products stay in rows the epilogue
+// skips.
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, bool kWide = false>
 struct StageProducer {
     using L = StageLayout<kCode, kFp8A, kWG, kWide>;
@@ -174,11 +176,19 @@ struct StageProducer {
     static constexpr uint32_t kWeightBytes = kConvert ? kFp4E4m3BlockBytes
                                              : kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
     static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 && !kConvert ? kTileN * 4 : 0;  // per 128-wide k block
+    static constexpr uint32_t kRowScaleBytes = Cta<kWG>::kRows * 4;  // a tensor copy's box of row scales
+    static_assert(L::kScales % 128 == 0, "a tensor copy lands 128-byte aligned");
 
     const GroupedGemmLaunch& g;
     const Tile& t;
     int lane;
     const CUtensorMap* rows_map;  // activation rows by tensor copies, or null (cp.async)
+    // Block-major row scales by tensor copies, or null (cp.async). The row scales came by a 4-byte copy per
+    // row, issued by the producer warp's lanes each stage: deepseek-v3's FP8 producer warp spent 44-46% of
+    // its time issuing them, and the consumers waited for stages 12-19% of theirs, on an H100 (its gate/up
+    // 5.7% and down GEMM 7.2% faster with the same number of copies from consecutive addresses;
+    // bench/results/2026-12-06-cuda-stage-accounting.md).
+    const CUtensorMap* scales_map;
     SharedCopies shared;          // clustered CTAs: the halves this one copies for the others too
     const char* weights;     // this n-tile's stage tiles, contiguous (converted: its first half's blocks)
     const char* fp4_scales;  // this n-tile's e8m0 scales, kFp4ScaleBytes per 128-wide k block
@@ -188,8 +198,8 @@ struct StageProducer {
     int64_t second_run;
 
     __device__ __forceinline__ StageProducer(const GroupedGemmLaunch& launch, const Tile& tile, int lane_id, const CUtensorMap* map,
-                                             SharedCopies halves)
-        : g(launch), t(tile), lane(lane_id), rows_map(map), shared(halves) {
+                                             SharedCopies halves, const CUtensorMap* scale_map)
+        : g(launch), t(tile), lane(lane_id), rows_map(map), scales_map(scale_map), shared(halves) {
         if constexpr (kConvert) {  // (weight_layouts.hpp: fp4_e4m3_blocks; no w_scale)
             second_run = g.k / 128 * int64_t(kWeightBytes);
             weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes +
@@ -209,8 +219,14 @@ struct StageProducer {
     __device__ __forceinline__ void load(char* stage, int ks, uint64_t* full) const {
         const int kt = ks * L::kSub, block = kt * kBK / 128;
         char* b_tile = stage + L::kSub * L::kA;
+        // The stage that ends a 128-wide block carries the block's scales, so the fold at its end never
+        // waits on memory.
+        const bool carries_scales = kScaled && (L::kSub == 2 || (kt & 1));
         if (lane == 0) {
-            barrier::arrive_expect_bytes(full, L::kSub * ((kWide ? 2 : 1) * kWeightBytes + (rows_map ? L::kA : 0)) + kFp4ScaleBytes);
+            const uint32_t scale_bytes = carries_scales && scales_map ? kRowScaleBytes : 0;
+            barrier::arrive_expect_bytes(full, L::kSub * ((kWide ? 2 : 1) * kWeightBytes + (rows_map ? L::kA : 0)) + kFp4ScaleBytes +
+                                                   scale_bytes);
+            if (scale_bytes > 0) barrier::tensor_copy_2d(stage + L::kScales, scales_map, t.row0, block, full);
             // One box of 64 k per sub-stage; clustered CTAs each copy half of it (their map's box) to those
             // that share their rows.
             if (rows_map && shared.row_half >= 0) {
@@ -261,14 +277,13 @@ struct StageProducer {
                 for (int row = lane >> 3; row < t.rows; row += 4, src += step) cp_async16(stage + swizzle(row, chunk), src, true);
             }
         }
-        // The stage that ends a 128-wide block carries the block's scales, so the fold at its end never
-        // waits on memory. Only the tile's rows are copied (the others were zeroed once): a stage's small
+        // By cp.async, only the tile's rows' scales are copied (the others were zeroed once): a stage's small
         // copies add to its time, and a decode tile has few rows (bench/results/2026-12-01-cuda-streaming.md).
-        if (kScaled && (L::kSub == 2 || (kt & 1))) {
+        if (carries_scales) {
             char* scale_tile = stage + L::kScales;
-            if (g.a_scale)
+            if (g.a_scale && !scales_map)
                 for (int row = lane; row < t.rows; row += 32)
-                    cp_async4(scale_tile + row * 4, g.a_scale + (int64_t(t.row0) + row) * (g.k / 128) + block, true);
+                    cp_async4(scale_tile + row * 4, g.a_scale + g.a_scale_layout.at(int64_t(t.row0) + row, block, g.k / 128), true);
             // Two weight scales serve a tile: fragment 0's for its even fragments of 8 features, fragment
             // 1's for its odd ones. Interleaved gate/up rows put gate features in the even fragments and up
             // features in the odd: a 128-wide tile holds 64 of each, from one 128-row block of each; a tile of

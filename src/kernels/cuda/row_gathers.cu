@@ -29,7 +29,7 @@ struct PairRows {
 // values go out as bf16 (mode 2 with its scale folded in).
 template <bool kFp8Out>
 __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
-                             int64_t item, int64_t k, int mode, void* out, float* scales) {
+                             int64_t item, int64_t k, int mode, void* out, float* scales, ScaleLayout layout) {
     const int64_t groups = k / 128;
     const int lane = threadIdx.x & 31;
     const int64_t r = item / groups, group = item % groups, c0 = group * 128 + lane * 4;
@@ -68,7 +68,7 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
     if constexpr (kFp8Out) {
         const uint32_t codes = f32x4_to_e4m3x4(v[0] / s, v[1] / s, v[2] / s, v[3] / s);
         *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(out) + r * k + c0) = codes;
-        if (lane == 0) scales[r * groups + group] = s;
+        if (lane == 0) scales[layout.at(r, group, groups)] = s;
     } else {
         const bool keep = mode == 1;
         const uint32_t codes = f32x4_to_e4m3x4(v[0] / s, v[1] / s, v[2] / s, v[3] / s);
@@ -79,7 +79,7 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
             b[j] = f32_to_bf16(keep ? q : q * s);
         }
         store_bf16(b);
-        if (scales && lane == 0) scales[r * groups + group] = keep ? s : 1.0f;
+        if (scales && lane == 0) scales[layout.at(r, group, groups)] = keep ? s : 1.0f;
     }
 }
 
@@ -87,12 +87,13 @@ __device__ void gather_group(const void* src, bool src_bf16, int64_t stride, con
 // large bound with few live rows (an expert-parallel rank's receive capacity) costs little.
 template <bool kFp8Out>
 __global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
-                              const int32_t* live_rows, int64_t k, int mode, void* out, float* scales) {
+                              const int32_t* live_rows, int64_t k, int mode, void* out, float* scales,
+                              ScaleLayout layout) {
     begin_dependent_kernel();
     const int64_t live = live_count(m, live_rows);
     const int64_t items = live * (k / 128), warps = int64_t(gridDim.x) * blockDim.x / 32;
     for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < items; item += warps)
-        gather_group<kFp8Out>(src, src_bf16, stride, rows, item, k, mode, out, scales);
+        gather_group<kFp8Out>(src, src_bf16, stride, rows, item, k, mode, out, scales, layout);
 }
 
 // 16 bytes of codes per thread, and a row's scales by the threads of its first k/128 chunks. (A warp per
@@ -103,14 +104,14 @@ __global__ void gather_kernel(const void* src, bool src_bf16, int64_t stride, co
 // their pairs' rows, launch_quantise_to_pairs, and copies codes only where asked to compare.)
 __global__ void gather_e4m3_rows_kernel(const uint8_t* src, const float* src_scales, const int32_t* rows,
                                         int64_t m, const int32_t* live_rows, int64_t k, uint8_t* out,
-                                        float* scales) {
+                                        float* scales, ScaleLayout layout) {
     begin_dependent_kernel();
     const int64_t live = live_count(m, live_rows);
     const int64_t chunks = k / 16, items = live * chunks, stride = int64_t(gridDim.x) * blockDim.x;
     for (int64_t item = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; item < items; item += stride) {
         const int64_t r = item / chunks, c = item % chunks, from = rows[r];
         reinterpret_cast<uint4*>(out + r * k)[c] = reinterpret_cast<const uint4*>(src + from * k)[c];
-        if (c < k / 128) scales[r * (k / 128) + c] = src_scales[from * (k / 128) + c];
+        if (c < k / 128) scales[layout.at(r, c, k / 128)] = src_scales[from * (k / 128) + c];
     }
 }
 
@@ -180,7 +181,7 @@ __global__ void pair_rows_kernel(const int64_t* dest, int64_t bound, const int32
 template <typename Source, int kBatch>
 __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const int32_t* rows, int64_t m,
                                      const int32_t* live_rows, int64_t k, bool pow2, uint8_t* out,
-                                     float* scales, const PairRows pairs) {
+                                     float* scales, ScaleLayout layout, const PairRows pairs) {
     constexpr int kPerWord = 16 / int(sizeof(Source));  // values a 16-byte word: 8 bf16 or 4 f32
     constexpr int kGroupLanes = 128 / kPerWord;
     constexpr int64_t kChunkWords = 32 * kBatch;
@@ -231,7 +232,7 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
                     *reinterpret_cast<uint2*>(to) = make_uint2(codes[0], codes[1]);
                 else
                     *reinterpret_cast<uint32_t*>(to) = codes[0];
-                if (lane % kGroupLanes == 0) scales[to_row * (k / 128) + w / kGroupLanes] = s;
+                if (lane % kGroupLanes == 0) scales[layout.at(to_row, w / kGroupLanes, k / 128)] = s;
             };
             if (!pairs.row) {
                 store(r);
@@ -252,25 +253,26 @@ unsigned gather_blocks(int64_t threads) { return unsigned(std::min<int64_t>((thr
 template <bool kFp8Out>
 cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                           const int32_t* live_rows, int64_t k, int quant_mode, void* out, float* scales,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, ScaleLayout layout = {}) {
     const int64_t threads = m * (k / 128) * 32;
     if (threads == 0) return cudaGetLastError();
     return launch_dependent(gather_kernel<kFp8Out>, gather_blocks(threads), 256, 0, stream, src, src_bf16,
-                            stride, rows, m, live_rows, k, quant_mode, out, scales);
+                            stride, rows, m, live_rows, k, quant_mode, out, scales, layout);
 }
 
 // quantise_rows_kernel over `m` rows (sources that row_quantiser_takes): batches of fewer than kFewRows rows
 // take a word a lane, others four; the grid covers every row's chunks of 32 * kBatch words.
 cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
                                  int64_t m, const int32_t* live_rows, int64_t k, bool pow2_scales,
-                                 uint8_t* out, float* scales, const PairRows& pairs, cudaStream_t stream) {
+                                 uint8_t* out, float* scales, ScaleLayout layout, const PairRows& pairs,
+                                 cudaStream_t stream) {
     constexpr int64_t kFewRows = 512;
     if (m == 0 || k == 0) return cudaGetLastError();
     const int64_t words = k * (src_bf16 ? 2 : 4) / 16, batch = m < kFewRows ? 1 : 4;
     const unsigned blocks = gather_blocks(m * ((words + 32 * batch - 1) / (32 * batch)) * 32);
     const auto launch = [&](auto kernel, const auto* source) {
         return launch_dependent(kernel, blocks, 256, 0, stream, source, stride, rows, m, live_rows, k,
-                                pow2_scales, out, scales, pairs);
+                                pow2_scales, out, scales, layout, pairs);
     };
     const auto* bf16 = static_cast<const uint16_t*>(src);
     const auto* f32 = static_cast<const float*>(src);
@@ -299,11 +301,11 @@ cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, c
 
 cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows,
                                     int64_t m, const int32_t* live_rows, int64_t k, uint8_t* out,
-                                    float* scales, cudaStream_t stream) {
+                                    float* scales, cudaStream_t stream, ScaleLayout scale_layout) {
     const int64_t threads = m * (k / 16);
     if (threads == 0) return cudaGetLastError();
     return launch_dependent(gather_e4m3_rows_kernel, gather_blocks(threads), 256, 0, stream, src, src_scales,
-                            rows, m, live_rows, k, out, scales);
+                            rows, m, live_rows, k, out, scales, scale_layout);
 }
 
 bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t k, const void* out) {
@@ -316,25 +318,25 @@ bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t
 
 cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                               const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out,
-                              float* scales, cudaStream_t stream) {
+                              float* scales, cudaStream_t stream, ScaleLayout scale_layout) {
     if (row_quantiser_takes(src, src_bf16, stride, k, out))
         return launch_row_quantiser(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales, out, scales,
-                                    PairRows{}, stream);
+                                    scale_layout, PairRows{}, stream);
     return launch_gather<true>(src, src_bf16, stride, rows, m, live_rows, k, pow2_scales ? 2 : 1, out, scales,
-                               stream);
+                               stream, scale_layout);
 }
 
 cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t stride, int64_t tokens,
                                      int32_t top_k, const int64_t* dest, int64_t max_rows,
                                      const int32_t* live_rows, int64_t k, bool pow2_scales, int32_t* pair_row,
-                                     uint8_t* out, float* scales, cudaStream_t stream) {
+                                     uint8_t* out, float* scales, cudaStream_t stream, ScaleLayout scale_layout) {
     if (!row_quantiser_takes(src, src_bf16, stride, k, out) || top_k <= 0) return cudaErrorInvalidValue;
     if (tokens == 0 || max_rows == 0) return cudaGetLastError();
     const cudaError_t err = launch_dependent(pair_rows_kernel, gather_blocks(max_rows), 256, 0, stream, dest,
                                              max_rows, live_rows, tokens * top_k, pair_row);
     if (err != cudaSuccess) return err;
     return launch_row_quantiser(src, src_bf16, stride, nullptr, tokens, nullptr, k, pow2_scales, out, scales,
-                                PairRows{pair_row, dest, top_k, max_rows, live_rows}, stream);
+                                scale_layout, PairRows{pair_row, dest, top_k, max_rows, live_rows}, stream);
 }
 
 }  // namespace steadymoe::cuda

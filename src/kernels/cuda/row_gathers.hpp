@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "scale_layout.hpp"
+
 namespace steadymoe::cuda {
 
 // A's rows for a grouped GEMM: out[r] = src[rows ? rows[r] : r] (stride `stride` values, f32 or bf16) as
@@ -15,10 +17,11 @@ namespace steadymoe::cuda {
 // values must already be exact in bf16; 1 fp8 with scales kept in `scales` [m][k/128]; 2 fp8 with
 // power-of-two scales folded in). m is an upper bound; rows at or past *live_rows (when set) are skipped.
 // The same rows quantised to e4m3 codes (out [m][k] bytes) with their scales kept in `scales`
-// [m][k/128] — power-of-two scales when pow2_scales (quant_mode 2's values, unfolded), else quant_mode 1's.
+// [m][k/128] (or as `scale_layout` says) — power-of-two scales when pow2_scales (quant_mode 2's values,
+// unfolded), else quant_mode 1's.
 cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                               const int32_t* live_rows, int64_t k, bool pow2_scales, uint8_t* out,
-                              float* scales, cudaStream_t stream);
+                              float* scales, cudaStream_t stream, ScaleLayout scale_layout = {});
 
 // Whether launch_gather_fp8 quantises these rows by its row kernel (else by a group at a time, the same
 // bytes): sources and their stride 16-byte aligned, k a multiple of 128, out 8-byte aligned, and
@@ -36,15 +39,16 @@ bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t
 cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t stride, int64_t tokens,
                                      int32_t top_k, const int64_t* dest, int64_t max_rows,
                                      const int32_t* live_rows, int64_t k, bool pow2_scales, int32_t* pair_row,
-                                     uint8_t* out, float* scales, cudaStream_t stream);
+                                     uint8_t* out, float* scales, cudaStream_t stream, ScaleLayout scale_layout = {});
 
 // Rows of e4m3 codes with their per-128 scales, copied as they are: out[r] = src[rows[r]] ([m][k] bytes,
-// scales [m][k/128]); rows at or past *live_rows (when set) are skipped. For rows quantised once
+// scales [m][k/128] from src_scales [.][k/128], or as `scale_layout` says); rows at or past *live_rows (when
+// set) are skipped. For rows quantised once
 // (launch_gather_fp8 without `rows`) that several GEMM rows read: quantising is a function of the row
 // alone, so these are the bits launch_gather_fp8 would give each copy.
 cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales, const int32_t* rows,
                                     int64_t m, const int32_t* live_rows, int64_t k, uint8_t* out,
-                                    float* scales, cudaStream_t stream);
+                                    float* scales, cudaStream_t stream, ScaleLayout scale_layout = {});
 
 // A's rows as bf16 bits (the first paragraph above launch_gather_fp8). quant_mode 0 from bf16 rows whose src,
 // out, stride and k are 16-byte aligned runs a copy kernel: the same bits, a row at a time.

@@ -44,4 +44,23 @@ bool encode_row_map(CUtensorMap& map, const void* base, int64_t rows, int64_t k,
     return true;
 }
 
+bool encode_scale_map(CUtensorMap& map, const float* base, int64_t rows, int64_t blocks, int box_rows) {
+    const auto encode = encoder();
+    if (encode == nullptr || base == nullptr || rows <= 0 || rows % 4 != 0 || blocks <= 0 || box_rows <= 0 ||
+        box_rows > 256 || (reinterpret_cast<uintptr_t>(base) & 15) != 0 || rows >= (int64_t(1) << 31) ||
+        blocks >= (int64_t(1) << 31))
+        return false;
+    const cuuint64_t dims[2] = {cuuint64_t(rows), cuuint64_t(blocks)};
+    const cuuint64_t strides[1] = {cuuint64_t(rows) * 4};
+    const cuuint32_t box[2] = {cuuint32_t(box_rows), 1};
+    const cuuint32_t steps[2] = {1, 1};
+    CUtensorMap encoded;
+    if (encode(&encoded, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(base), dims, strides, box, steps,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return false;
+    map = encoded;
+    return true;
+}
+
 }  // namespace steadymoe::cuda
