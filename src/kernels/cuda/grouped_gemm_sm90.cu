@@ -112,7 +112,7 @@ template <class L>
 __device__ __forceinline__ void convert_stage(char* stage, char* tile) {
     static_assert(Cta<2>::kConsumers == fp4_tiles::kConvertThreads);
     fp4_tiles::convert_row(reinterpret_cast<const uint8_t*>(stage + L::kSub * L::kA), reinterpret_cast<uint8_t*>(tile),
-                           reinterpret_cast<float*>(stage + L::kScales) + Cta<2>::kRows, int(threadIdx.x));
+                           reinterpret_cast<float*>(stage + L::kScales) + kFragmentScaleAt<Cta<2>::kRows>, int(threadIdx.x));
 }
 #endif
 
@@ -329,6 +329,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         const int ktiles = t.ktiles / L::kSub;
         // Warpgroup-uniform: a warpgroup of padding rows skips its MMAs.
         const bool live = __shfl_sync(0xffffffffu, int(wg * 64 < t.rows), 0) != 0;
+        // Where the tile's row 0 lies among a stage's row scales (kFragmentScaleAt).
+        const int scale_shift = scales_by_map ? t.row0 & 3 : 0;
         // Parked scatters and SwiGLU outputs: this thread's two rows' routing weights (SwiGLU's where the
         // launch has them: 1 else, as epilogue_row's), asked for now and used after the MMAs.
         [[maybe_unused]] float row_weights[2] = {0.0f, 0.0f};
@@ -399,7 +401,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                     if (live) {
                         // (the scales are read while the MMAs run)
                         const BlockScales scales = block_scales<kCode == WeightCode::Fp8 || kConvert, kRows>(
-                            stage + L::kScales, kFp8A || g.a_scale, wg * 64 + warp * 16 + (lane >> 2));
+                            stage + L::kScales, kFp8A || g.a_scale, scale_shift + wg * 64 + warp * 16 + (lane >> 2));
                         wgmma_wait<0>();
                         fence_operands(acc);
                         fold_block<kFp8A>(total, acc, scales);
@@ -651,7 +653,8 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const int cluster = !by_map ? 0 : quads > 0 ? 4 : pairs + weight_paired > 0 ? 2 : 0;
     CUtensorMap scales_map{};
     const bool scales_by_map = g.a_scale_layout.block_major_rows > 0 &&
-                               encode_scale_map(scales_map, g.a_scale, g.a_scale_layout.block_major_rows, g.k / 128, Cta<kWG>::kRows);
+                               encode_scale_map(scales_map, g.a_scale, g.a_scale_layout.block_major_rows, g.k / 128,
+                                                kFragmentScaleAt<Cta<kWG>::kRows>);
     const int64_t items = int64_t(grid.x) * grid.y * grid.z;
     if (cluster == 4)  // items of two n-blocks and two tiles
         grid = dim3(unsigned(4 * std::min<int64_t>(int64_t(grid.x / 2) * ((grid.y + 1) / 2) * grid.z, quads)), 1, 1);

@@ -35,6 +35,14 @@ struct Cta {
     static constexpr int kThreads = kConsumers + 32;
 };
 static_assert(Cta<2>::kRows == kHopperTileRows);
+// A stage's scales (kScaleBytes at StageLayout::kScales): the rows' 128-block scales, then from float
+// kFragmentScaleAt on the fragments' two weight scales. Row scales by cp.async are the tile's row r at r; by
+// a tensor copy (block-major scales) kRows + 4 of them land from the tile's first row rounded down to a
+// multiple of 4, the tile's row r at r + row0 % 4, since a tensor copy's first element must lie 16-byte
+// aligned in global memory.
+template <int kRows>
+constexpr int kFragmentScaleAt = kRows + 4;
+static_assert((kFragmentScaleAt<Cta<2>::kRows> + 2) * 4 <= kScaleBytes);
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
 // A pipeline stage: kSub sub-stages of 64 k — A tiles, then the stored weight tiles, then the 128-block
 // scales. e4m3 stages (FP8 weights meeting FP8 activations) span a whole 128-wide block, so one 16 KB
@@ -176,7 +184,7 @@ struct StageProducer {
     static constexpr uint32_t kWeightBytes = kConvert ? kFp4E4m3BlockBytes
                                              : kTileN * (kCode == WeightCode::Bf16 ? kBK * 2 : kCode == WeightCode::Fp8 ? kBK : kBK / 2);
     static constexpr uint32_t kFp4ScaleBytes = kCode == WeightCode::Fp4 && !kConvert ? kTileN * 4 : 0;  // per 128-wide k block
-    static constexpr uint32_t kRowScaleBytes = Cta<kWG>::kRows * 4;  // a tensor copy's box of row scales
+    static constexpr uint32_t kRowScaleBytes = kFragmentScaleAt<Cta<kWG>::kRows> * 4;  // a tensor copy's box
     static_assert(L::kScales % 128 == 0, "a tensor copy lands 128-byte aligned");
 
     const GroupedGemmLaunch& g;
@@ -226,7 +234,7 @@ struct StageProducer {
             const uint32_t scale_bytes = carries_scales && scales_map ? kRowScaleBytes : 0;
             barrier::arrive_expect_bytes(full, L::kSub * ((kWide ? 2 : 1) * kWeightBytes + (rows_map ? L::kA : 0)) + kFp4ScaleBytes +
                                                    scale_bytes);
-            if (scale_bytes > 0) barrier::tensor_copy_2d(stage + L::kScales, scales_map, t.row0, block, full);
+            if (scale_bytes > 0) barrier::tensor_copy_2d(stage + L::kScales, scales_map, t.row0 & ~3, block, full);
             // One box of 64 k per sub-stage; clustered CTAs each copy half of it (their map's box) to those
             // that share their rows.
             if (rows_map && shared.row_half >= 0) {
@@ -291,7 +299,8 @@ struct StageProducer {
             if (kCode == WeightCode::Fp8 && lane < 2) {
                 const int64_t n = t.n0 + lane * 8;
                 const bool valid = n < g.n;
-                cp_async4(scale_tile + Cta<kWG>::kRows * 4 + lane * 4, scales + (valid ? weight_scale_offset(g, n, block) : 0), valid);
+                cp_async4(scale_tile + kFragmentScaleAt<Cta<kWG>::kRows> * 4 + lane * 4,
+                          scales + (valid ? weight_scale_offset(g, n, block) : 0), valid);
             }
         }
         barrier::arrive_after_cp_async(full);
@@ -477,7 +486,8 @@ __device__ __forceinline__ void drain_parked_swiglu(const GroupedGemmLaunch& g, 
 // A 128-wide block's scales for one thread's accumulators, kept at `scales` in the block's (last) stage: the
 // tile's rows' activation scales (where row_scales), then two weight scales, for the even and the odd
 // fragments of 8 features (see StageProducer; converted FP4 weights' are written by the conversion:
-// fp4_exact_tiles.hpp), where kWeightScales. `row` is the thread's first row of the tile. Read once the
+// fp4_exact_tiles.hpp), where kWeightScales (kFragmentScaleAt). `row` is where the thread's first row of the
+// tile lies among the row scales (kFragmentScaleAt says where that is). Read once the
 // stage's MMAs are issued, while they run: the fold after them then waits on no shared-memory load.
 struct BlockScales {
     float s[2][2];  // [fragment parity][row, row + 8]
@@ -485,7 +495,7 @@ struct BlockScales {
 template <bool kWeightScales, int kRows>
 __device__ __forceinline__ BlockScales block_scales(const char* scales, bool row_scales, int row) {
     const float* row_scale = reinterpret_cast<const float*>(scales);
-    const float* fragment_scale = row_scale + kRows;
+    const float* fragment_scale = row_scale + kFragmentScaleAt<kRows>;
     const float sa[2] = {row_scales ? row_scale[row] : 1.0f, row_scales ? row_scale[row + 8] : 1.0f};
     BlockScales b;
 #pragma unroll
