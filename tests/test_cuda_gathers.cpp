@@ -442,10 +442,10 @@ TEST(CudaGathers, Bf16AndF32SourcesOfTheSameValuesGiveTheSameBytes) {
     }
 }
 
-// Runs a writer of e4m3 rows with their scales (`write(codes, scales, layout)`) twice, with row-major and with
-// block-major scales over `scale_rows` rows (a multiple of 4, more than `bound`): the same codes, and the
-// block-major scales the row-major ones transposed, for the `live` rows; the scales of rows past the live bound
-// are left as they were.
+// Runs a writer of e4m3 rows with their scales (`write(codes, scales, layout)`) twice, with row-major
+// and with block-major scales over `scale_rows` rows (a multiple of 4, more than `bound`): the same codes,
+// and the block-major scales the row-major ones transposed, for the `live` rows; the scales of rows past the
+// live bound are left as they were.
 template <typename Write>
 void check_block_major_scales(int64_t bound, int64_t live, int64_t width, int64_t scale_rows, const Write& write) {
     const int64_t groups = width / 128;

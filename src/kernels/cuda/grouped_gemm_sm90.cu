@@ -71,8 +71,8 @@ using namespace sm90;
 // skipped the tile count's load 3.3% more (the kernel's registers rose from 141 to 158): not kept
 // (bench/results/2026-12-05-cuda-switched-paths.md).
 // rows_map / by_map: activation rows by tensor copies (the map's box is the CTA's rows), where by_map.
-// scales_map / scales_by_map: block-major row scales by tensor copies (the map's box is the CTA's rows), where
-// scales_by_map (StageProducer).
+// scales_map / scales_by_map: block-major row scales by tensor copies (the map's box is the CTA's rows and
+// four more: kFragmentScaleAt), where scales_by_map (StageProducer).
 // paired (persistent, by_map, launched in clusters of two): the two CTAs of a cluster take the two
 // n-blocks of one (tile, n-block pair) item at a time, so they read the same rows: each copies half of a
 // stage's rows (the map's box is half the CTA's rows) into both CTAs' shared memory, and a stage is
