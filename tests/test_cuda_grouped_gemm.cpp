@@ -352,9 +352,10 @@ TEST(CudaGroupedGemm, ParkedFp8CtasGiveTheBitsOfOneCtaPerTileForEveryBlockCount)
 
 // e4m3 rows whose scales are held block-major ([k/128][rows]: the tiled kernel copies a stage's row scales
 // by one tensor copy) give the bits of row-major ones, in every schedule, with the rows by tensor copies (the
-// two n-blocks' CTAs paired, k = 4096 in weight pairs) and by cp.async, in tiles of 128 rows and of 75
-// (whose second starts at a row that is not a multiple of 4, where a copy cannot start); launches that
-// cannot take them are refused.
+// two n-blocks' CTAs paired, k = 4096 in weight pairs) and by cp.async, in tiles of 128 rows, of 75 and of
+// 50 (whose first rows are not all multiples of 4, where a copy cannot start; three tiles, one without a
+// partner in weight pairs), in one k split and in two; NaN scales in the rows past the matrix's reach no
+// output. Launches that cannot take block-major scales are refused.
 TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(false) || cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "FP8 weights do not take e4m3 activations on this GPU";
@@ -363,7 +364,7 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
     for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {
         const Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f, 0.5f}, uint32_t(80 + kdim / 1024), kdim);
         const int64_t blocks = kdim / 128;
-        std::vector<float> transposed(size_t(kScaleRows * blocks), 0.0f);
+        std::vector<float> transposed(size_t(kScaleRows * blocks), std::nanf(""));
         for (int64_t r = 0; r < kRows; ++r)
             for (int64_t b = 0; b < blocks; ++b) transposed[size_t(b * kScaleRows + r)] = p.a_scale[size_t(r * blocks + b)];
         cuda::DeviceBuffer block_major(transposed.size() * 4, "block-major scales");
@@ -371,26 +372,30 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
         using cuda::TiledSchedule;
         for (const TiledSchedule schedule : {TiledSchedule::PerTile, TiledSchedule::Persistent, TiledSchedule::Parked})
             for (const bool tensor_copies : {true, false})
-                for (const int32_t tile_m : {0, 75}) {
-                    SCOPED_TRACE("k " + std::to_string(kdim) + ", schedule " + std::to_string(int(schedule)) +
-                                 (tensor_copies ? ", rows by tensor copies" : ", rows by cp.async") + ", tiles of " +
-                                 std::to_string(tile_m > 0 ? tile_m : 128) + " rows");
-                    bool takes = false;
-                    const auto row_major = [&](cuda::GroupedGemmLaunch& g) {
-                        g.schedule = schedule;
-                        if (!tensor_copies) g.a_rows = 0;
-                        takes = cuda::grouped_gemm_reads_block_major_scales(g);
-                    };
-                    const auto block_major_scales = [&](cuda::GroupedGemmLaunch& g) {
-                        row_major(g);
-                        g.a_scale = block_major.as<float>(), g.a_scale_layout = cuda::ScaleLayout{kScaleRows};
-                    };
-                    const std::vector<float> want = run(p, true, false, true, row_major, 1, tile_m);
-                    EXPECT_TRUE(takes) << "the tiled kernel should take block-major scales";
-                    const std::vector<float> got = run(p, true, false, true, block_major_scales, 1, tile_m);
-                    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
-                    EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
-                }
+                for (const int32_t tile_m : {0, 75, 50})
+                    for (const int32_t splits : {1, 2}) {
+                        SCOPED_TRACE("k " + std::to_string(kdim) + ", schedule " + std::to_string(int(schedule)) +
+                                     (tensor_copies ? ", rows by tensor copies" : ", rows by cp.async") + ", tiles of " +
+                                     std::to_string(tile_m > 0 ? tile_m : 128) + " rows, " + std::to_string(splits) +
+                                     " k splits");
+                        bool takes = false;
+                        const auto row_major = [&](cuda::GroupedGemmLaunch& g) {
+                            g.schedule = schedule;
+                            if (!tensor_copies) g.a_rows = 0;
+                            takes = cuda::grouped_gemm_reads_block_major_scales(g);
+                        };
+                        const auto block_major_scales = [&](cuda::GroupedGemmLaunch& g) {
+                            row_major(g);
+                            g.a_scale = block_major.as<float>(), g.a_scale_layout = cuda::ScaleLayout{kScaleRows};
+                        };
+                        const std::vector<float> want = run(p, true, false, true, row_major, splits, tile_m);
+                        EXPECT_TRUE(takes) << "the tiled kernel should take block-major scales";
+                        const uint64_t by_map = cuda::grouped_gemm_scale_map_launches();
+                        const std::vector<float> got = run(p, true, false, true, block_major_scales, splits, tile_m);
+                        EXPECT_EQ(cuda::grouped_gemm_scale_map_launches() - by_map, 1u) << "the scales by a tensor copy";
+                        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+                        EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
+                    }
         // Refused: block-major rows that are not a multiple of 4; bf16 activations; the decode kernel's
         // launches (or, with STEADYMOE_DECODE_KERNEL=tiled, the tiled kernel's 64-row CTAs).
         for (int refusal = 0; refusal < 3; ++refusal) {

@@ -185,6 +185,7 @@ FewCtaShape grouped_gemm_few_cta_shape(WeightCode code, bool a_fp8) {
 uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 uint64_t grouped_gemm_quad_launches() { return hopper_quad_launches(); }
 uint64_t grouped_gemm_parked_scatter_launches() { return hopper_parked_scatters(); }
+uint64_t grouped_gemm_scale_map_launches() { return hopper_scale_map_launches(); }
 uint64_t grouped_gemm_parked_swiglu_launches() { return hopper_parked_swiglus(); }
 uint64_t grouped_gemm_weight_pair_launches() { return hopper_weight_pair_launches(); }
 

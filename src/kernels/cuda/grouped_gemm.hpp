@@ -206,6 +206,9 @@ uint64_t grouped_gemm_quad_launches();
 // Launches so far whose persistent scatter into bf16 rows parked its results as bf16 for epilogue warps (the
 // default; STEADYMOE_PARKED_SCATTER=0 keeps the register epilogue; the same bits either way).
 uint64_t grouped_gemm_parked_scatter_launches();
+// Launches so far whose row scales came by tensor copies (block-major: a_scale_layout; where the map's encoding
+// fails they come by 4-byte copies, the same bits).
+uint64_t grouped_gemm_scale_map_launches();
 // Launches so far whose persistent SwiGLU epilogue parked its outputs as bf16 for epilogue warps (bf16 rows
 // meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path with =1; the same bits either way).
 uint64_t grouped_gemm_parked_swiglu_launches();

@@ -215,8 +215,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         barrier::fence_init();
     }
     if constexpr (kPersistent) {
-        // Every row past the first item's is zeroed, with its scales, before the producer starts: its loads
-        // for later items may land in those rows of any stage (see the consumers' zeroing below).
+        // Every row past the first item's is zeroed, with its scales (unless tensor copies bring those), before
+        // the producer starts: its loads for later items may land in those rows of any stage (see the
+        // consumers' zeroing below).
         for (int s = 0; s < kS; ++s) {
             char* stage = smem + s * kStageBytes;
             for (int h = 0; h < L::kSub && !by_map; ++h)  // tensor copies fill every row themselves
@@ -567,7 +568,8 @@ bool weight_pairs(int64_t column_bytes, int64_t least_column_bytes) {
     return !clusters_off() && !off && (weight_pairs_asked() || column_bytes >= least_column_bytes);
 }
 
-std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, weight_pair_launches{0}, parked_scatters{0}, parked_swiglus{0};
+std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, weight_pair_launches{0}, parked_scatters{0}, parked_swiglus{0},
+    scale_map_launches{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -684,6 +686,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     count(cluster == 4 ? quad_launches : weight_paired > 0 ? weight_pair_launches : paired_launches, cluster > 0);
     count(parked_scatters, kForm == ParkedForm::ScatterBf16);
     count(parked_swiglus, kForm == ParkedForm::SwiGluBf16);
+    count(scale_map_launches, scales_by_map);
     return launched != cudaSuccess ? launched : last;
 }
 
@@ -854,6 +857,7 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 }
 
 uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_order_relaxed); }
+uint64_t hopper_scale_map_launches() { return scale_map_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_scatters() { return parked_scatters.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_swiglus() { return parked_swiglus.load(std::memory_order_relaxed); }

@@ -32,6 +32,8 @@ uint64_t hopper_paired_launches();
 uint64_t hopper_quad_launches();
 // Launches so far whose scatter epilogues were parked as bf16 (unless STEADYMOE_PARKED_SCATTER=0).
 uint64_t hopper_parked_scatters();
+// Launches so far whose row scales came by tensor copies.
+uint64_t hopper_scale_map_launches();
 // Launches so far that parked their SwiGLU outputs as bf16 (bf16 rows meeting bf16 weights unless
 // STEADYMOE_PARKED_SWIGLU=0; every path with =1).
 uint64_t hopper_parked_swiglus();

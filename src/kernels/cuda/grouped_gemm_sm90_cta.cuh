@@ -173,9 +173,9 @@ __device__ __forceinline__ Tile hopper_tile(const GroupedGemmLaunch& g) {
 // FP4 tile's e8m0 scales) with one bulk copy each, the tile's activation rows with a tensor copy per 64 k
 // (given a map) or with cp.async, the stage's 128-block row scales with one tensor copy (given a map over
 // block-major scales) or with cp.async, the weight scales with cp.async, and announces all of it on the
-// stage's "full" barrier. A tensor copy brings the CTA's whole box of rows (or of their scales): past the
-// tile's own come other tiles' rows (or zeros past the matrix), whose products stay in rows the epilogue
-// skips.
+// stage's "full" barrier. A tensor copy brings the CTA's whole box of rows (or of their scales, from up to
+// three rows before the tile's): past the tile's own come other tiles' rows, rows this batch left unwritten
+// (stale or never set), or zeros past the matrix, whose products stay in rows the epilogue skips.
 template <WeightCode kCode, bool kScaled, bool kFp8A, int kWG, bool kWide = false>
 struct StageProducer {
     using L = StageLayout<kCode, kFp8A, kWG, kWide>;

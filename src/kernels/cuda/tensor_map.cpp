@@ -47,7 +47,7 @@ bool encode_row_map(CUtensorMap& map, const void* base, int64_t rows, int64_t k,
 bool encode_scale_map(CUtensorMap& map, const float* base, int64_t rows, int64_t blocks, int box_rows) {
     const auto encode = encoder();
     if (encode == nullptr || base == nullptr || rows <= 0 || rows % 4 != 0 || blocks <= 0 || box_rows <= 0 ||
-        box_rows > 256 || (reinterpret_cast<uintptr_t>(base) & 15) != 0 || rows >= (int64_t(1) << 31) ||
+        box_rows % 4 != 0 || box_rows > 256 || (reinterpret_cast<uintptr_t>(base) & 15) != 0 || rows >= (int64_t(1) << 31) ||
         blocks >= (int64_t(1) << 31))
         return false;
     const cuuint64_t dims[2] = {cuuint64_t(rows), cuuint64_t(blocks)};

@@ -20,8 +20,8 @@ enum class RowElement { Bf16, E4m3 };
 bool encode_row_map(CUtensorMap& map, const void* base, int64_t rows, int64_t k, RowElement element, int box_rows);
 
 // A map over block-major f32 scales ([blocks][rows] at `base`, rows a multiple of 4: ScaleLayout), read in
-// boxes of `box_rows` consecutive rows of one block, unswizzled. Rows past `rows` read as zeros. False (and
-// the map untouched) as for encode_row_map.
+// boxes of `box_rows` consecutive rows of one block (a multiple of 4: 16-byte boxes), unswizzled. Rows past
+// `rows` read as zeros. False (and the map untouched) as for encode_row_map.
 bool encode_scale_map(CUtensorMap& map, const float* base, int64_t rows, int64_t blocks, int box_rows);
 
 }  // namespace steadymoe::cuda
