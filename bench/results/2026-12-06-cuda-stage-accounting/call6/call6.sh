@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Call 6 at $1 (call 4 again after the fix, fewer runs): block-major row scales (the tiled kernel's row scales by one tensor copy a stage). Tests
-# (gathers, grouped GEMM, layer, tensor core; memcheck on the new grouped GEMM test), then at 16384 tokens,
-# alternating, the default against STEADYMOE_BLOCK_MAJOR_SCALES=0 (row-major scales, 4-byte copies): deepseek-v3
-# fp8 with the shared expert after (two pairs) and as served, deepseek-v4-flash block-exact and default fp4.
+# Call 6 at $1 (call 4 again after the fix, fewer runs): block-major row scales (the tiled kernel's row
+# scales by one tensor copy a stage). Tests (gathers, grouped GEMM, layer, tensor core; memcheck on the new
+# grouped GEMM test), then at 16384 tokens, alternating, the default against STEADYMOE_BLOCK_MAJOR_SCALES=0
+# (row-major scales, 4-byte copies): deepseek-v3 fp8 with the shared expert after (two pairs), block-exact
+# deepseek-v4-flash fp4 (one pair).
 set -u
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1
 start=$SECONDS
