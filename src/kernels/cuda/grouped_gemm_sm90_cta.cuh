@@ -193,10 +193,10 @@ struct StageProducer {
     const CUtensorMap* rows_map;  // activation rows by tensor copies, or null (cp.async)
     // Block-major row scales by tensor copies, or null (cp.async). The row scales came by a 4-byte copy per
     // row, issued by the producer warp's lanes each stage: deepseek-v3's FP8 producer warp spent 44-46% of
-    // its time issuing them, and the consumers waited for stages 12-19% of theirs, on an H100. By one tensor
-    // copy a stage its routed experts took 10-11% less time at 16384 tokens (790 against 704-710 TFLOP/s),
-    // block-exact deepseek-v4-flash's 4% less, the same bits
-    // (bench/results/2026-12-06-cuda-stage-accounting.md).
+    // its time issuing them and the two weight scales', and the consumers waited for stages 12-19% of
+    // theirs, on an H100 (timers in the loop slowing it). By one tensor copy a stage its routed experts took
+    // 10-11% less time at 16384 tokens (790 against 704-710 TFLOP/s), block-exact deepseek-v4-flash's 4%
+    // less, the same bits (bench/results/2026-12-06-cuda-stage-accounting.md).
     const CUtensorMap* scales_map;
     SharedCopies shared;          // clustered CTAs: the halves this one copies for the others too
     const char* weights;     // this n-tile's stage tiles, contiguous (converted: its first half's blocks)
