@@ -173,11 +173,13 @@ cuda::ScaleLayout scale_layout(const cuda::GroupedGemmLaunch& g, const DeviceBuf
     return {int64_t(a_scale.bytes() / 4) / (width / 128) / 4 * 4};
 }
 
-// The same over rows held in `a` / `a_scale`, one after another as the tiles list them.
+// The same over rows held in `a` / `a_scale`, one after another as the tiles list them, with the scales in
+// the layout the launch reads fastest (scale_layout): whoever writes them writes them in g.a_scale_layout.
 cuda::GroupedGemmLaunch input_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, int64_t width, InputForm f,
                                      DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
     cuda::GroupedGemmLaunch g = rows_launch(r, w, a.get(), a_scale.as<const float>(), f, s);
     g.a_rows = int64_t(a.bytes() / (size_t(width) * (f.fp8 ? 1 : 2)));
+    g.a_scale_layout = scale_layout(g, a_scale, width);
     return g;
 }
 
@@ -194,9 +196,8 @@ cuda::GroupedGemmLaunch indexed_launch(const GroupRun& r, const cuda::DeviceMatr
 cuda::GroupedGemmLaunch gathered_launch(const GroupRun& r, const cuda::DeviceMatrixSet& w, const void* src,
                                         bool src_bf16, int64_t width, const int32_t* rows, InputForm f,
                                         DeviceBuffer& a, DeviceBuffer& a_scale, cudaStream_t s) {
-    cuda::GroupedGemmLaunch g = input_launch(r, w, width, f, a, a_scale, s);
+    const cuda::GroupedGemmLaunch g = input_launch(r, w, width, f, a, a_scale, s);
     if (f.fp8) {
-        g.a_scale_layout = scale_layout(g, a_scale, width);
         SMOE_CUDA_CHECK(cuda::launch_gather_fp8(src, src_bf16, width, rows, r.max_rows, r.live_rows, width, f.mode == 2,
                                                 a.as<uint8_t>(), a_scale.as<float>(), s, g.a_scale_layout));
     } else {
@@ -262,7 +263,6 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
                        "{} rows for {} tokens: not K pairs a token", r.max_rows, r.source_rows);
             const int32_t top_k = int32_t(r.max_rows / r.source_rows);
             g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
-            g1.a_scale_layout = scale_layout(g1, b.a1_scale, H);
             SMOE_CUDA_CHECK(cuda::launch_quantise_to_pairs(
                 hidden, bf16, H, r.source_rows, top_k, r.perm->dest, r.max_rows, r.live_rows, H, pow2,
                 b.pair_rows.as<int32_t>(), b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s, g1.a_scale_layout));
@@ -272,7 +272,6 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
                                                     s));
             if (in_order) {
                 g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
-                g1.a_scale_layout = scale_layout(g1, b.a1_scale, H);
                 SMOE_CUDA_CHECK(cuda::launch_gather_e4m3_rows(
                     b.source_codes.as<const uint8_t>(), b.source_scales.as<const float>(), r.perm->rows,
                     r.max_rows, r.live_rows, H, b.a1.as<uint8_t>(), b.a1_scale.as<float>(), s, g1.a_scale_layout));

@@ -886,11 +886,14 @@ bool hopper_fp4_exact_tiled() {
     return on;
 }
 
+bool hopper_fp4_exact_tiles(const GroupedGemmLaunch& g) {
+    return g.code == WeightCode::Fp4 && g.fp4_block_exact && !g.few_rows && hopper_fp4_exact_tiled();
+}
+
 bool hopper_block_major_scales(const GroupedGemmLaunch& g) {
     if (!g.a_fp8 || !g.a_scale || hopper_decode(g) || hopper_half_tiles(g)) return false;
     // (launch_grouped_gemm_sm90's tiled launches of e4m3 rows)
-    return g.code == WeightCode::Fp8 ||
-           (g.code == WeightCode::Fp4 && g.fp4_block_exact && !g.few_rows && hopper_fp4_exact_tiled());
+    return g.code == WeightCode::Fp8 || hopper_fp4_exact_tiles(g);
 }
 
 cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
@@ -898,7 +901,7 @@ cudaError_t launch_grouped_gemm_sm90(const GroupedGemmLaunch& g) {
     const bool half = hopper_half_tiles(g);
     if (g.a_fp8) {
         if (!g.a_scale) return cudaErrorInvalidValue;
-        if (g.code == WeightCode::Fp4 && g.fp4_block_exact && !g.few_rows && !half && hopper_fp4_exact_tiled())
+        if (hopper_fp4_exact_tiles(g) && !half)
             return launch_tiled<WeightCode::Fp4, true, true>(g);
         if (g.code != WeightCode::Fp8) return cudaErrorInvalidValue;
         return half ? half_launch<WeightCode::Fp8, true, true>(g) : launch_tiled<WeightCode::Fp8, true, true>(g);

@@ -49,6 +49,9 @@ bool hopper_decode_takes(WeightCode code);
 // at 16384 tokens (bench/results/2026-12-05-cuda-switched-paths.md); STEADYMOE_FP4_EXACT_TILED=0 keeps them on
 // the decode kernel's 64-token CTAs, to compare (the same bits).
 bool hopper_fp4_exact_tiled();
+// Whether `launch` is of block-exact FP4 weights that take the tiled kernel (hopper_fp4_exact_tiled: outside
+// few-row launches).
+bool hopper_fp4_exact_tiles(const GroupedGemmLaunch& launch);
 // Whether `launch` takes the decode kernel (grouped_gemm_sm90_decode.cu: the weights as the MMAs' A operand;
 // launches with few rows, and every launch of FP4 weights meeting e4m3 activations), that kernel's launch, and
 // how many of its CTAs the current GPU keeps on one SM for weights `code` in decode batches (FP4: with bf16

@@ -693,7 +693,7 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
     if (g.code == WeightCode::Fp4 && g.a_fp8) {
         // Only this kernel multiplies them, but for block-exact weights in batches other than decode ones where
         // the tiled kernel takes those (hopper_fp4_exact_tiled).
-        if (g.fp4_block_exact && !g.few_rows && hopper_fp4_exact_tiled()) return false;
+        if (hopper_fp4_exact_tiles(g)) return false;
         return g.a_scale && int64_t(g.max_tiles) * decode_chunks(g, fp4_e4m3_tokens(g)) <= 65535;
     }
     if (!g.few_rows || !decode_form(g.code, g.a_fp8) || (g.a_fp8 && !g.a_scale)) return false;

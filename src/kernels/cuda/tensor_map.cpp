@@ -23,6 +23,20 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
     return fn;
 }
 
+// A 2-D map (unit steps, no interleave, zeros out of bounds) into `map`, left untouched where the driver
+// refuses it.
+bool encode_2d(CUtensorMap& map, PFN_cuTensorMapEncodeTiled_v12000 encode, CUtensorMapDataType type, const void* base,
+               const cuuint64_t (&dims)[2], const cuuint64_t (&strides)[1], const cuuint32_t (&box)[2],
+               CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion) {
+    const cuuint32_t steps[2] = {1, 1};
+    CUtensorMap encoded;
+    if (encode(&encoded, type, 2, const_cast<void*>(base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+               promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return false;
+    map = encoded;
+    return true;
+}
+
 }  // namespace
 
 bool encode_row_map(CUtensorMap& map, const void* base, int64_t rows, int64_t k, RowElement element, int box_rows) {
@@ -34,14 +48,8 @@ bool encode_row_map(CUtensorMap& map, const void* base, int64_t rows, int64_t k,
     const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
     const cuuint64_t strides[1] = {cuuint64_t(k) * (bf16 ? 2 : 1)};
     const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};  // one swizzle span per row: 128 or 64 bytes
-    const cuuint32_t steps[2] = {1, 1};
-    CUtensorMap encoded;
-    if (encode(&encoded, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims,
-               strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE, bf16 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-        return false;
-    map = encoded;
-    return true;
+    return encode_2d(map, encode, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, base, dims, strides,
+                     box, bf16 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 bool encode_scale_map(CUtensorMap& map, const float* base, int64_t rows, int64_t blocks, int box_rows) {
@@ -53,14 +61,8 @@ bool encode_scale_map(CUtensorMap& map, const float* base, int64_t rows, int64_t
     const cuuint64_t dims[2] = {cuuint64_t(rows), cuuint64_t(blocks)};
     const cuuint64_t strides[1] = {cuuint64_t(rows) * 4};
     const cuuint32_t box[2] = {cuuint32_t(box_rows), 1};
-    const cuuint32_t steps[2] = {1, 1};
-    CUtensorMap encoded;
-    if (encode(&encoded, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(base), dims, strides, box, steps,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-        return false;
-    map = encoded;
-    return true;
+    return encode_2d(map, encode, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 }  // namespace steadymoe::cuda
