@@ -34,6 +34,7 @@ using namespace steadymoe;
 
 namespace {
 
+constexpr int32_t kHopperTallRows = 192;  // tall tiles' rows (grouped_gemm_tall_tile_rows)
 constexpr int64_t kN = 256, kK = 1024, kRows = 150;  // two row tiles on Hopper, the second partly filled;
 // k long enough that every kernel's pipeline wraps round its stages
 
@@ -277,6 +278,18 @@ ExpectedClusters expected_clusters(int64_t k, int weight_bytes, bool n_blocks_pa
     return c;
 }
 
+// p's activation scales block-major ([k/128][kScaleRows]), NaN in the rows past the matrix's, on the GPU.
+constexpr int64_t kScaleRows = (kRows + 3) / 4 * 4;
+cuda::DeviceBuffer block_major_scales(const Problem& p) {
+    const int64_t blocks = p.kdim / 128;
+    std::vector<float> transposed(size_t(kScaleRows * blocks), std::nanf(""));
+    for (int64_t r = 0; r < kRows; ++r)
+        for (int64_t b = 0; b < blocks; ++b) transposed[size_t(b * kScaleRows + r)] = p.a_scale[size_t(r * blocks + b)];
+    cuda::DeviceBuffer block_major(transposed.size() * 4, "block-major scales");
+    block_major.upload(transposed.data(), transposed.size() * 4);
+    return block_major;
+}
+
 bool fp8_path_here(bool fp4) {
     return cuda::grouped_gemm_takes_fp8_activations(fp4 ? cuda::WeightCode::Fp4 : cuda::WeightCode::Fp8);
 }
@@ -360,15 +373,9 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(false) || cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "FP8 weights do not take e4m3 activations on this GPU";
     const std::vector<float> e4m3 = every_e4m3_value();
-    constexpr int64_t kScaleRows = (kRows + 3) / 4 * 4;
     for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {
         const Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f, 0.5f}, uint32_t(80 + kdim / 1024), kdim);
-        const int64_t blocks = kdim / 128;
-        std::vector<float> transposed(size_t(kScaleRows * blocks), std::nanf(""));
-        for (int64_t r = 0; r < kRows; ++r)
-            for (int64_t b = 0; b < blocks; ++b) transposed[size_t(b * kScaleRows + r)] = p.a_scale[size_t(r * blocks + b)];
-        cuda::DeviceBuffer block_major(transposed.size() * 4, "block-major scales");
-        block_major.upload(transposed.data(), transposed.size() * 4);
+        cuda::DeviceBuffer block_major = block_major_scales(p);
         using cuda::TiledSchedule;
         for (const TiledSchedule schedule : {TiledSchedule::PerTile, TiledSchedule::Persistent, TiledSchedule::Parked})
             for (const bool tensor_copies : {true, false})
@@ -384,14 +391,14 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
                             if (!tensor_copies) g.a_rows = 0;
                             takes = cuda::grouped_gemm_reads_block_major_scales(g);
                         };
-                        const auto block_major_scales = [&](cuda::GroupedGemmLaunch& g) {
+                        const auto with_block_major = [&](cuda::GroupedGemmLaunch& g) {
                             row_major(g);
                             g.a_scale = block_major.as<float>(), g.a_scale_layout = cuda::ScaleLayout{kScaleRows};
                         };
                         const std::vector<float> want = run(p, true, false, true, row_major, splits, tile_m);
                         EXPECT_TRUE(takes) << "the tiled kernel should take block-major scales";
                         const uint64_t by_map = cuda::grouped_gemm_scale_map_launches();
-                        const std::vector<float> got = run(p, true, false, true, block_major_scales, splits, tile_m);
+                        const std::vector<float> got = run(p, true, false, true, with_block_major, splits, tile_m);
                         EXPECT_EQ(cuda::grouped_gemm_scale_map_launches() - by_map, 1u) << "the scales by a tensor copy";
                         EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
                         EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
@@ -407,6 +414,54 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
             });
             EXPECT_EQ(refused, cudaErrorInvalidValue) << "refusal " << refusal;
         }
+    }
+}
+
+// Tall tiles (STEADYMOE_TALL_TILES=1: 192 rows a tile on three-warpgroup CTAs, e4m3 rows meeting FP8 weights)
+// give the bits of tiles of 128 rows: at k 1024 (CTAs on their own) and 4096 (weight pairs, whose one tile has
+// no partner), with the rows by tensor copies and by cp.async, the scales row-major and block-major (whose
+// tensor copy's box reaches past the scales' rows). The tile's third warpgroup holds rows 128-149. Refused: tall
+// tiles with bf16 activations or in two k splits, and, where the switch is off, every tall tile (the test then
+// says it skipped).
+TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (!fp8_path_here(false) || cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "FP8 weights do not take e4m3 activations on this GPU";
+    const std::vector<float> e4m3 = every_e4m3_value();
+    const int32_t tall = cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp8, true);
+    const auto refused = [&](const Problem& p, bool fp8_a, int32_t splits) {
+        cudaError_t answer = cudaSuccess;
+        run(p, fp8_a, false, true, [&](cuda::GroupedGemmLaunch& g) {
+            cuda::GroupedGemmLaunch bad = g;
+            bad.tile_m = kHopperTallRows, bad.k_splits = splits;
+            answer = cuda::launch_grouped_gemm(bad);
+        });
+        return answer == cudaErrorInvalidValue;
+    };
+    if (tall == 0) {
+        EXPECT_TRUE(refused(make_problem(e4m3, e4m3, {0.01f}, 90), true, 1)) << "tall tiles where not asked for";
+        GTEST_SKIP() << "tall tiles not asked for (STEADYMOE_TALL_TILES=1): refused, not multiplied";
+    }
+    EXPECT_EQ(tall, kHopperTallRows);
+    for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {
+        const Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f, 0.5f}, uint32_t(90 + kdim / 1024), kdim);
+        cuda::DeviceBuffer block_major = block_major_scales(p);
+        for (const bool tensor_copies : {true, false})
+            for (const bool by_blocks : {false, true}) {
+                SCOPED_TRACE("k " + std::to_string(kdim) + (tensor_copies ? ", rows by tensor copies" : ", rows by cp.async") +
+                             (by_blocks ? ", block-major scales" : ", row-major scales"));
+                const auto adjust = [&](cuda::GroupedGemmLaunch& g) {
+                    if (!tensor_copies) g.a_rows = 0;
+                    if (by_blocks) g.a_scale = block_major.as<float>(), g.a_scale_layout = cuda::ScaleLayout{kScaleRows};
+                };
+                const std::vector<float> want = run(p, true, false, true, adjust);
+                const uint64_t before = cuda::grouped_gemm_tall_launches();
+                const std::vector<float> got = run(p, true, false, true, adjust, 1, tall);
+                EXPECT_EQ(cuda::grouped_gemm_tall_launches() - before, 1u) << "a launch on three-warpgroup CTAs";
+                EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+                EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
+            }
+        EXPECT_TRUE(refused(p, false, 1)) << "tall tiles of bf16 activations";
+        EXPECT_TRUE(refused(p, true, 2)) << "tall tiles in two k splits";
     }
 }
 

@@ -359,6 +359,13 @@ GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64
             return cuda::grouped_gemm_decode_tile_rows(w.code, input_form(w, aq, fp8_tensor_cores).fp8, rows, experts);
         };
         tile_m = int32_t(std::max(decode_rows(group.gate_up), decode_rows(group.down)));
+    } else {
+        // Tall tiles where both GEMMs take them (the one list serves both)
+        const auto tall_rows = [&](const cuda::DeviceMatrixSet& w) {
+            return cuda::grouped_gemm_tall_tile_rows(w.code, input_form(w, aq, fp8_tensor_cores).fp8);
+        };
+        const int tall = tall_rows(group.gate_up);
+        if (tall > 0 && tall == tall_rows(group.down)) tile_m = tall;
     }
     return {tile_m, launch_tile_bound(rows, experts, tile_m), tile_bound(rows, experts, cuda::kMinTileRows)};
 }

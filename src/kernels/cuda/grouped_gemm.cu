@@ -162,6 +162,11 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 
 int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows : kRows; }
 
+int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8) {
+    static const bool on = env_equals("STEADYMOE_TALL_TILES", "1");
+    return on && code == WeightCode::Fp8 && a_fp8 && grouped_gemm_takes_fp8_activations(code) ? kHopperTallTileRows : 0;
+}
+
 int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts) {
     const int rows_per_tile = hopper_gemm_available() ? hopper_decode_tile_rows(code, a_fp8, rows, experts) : 0;
     return rows_per_tile > 0 ? rows_per_tile : grouped_gemm_tile_rows();
@@ -186,6 +191,7 @@ uint64_t grouped_gemm_paired_launches() { return hopper_paired_launches(); }
 uint64_t grouped_gemm_quad_launches() { return hopper_quad_launches(); }
 uint64_t grouped_gemm_parked_scatter_launches() { return hopper_parked_scatters(); }
 uint64_t grouped_gemm_scale_map_launches() { return hopper_scale_map_launches(); }
+uint64_t grouped_gemm_tall_launches() { return hopper_tall_launches(); }
 uint64_t grouped_gemm_parked_swiglu_launches() { return hopper_parked_swiglus(); }
 uint64_t grouped_gemm_weight_pair_launches() { return hopper_weight_pair_launches(); }
 
@@ -222,8 +228,12 @@ cudaError_t launch_portable(const GroupedGemmLaunch& g) {
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
-    // Tiles no taller than the GPU's; an identity launch's are identity_tile_rows tall.
-    if (g.tile_m < 0 || g.tile_m > grouped_gemm_tile_rows() || (g.identity_rows > 0 && g.tile_m != 0 && g.tile_m != g.identity_tile_rows))
+    // Tiles no taller than the GPU's, or tall ones where the launch may take them; an identity launch's are
+    // identity_tile_rows tall.
+    const bool tall = g.tile_m > grouped_gemm_tile_rows() && g.tile_m == grouped_gemm_tall_tile_rows(g.code, g.a_fp8 != nullptr) &&
+                      g.a_scale && !g.few_rows && g.k_splits == 1 && g.identity_rows == 0;
+    if (g.tile_m < 0 || (g.tile_m > grouped_gemm_tile_rows() && !tall) ||
+        (g.identity_rows > 0 && g.tile_m != 0 && g.tile_m != g.identity_tile_rows))
         return cudaErrorInvalidValue;
     if (g.identity_rows > 0 && (g.identity_tile_rows != grouped_gemm_tile_rows() ||
                                 (g.identity_rows + g.identity_tile_rows - 1) / g.identity_tile_rows > g.max_tiles))

@@ -38,7 +38,8 @@ inline constexpr int kFp4E4m3HalfRows = kTileN / 2;
 inline constexpr int kFp4E4m3CodeBytes = kFp4E4m3HalfRows * 128 / 2;
 inline constexpr int kFp4E4m3BlockBytes = kFp4E4m3CodeBytes + kFp4E4m3HalfRows * 4;
 
-// Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): a tile list holds at most this many.
+// Rows of A per tile on this GPU (128 on Hopper, 64 elsewhere): a tile list holds at most this many, but for
+// tall tiles.
 int grouped_gemm_tile_rows();
 // The shortest tiles any launch takes (grouped_gemm_decode_tile_rows).
 inline constexpr int kMinTileRows = 8;
@@ -58,6 +59,11 @@ enum class WeightCode : int {
 // CTA of its decode kernel (8 to 32), so that the launch's grid holds no CTA for rows a tile cannot have;
 // else grouped_gemm_tile_rows(). Any height up to that gives the same bits.
 int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts);
+// Rows per tile where launches outside decode batches of weights `code` meeting e4m3 activations (a_fp8) may
+// take tall tiles, or 0: 192 with STEADYMOE_TALL_TILES=1 for FP8 weights on a Hopper, where three-warpgroup
+// CTAs multiply them (grouped_gemm_sm90_cta.cuh; the same bits: a row's MMAs and folds do not depend on its
+// tile). A launch of such tiles (tile_m) takes no k split.
+int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8);
 
 enum class GemmEpilogue : int {
     Store = 0,    // out[row][n] = c (f32, row stride ldo)
@@ -209,6 +215,8 @@ uint64_t grouped_gemm_parked_scatter_launches();
 // Launches so far whose row scales came by tensor copies (block-major: a_scale_layout; where the map's encoding
 // fails they come by 4-byte copies, the same bits).
 uint64_t grouped_gemm_scale_map_launches();
+// Launches so far on tall tiles' three-warpgroup CTAs (grouped_gemm_tall_tile_rows).
+uint64_t grouped_gemm_tall_launches();
 // Launches so far whose persistent SwiGLU epilogue parked its outputs as bf16 for epilogue warps (bf16 rows
 // meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path with =1; the same bits either way).
 uint64_t grouped_gemm_parked_swiglu_launches();

@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(!kFp8A || (kCode != WeightCode::Bf16 && kScaled));
     constexpr bool kConvert = kConverts<kCode, kFp8A>;  // block-exact FP4 weights, converted per stage
     static_assert(!kConvert || kWG == 2, "a stage's block is converted by a thread per row of each half and sub-tile");
-    static_assert(!kPersistent || kWG == 2);
+    static_assert(!kPersistent || kWG >= 2);
     static_assert(!kParked || kPersistent);
     static_assert(!kWide || (kCode == WeightCode::Bf16 && !kScaled && !kFp8A && kWG == 2 && kPersistent && !kParked),
                   "wide CTAs: unscaled bf16, persistent, epilogues from registers");
@@ -134,6 +134,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(
         !kWeightPair || (kPersistent && kSharedWeightStages<kCode, kScaled, kFp8A, kWide> && !kQuad),
         "weight pairs: persistent, weights in one run or two converted halves");
+    static_assert(kWG < 3 || (kCode == WeightCode::Fp8 && kFp8A && kParked && !kQuad),
+                  "three-warpgroup CTAs: e4m3 rows meeting FP8 weights, parked epilogues (their warps fill the fourth warpgroup)");
     constexpr bool kTilePairs = kQuad || kWeightPair;  // a cluster takes two row tiles of an item
     static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
     constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
@@ -189,12 +191,12 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
-    constexpr int kS = kParked ? kParkedStages<kCode, kFp8A, kForm> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
+    constexpr int kS = kParked ? kParkedStages<kCode, kFp8A, kForm, kWG> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
     static_assert(kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
     // Two bf16 tiles (converted: e4m3 ones): one may still be read by the previous MMAs.
     char* widened = smem + kS * kStageBytes;
     float* parked_block = reinterpret_cast<float*>(widened + (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0));
-    uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytesOf<kForm> : 0));
+    uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytesOf<kForm, kRows> : 0));
     uint64_t* empty = full + kS;
     // Parked epilogues hand each item over through two named barriers that every consumer and epilogue
     // thread meets: the consumers arrive at kParkedBarrier once they have parked an item's results, where
@@ -240,26 +242,30 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // Stages are counted across items (c): stage s = c % kS, in phase c / kS of its barriers (kept as
     // the stage and the phase's parity: the loops stay free of divisions).
     const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty);
-    if constexpr (kParked) {
-        if (warp_id > kConsumerWarps) {  // an epilogue warp: each item's, in turn, once its results are parked
-            const int e = warp_id - kConsumerWarps - 1;
-            for (int w = first; w < items; w += step) {
-                const Tile t = w == first ? t0 : item_tile(w);
-                barrier::sync_threads(kParkedBarrier, kHandOffThreads);
-                if constexpr (kParkBf16)
-                    drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                else if constexpr (kParkSwiGlu)
-                    drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                else
-                    drain_parked(g, t, parked_block, e, lane);
-                __syncwarp();
-                if (w + step < items) barrier::sync_threads(kDrainedBarrier, kHandOffThreads);
+    if (warp_id >= kConsumerWarps) {  // the producer warp, then (parked) the epilogue warps
+        // (one branch for the warps that give registers up: ptxas keeps the count at entry for code that warps
+        // giving them up might reach)
+        if constexpr (kWG == 3) give_registers<kTallOtherRegisters>();
+        if constexpr (kParked) {
+            if (warp_id > kConsumerWarps) {  // an epilogue warp: each item's, in turn, once its results are parked
+                const int e = warp_id - kConsumerWarps - 1;
+                for (int w = first; w < items; w += step) {
+                    const Tile t = w == first ? t0 : item_tile(w);
+                    barrier::sync_threads(kParkedBarrier, kHandOffThreads);
+                    if constexpr (kParkBf16)
+                        drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
+                    else if constexpr (kParkSwiGlu)
+                        drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
+                    else
+                        drain_parked<kRows>(g, t, parked_block, e, lane);
+                    __syncwarp();
+                    if (w + step < items) barrier::sync_threads(kDrainedBarrier, kHandOffThreads);
+                }
+                if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
+                return;
             }
-            if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
-            return;
         }
-    }
-    if (wg == kConsumers / 128) {  // the producer warp
+        // the producer warp
         int s = 0;
         uint32_t parity = 0, rounds = 0;  // the phase's parity; whether a round of kS stages has passed
         for (int w = first; w < items; w += step) {
@@ -283,6 +289,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
         return;
     }
+    if constexpr (kWG == 3) take_registers<kTallConsumerRegisters>();
 
     const int warp = (threadIdx.x / 32) & 3;
 
@@ -494,11 +501,11 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
 
 template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false,
           ParkedForm kForm = ParkedForm::F32Results>
-constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A, kForm> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
+constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A, kForm, kWG> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
 template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false,
           ParkedForm kForm = ParkedForm::F32Results>
 constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
-                           (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytesOf<kForm> : 0) +
+                           (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytesOf<kForm, Cta<kWG>::kRows> : 0) +
                            2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * int(sizeof(uint64_t)) +
                            1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
@@ -569,7 +576,7 @@ bool weight_pairs(int64_t column_bytes, int64_t least_column_bytes) {
 }
 
 std::atomic<uint64_t> paired_launches{0}, quad_launches{0}, weight_pair_launches{0}, parked_scatters{0}, parked_swiglus{0},
-    scale_map_launches{0};
+    scale_map_launches{0}, tall_launches{0};
 
 // A launch attribute: clusters of `ctas` CTAs along x.
 cudaLaunchAttribute cluster_dimension(unsigned ctas) {
@@ -616,7 +623,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     // measured slower without them); weight pairs with them only where they park by default (bf16 rows
     // meeting bf16 weights: the bf16 gate/ups).
     constexpr bool kBf16Plain = kCode == WeightCode::Bf16 && !kScaled && !kFp8A;
-    constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16;
+    constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16 && kWG < 3;
     constexpr bool kWeightPairs = kPersistent && kSharedWeightStages<kCode, kScaled, kFp8A, kWide> &&
                                   (kForm != ParkedForm::SwiGluBf16 || kBf16Plain);
     // (where !kQuads the first, where !kWeightPairs the second: kernels the other launches build, never
@@ -687,6 +694,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     count(parked_scatters, kForm == ParkedForm::ScatterBf16);
     count(parked_swiglus, kForm == ParkedForm::SwiGluBf16);
     count(scale_map_launches, scales_by_map);
+    count(tall_launches, kWG == 3);
     return launched != cudaSuccess ? launched : last;
 }
 
@@ -777,6 +785,13 @@ TiledSchedule schedule_from_environment() {
 // qwen3's at 16384 tokens 913.4 against 1152.3 µs (bench/results/2026-12-04-cuda-combine-and-schedule.md).
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
+    if (g.tile_m > kHopperTileRows) {  // tall tiles (launch_grouped_gemm checked that the launch may take them)
+        if constexpr (kCode == WeightCode::Fp8 && kFp8A) {
+            if (parked_scatter(g)) return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true, false, ParkedForm::ScatterBf16>(g);
+            return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true>(g);
+        }
+        return cudaErrorInvalidValue;
+    }
     TiledSchedule schedule = g.schedule == TiledSchedule::Automatic ? schedule_from_environment() : g.schedule;
     if (schedule == TiledSchedule::Automatic)
         schedule = kScaled || g.epilogue != GemmEpilogue::Store ? TiledSchedule::Persistent : TiledSchedule::TwoPerSm;
@@ -858,6 +873,7 @@ bool hopper_half_tiles(const GroupedGemmLaunch& g) {
 
 uint64_t hopper_paired_launches() { return paired_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_scale_map_launches() { return scale_map_launches.load(std::memory_order_relaxed); }
+uint64_t hopper_tall_launches() { return tall_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_quad_launches() { return quad_launches.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_scatters() { return parked_scatters.load(std::memory_order_relaxed); }
 uint64_t hopper_parked_swiglus() { return parked_swiglus.load(std::memory_order_relaxed); }

@@ -8,6 +8,8 @@
 namespace steadymoe::cuda {
 
 inline constexpr int kHopperTileRows = 128;
+// Rows per tile of launches on three-warpgroup CTAs (grouped_gemm_tall_tile_rows).
+inline constexpr int kHopperTallTileRows = 192;
 
 // True when the current GPU is a Hopper and this build carries the sm_90a kernels (asked once per device). The environment
 // variable STEADYMOE_GEMM_KERNEL=mma forces the sm_80 kernel instead (to test it on a Hopper).
@@ -34,6 +36,8 @@ uint64_t hopper_quad_launches();
 uint64_t hopper_parked_scatters();
 // Launches so far whose row scales came by tensor copies.
 uint64_t hopper_scale_map_launches();
+// Launches so far on three-warpgroup CTAs (tall tiles).
+uint64_t hopper_tall_launches();
 // Launches so far that parked their SwiGLU outputs as bf16 (bf16 rows meeting bf16 weights unless
 // STEADYMOE_PARKED_SWIGLU=0; every path with =1).
 uint64_t hopper_parked_swiglus();

@@ -26,15 +26,19 @@ using namespace wgmma;
 // either way, so is its result. Two-warpgroup CTAs run on one of the schedules of TiledSchedule: one to
 // an SM with deep pipelines, two to an SM with three stages each (a prefill launch is thousands of short
 // CTAs, and one CTA's prologue and epilogue then overlap the other's MMAs), or persistent.
+// Three-warpgroup CTAs (tall tiles of kHopperTallTileRows: e4m3 rows meeting FP8 weights, persistent with
+// parked epilogues, where asked) take 192-row tiles: one warpgroup's MMAs alone run below the FP8 peak, so two
+// warpgroups keep the tensor pipe busy while the third folds or waits for its stage. Their producer warp and
+// three epilogue warps make a fourth warpgroup, which hands registers to the consumers (setmaxnreg).
 template <int kWG>
 struct Cta {
-    static_assert(kWG == 1 || kWG == 2);
+    static_assert(kWG >= 1 && kWG <= 3);
     static constexpr int kRows = 64 * kWG;
     static constexpr int kConsumers = 128 * kWG;
     static constexpr int kConsumerWarps = kConsumers / 32;
     static constexpr int kThreads = kConsumers + 32;
 };
-static_assert(Cta<2>::kRows == kHopperTileRows);
+static_assert(Cta<2>::kRows == kHopperTileRows && Cta<3>::kRows == kHopperTallTileRows);
 // A stage's scales (kScaleBytes at StageLayout::kScales): the rows' 128-block scales, then from float
 // kFragmentScaleAt on the fragments' two weight scales. Row scales by cp.async are the tile's row r at r; by
 // a tensor copy (block-major scales) kRows + 4 of them land from the tile's first row rounded down to a
@@ -42,7 +46,7 @@ static_assert(Cta<2>::kRows == kHopperTileRows);
 // aligned in global memory.
 template <int kRows>
 constexpr int kFragmentScaleAt = kRows + 4;
-static_assert((kFragmentScaleAt<Cta<2>::kRows> + 2) * 4 <= kScaleBytes);
+static_assert((kFragmentScaleAt<Cta<3>::kRows> + 2) * 4 <= kScaleBytes);
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async arrival
 // A pipeline stage: kSub sub-stages of 64 k — A tiles, then the stored weight tiles, then the 128-block
 // scales. e4m3 stages (FP8 weights meeting FP8 activations) span a whole 128-wide block, so one 16 KB
@@ -86,7 +90,6 @@ static_assert(fp4_tiles::kE4m3BlockBytes == kBTileBytes, "a spare tile holds a c
 // still leave the stages below). The stages take what shared memory holds beside the parked block: four in
 // place of six for bf16 or e4m3 rows, five in place of seven or eight where FP8 or FP4 weights are widened.
 constexpr int kParkLd = kTileN + 4;
-constexpr int kParkBytes = kHopperTileRows * kParkLd * 4;
 // Parked scatters (kParkBf16; the experts' down GEMMs, whose epilogue scatters bf16 rows): the consumers
 // apply each row's routing weight and round to bf16 before they park, as the register epilogue does (the same
 // bits), and the epilogue warps only copy each parked row to its destination. 128 x 128 bf16 take 35 KB where
@@ -94,7 +97,6 @@ constexpr int kParkBytes = kHopperTileRows * kParkLd * 4;
 // Rows are padded by eight values: a store's lanes cover eight consecutive rows, whose words then lie four
 // banks apart.
 constexpr int kParkLd16 = kTileN + 8;
-constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
 // Parked SwiGLU outputs (ParkedForm::SwiGluBf16; the experts' gate/up GEMMs where the activations are bf16):
 // the consumers run each gate/up pair through SwiGLU as the register epilogue does, and park the 64 outputs
 // of a row, which the rounding to the activations' bf16 leaves exact in 16 bits (NaNs too: round_act clears
@@ -102,20 +104,20 @@ constexpr int kParkBytes16 = kHopperTileRows * kParkLd16 * 2;
 // rows, as many as without a parked block, where f32 results leave four. Rows are padded by eight values, as
 // above.
 constexpr int kParkLdSwiGlu = kTileN / 2 + 8;
-constexpr int kParkBytesSwiGlu = kHopperTileRows * kParkLdSwiGlu * 2;
 // What a parked epilogue leaves in shared memory: the f32 results, the bf16 values a scatter stores, or the
 // bf16 outputs of SwiGLU.
 enum class ParkedForm { F32Results, ScatterBf16, SwiGluBf16 };
-template <ParkedForm kForm>
-constexpr int kParkBytesOf = kForm == ParkedForm::ScatterBf16  ? kParkBytes16
-                             : kForm == ParkedForm::SwiGluBf16 ? kParkBytesSwiGlu
-                                                               : kParkBytes;
+// (a CTA of kRows rows parks as many)
+template <ParkedForm kForm, int kRows = kHopperTileRows>
+constexpr int kParkBytesOf = kRows * (kForm == ParkedForm::ScatterBf16  ? kParkLd16 * 2
+                                      : kForm == ParkedForm::SwiGluBf16 ? kParkLdSwiGlu * 2
+                                                                        : kParkLd * 4);
 constexpr int kEpilogueWarps = 3;
 constexpr int kSmemPerCta = 227 * 1024;  // the most shared memory a Hopper CTA may have
-template <WeightCode kCode, bool kFp8A, ParkedForm kForm = ParkedForm::F32Results>
-constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>, (kSmemPerCta - kParkBytesOf<kForm> -
+template <WeightCode kCode, bool kFp8A, ParkedForm kForm = ParkedForm::F32Results, int kWG = 2>
+constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>, (kSmemPerCta - kParkBytesOf<kForm, Cta<kWG>::kRows> -
                                                                      (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) - 2 * 1024) /
-                                                                        StageLayout<kCode, kFp8A, 2>::kBytes);
+                                                                        StageLayout<kCode, kFp8A, kWG>::kBytes);
 static_assert(kParkedStages<WeightCode::Fp8, true> == 4 && kParkedStages<WeightCode::Bf16, false> == 4);
 static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16> == 5 &&
               kParkedStages<WeightCode::Bf16, false, ParkedForm::ScatterBf16> == 5 &&
@@ -124,6 +126,9 @@ static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16> == kS
               kParkedStages<WeightCode::Bf16, false, ParkedForm::SwiGluBf16> == kStages<WeightCode::Bf16, false, 2, 1> &&
               kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16> == kStages<WeightCode::Fp4, true, 2, 1>,
               "parked SwiGLU outputs leave every stage");
+// Tall tiles: three stages beside parked f32 results, four beside parked scatters.
+static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::F32Results, 3> == 3 &&
+              kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16, 3> == 4);
 
 
 // What a CTA of a cluster copies for the others (persistent CTAs; see grouped_gemm_sm90.cu): half of each
@@ -153,7 +158,23 @@ constexpr bool kSharedWeightStages =
     !kWide && ((kWeightsInOneRun<kCode, kFp8A, kWide> && kPlainStages<kCode, kScaled, kFp8A>) ||
                kConverts<kCode, kFp8A>);
 
+// Three-warpgroup CTAs' registers a thread: launched at 128 (512 threads), the fourth warpgroup (producer and
+// epilogue warps) gives some up and the consumers take them, the SM's 65536 in all.
+constexpr int kTallConsumerRegisters = 144, kTallOtherRegisters = 64;
+static_assert(Cta<3>::kConsumers * kTallConsumerRegisters + 128 * kTallOtherRegisters <= 65536);
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// setmaxnreg: every warp of the warpgroup runs the same instruction. Giving up waits for nothing; taking waits
+// until the registers are free.
+template <int kRegisters>
+__device__ __forceinline__ void give_registers() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void take_registers() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
 // This CTA's rows: a tile of the launch's list, or, for one-warpgroup CTAs, half of one (blockIdx.y =
 // 2 * tile + half).
 template <int kWG>
@@ -382,6 +403,7 @@ __device__ __forceinline__ void park_results(float* park, const float (&v)[64], 
 // take the lanes: SwiGLU's 32 gate pairs one each (fragment 2f's partner is 2f + 1), the others' 64 pairs two.
 // Rows go kDrainRows at a time, their values read before any is stored, so that their arithmetic interleaves.
 constexpr int kDrainRows = 4;
+template <int kRows>
 __device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const Tile& t, const float* park, int e, int lane) {
     const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
     const int first_col = swiglu ? 16 * (lane >> 2) + 2 * (lane & 3) : 2 * lane;  // (and + 64 where not SwiGLU)
@@ -399,7 +421,7 @@ __device__ __forceinline__ void drain_parked(const GroupedGemmLaunch& g, const T
                 if (i >= count) r[u].row = -1;  // past the tile's rows (or another warp's): skipped
                 r[u].dest = __shfl_sync(0xffffffffu, mine.dest, i);
                 r[u].weight = __shfl_sync(0xffffffffu, mine.weight, i);
-                const float* row = park + min(base + kEpilogueWarps * i, kHopperTileRows - 1) * kParkLd + first_col;
+                const float* row = park + min(base + kEpilogueWarps * i, kRows - 1) * kParkLd + first_col;
                 v[u][0] = *reinterpret_cast<const float2*>(row);
                 v[u][1] = *reinterpret_cast<const float2*>(row + (swiglu ? 8 : 64));
             }
