@@ -417,11 +417,11 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
     }
 }
 
-// Tall tiles (STEADYMOE_TALL_TILES=1: 192 rows a tile on three-warpgroup CTAs, e4m3 rows meeting FP8 weights)
+// Tall tiles (192 rows a tile on three-warpgroup CTAs, e4m3 rows meeting FP8 weights, unless STEADYMOE_TALL_TILES=0)
 // give the bits of tiles of 128 rows: at k 1024 (CTAs on their own) and 4096 (weight pairs, whose one tile has
 // no partner), with the rows by tensor copies and by cp.async, the scales row-major and block-major (whose
 // tensor copy's box reaches past the scales' rows). The tile's third warpgroup holds rows 128-149. Refused: tall
-// tiles with bf16 activations or in two k splits, and, where the switch is off, every tall tile (the test then
+// tiles with bf16 activations or in two k splits, and, where they are turned off, every tall tile (the test then
 // says it skipped).
 TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
     SMOE_SKIP_WITHOUT_GPU();
@@ -438,8 +438,8 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
         return answer == cudaErrorInvalidValue;
     };
     if (tall == 0) {
-        EXPECT_TRUE(refused(make_problem(e4m3, e4m3, {0.01f}, 90), true, 1)) << "tall tiles where not asked for";
-        GTEST_SKIP() << "tall tiles not asked for (STEADYMOE_TALL_TILES=1): refused, not multiplied";
+        EXPECT_TRUE(refused(make_problem(e4m3, e4m3, {0.01f}, 90), true, 1)) << "tall tiles where turned off";
+        GTEST_SKIP() << "tall tiles turned off (STEADYMOE_TALL_TILES=0): refused, not multiplied";
     }
     EXPECT_EQ(tall, kHopperTallRows);
     for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {

@@ -163,8 +163,8 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows : kRows; }
 
 int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8) {
-    static const bool on = env_equals("STEADYMOE_TALL_TILES", "1");
-    return on && code == WeightCode::Fp8 && a_fp8 && grouped_gemm_takes_fp8_activations(code) ? kHopperTallTileRows : 0;
+    static const bool off = env_equals("STEADYMOE_TALL_TILES", "0");
+    return !off && code == WeightCode::Fp8 && a_fp8 && grouped_gemm_takes_fp8_activations(code) ? kHopperTallTileRows : 0;
 }
 
 int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts) {

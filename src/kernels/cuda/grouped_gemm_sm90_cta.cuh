@@ -26,8 +26,8 @@ using namespace wgmma;
 // either way, so is its result. Two-warpgroup CTAs run on one of the schedules of TiledSchedule: one to
 // an SM with deep pipelines, two to an SM with three stages each (a prefill launch is thousands of short
 // CTAs, and one CTA's prologue and epilogue then overlap the other's MMAs), or persistent.
-// Three-warpgroup CTAs (tall tiles of kHopperTallTileRows: e4m3 rows meeting FP8 weights, persistent with
-// parked epilogues, where asked) take 192-row tiles: one warpgroup's MMAs alone run below the FP8 peak, so two
+// Three-warpgroup CTAs (tall tiles of kHopperTallTileRows: e4m3 rows meeting FP8 weights outside decode
+// batches, persistent with parked epilogues; grouped_gemm_tall_tile_rows) take 192-row tiles: one warpgroup's MMAs alone run below the FP8 peak, so two
 // warpgroups keep the tensor pipe busy while the third folds or waits for its stage. Their producer warp and
 // three epilogue warps make a fourth warpgroup, which hands registers to the consumers (setmaxnreg).
 template <int kWG>
