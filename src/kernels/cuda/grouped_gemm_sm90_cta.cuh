@@ -317,7 +317,9 @@ struct StageProducer {
             // Two weight scales serve a tile: fragment 0's for its even fragments of 8 features, fragment
             // 1's for its odd ones. Interleaved gate/up rows put gate features in the even fragments and up
             // features in the odd: a 128-wide tile holds 64 of each, from one 128-row block of each; a tile of
-            // plain rows lies in one block (weight_scale_offset).
+            // plain rows lies in one block (weight_scale_offset). Copied instead by two 16-byte bulk copies from
+            // lane 0, each a run of four blocks' scales, they made deepseek-v3's gate/up 1.6-2.1% slower and its
+            // down GEMM 0.4-0.8% faster on an H100 (bench/results/2026-12-06-cuda-tall-tiles.md): not kept.
             if (kCode == WeightCode::Fp8 && lane < 2) {
                 const int64_t n = t.n0 + lane * 8;
                 const bool valid = n < g.n;
