@@ -74,6 +74,8 @@ bool CudaMoeLayer::fp8_tensor_cores() { return cuda::grouped_gemm_takes_fp8_acti
 
 bool CudaMoeLayer::dependent_launches() { return cuda::dependent_launches_available(); }
 
+int CudaMoeLayer::tall_tile_rows() { return cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp8, true); }
+
 std::string CudaMoeLayer::few_row_kernels() {
     using cuda::WeightCode;
     const int tiled = cuda::grouped_gemm_few_row_ctas_per_sm(), bf16 = cuda::grouped_gemm_decode_ctas_per_sm(WeightCode::Bf16),

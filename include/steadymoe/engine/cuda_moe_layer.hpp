@@ -86,6 +86,9 @@ public:
     // FP4 weights meeting e4m3 activations; "" where there are none (not a Hopper, or
     // STEADYMOE_FEW_ROW_KERNELS=0).
     static std::string few_row_kernels();
+    // Rows per tile of the FP8 tensor cores' expert GEMMs outside decode batches where they take tall tiles
+    // (192 on a Hopper: three-warpgroup CTAs, unless STEADYMOE_TALL_TILES=0), else 0.
+    static int tall_tile_rows();
     // Whether batches that run as CUDA graphs launch their kernels as dependent launches here (each may
     // start before the one before it ends): a Hopper or later, unless STEADYMOE_DEPENDENT_LAUNCHES=0.
     static bool dependent_launches();

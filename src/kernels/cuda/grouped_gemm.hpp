@@ -63,8 +63,8 @@ int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int
 // take tall tiles, or 0: 192 for FP8 weights on a Hopper, where three-warpgroup CTAs multiply them
 // (grouped_gemm_sm90_cta.cuh; the same bits: a row's MMAs and folds do not depend on its tile), unless
 // STEADYMOE_TALL_TILES=0. A launch of such tiles (tile_m) takes no k split. On an H100 deepseek-v3's routed
-// experts took 2.4-3.1% less time so at 16384 tokens and 9.9% less at 4096, deepseek-v4-flash's FP8 experts as
-// much as on 128-row tiles (bench/results/2026-12-06-cuda-tall-tiles.md).
+// experts took 2.4-3.1% less time so at 16384 tokens (shared expert after) and 9.9% less at 4096,
+// deepseek-v4-flash's FP8 experts as much as on 128-row tiles (bench/results/2026-12-06-cuda-tall-tiles.md).
 int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8);
 
 enum class GemmEpilogue : int {

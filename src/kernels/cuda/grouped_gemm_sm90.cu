@@ -94,13 +94,13 @@ using namespace sm90;
 // its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
 // longer wait for every epilogue.
 // kWG 3 (tall tiles: e4m3 rows meeting FP8 weights in 192-row tiles; grouped_gemm_tall_tile_rows): three
-// consumer warpgroups, persistent with parked epilogues only, the producer warp and the epilogue warps making a
-// fourth warpgroup that gives registers up for the consumers (setmaxnreg: 128 a thread at launch, 144 for the
-// consumers and 64 for the others after), in a branch of its own so that ptxas honours it. In the loop ladder
-// probe three warpgroups reached 0.81-0.83 of the e4m3 peak per SM cycle with their stages copied, where two
-// reached 0.60-0.65; in the kernels deepseek-v3's routed experts took 2.4-3.1% less time at 16384 tokens, their
-// tensor pipe busy 52.9% against 52.2% of the gate/up's time, its L2 75% busy and DRAM 60%
-// (bench/results/2026-12-06-cuda-tall-tiles.md).
+// consumer warpgroups, persistent with parked epilogues only. The producer warp and the epilogue warps make
+// a fourth warpgroup that gives registers up for the consumers (setmaxnreg: 128 a thread at launch, 144 for
+// the consumers and 64 for the others after), in a branch of its own so that ptxas honours it. In the loop
+// ladder probe three warpgroups reached 0.81-0.83 of the e4m3 peak per SM cycle with their stages copied,
+// where two reached 0.60-0.65. In the kernels deepseek-v3's routed experts took 2.4-3.1% less time at 16384
+// tokens (shared expert after); the gate/up's tensor pipe was busy 52.9% of its time against 52.2%, its L2
+// 75% busy and its DRAM 60% (bench/results/2026-12-06-cuda-tall-tiles.md).
 // kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the epilogue
 // warps take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter): the bf16
 // values the scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU rounded
@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
         !kWeightPair || (kPersistent && kSharedWeightStages<kCode, kScaled, kFp8A, kWide> && !kQuad),
         "weight pairs: persistent, weights in one run or two converted halves");
     static_assert(kWG < 3 || (kCode == WeightCode::Fp8 && kFp8A && kParked && !kQuad),
-                  "three-warpgroup CTAs: e4m3 rows meeting FP8 weights, parked epilogues (their warps fill the fourth warpgroup)");
+                  "three-warpgroup CTAs: e4m3 rows meeting FP8 weights, parked epilogues (their warps fill the fourth "
+                  "warpgroup)");
     constexpr bool kTilePairs = kQuad || kWeightPair;  // a cluster takes two row tiles of an item
     static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
     constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
@@ -251,11 +252,12 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // the stage and the phase's parity: the loops stay free of divisions).
     const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty);
     if (warp_id >= kConsumerWarps) {  // the producer warp, then (parked) the epilogue warps
-        // (one branch for the warps that give registers up: ptxas keeps the count at entry for code that warps
-        // giving them up might reach)
+        // (one branch for the warps that give registers up: ptxas keeps the count at entry for code that
+        // warps giving them up might reach)
         if constexpr (kWG == 3) give_registers<kTallOtherRegisters>();
         if constexpr (kParked) {
-            if (warp_id > kConsumerWarps) {  // an epilogue warp: each item's, in turn, once its results are parked
+            // an epilogue warp: each item's, in turn, once its results are parked
+            if (warp_id > kConsumerWarps) {
                 const int e = warp_id - kConsumerWarps - 1;
                 for (int w = first; w < items; w += step) {
                     const Tile t = w == first ? t0 : item_tile(w);
@@ -793,7 +795,8 @@ TiledSchedule schedule_from_environment() {
 // qwen3's at 16384 tokens 913.4 against 1152.3 µs (bench/results/2026-12-04-cuda-combine-and-schedule.md).
 template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
-    if (g.tile_m > kHopperTileRows) {  // tall tiles (launch_grouped_gemm checked that the launch may take them)
+    // tall tiles (launch_grouped_gemm checked that the launch may take them)
+    if (g.tile_m > kHopperTileRows) {
         if constexpr (kCode == WeightCode::Fp8 && kFp8A) {
             if (parked_scatter(g)) return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true, false, ParkedForm::ScatterBf16>(g);
             return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true>(g);

@@ -26,10 +26,12 @@ using namespace wgmma;
 // either way, so is its result. Two-warpgroup CTAs run on one of the schedules of TiledSchedule: one to
 // an SM with deep pipelines, two to an SM with three stages each (a prefill launch is thousands of short
 // CTAs, and one CTA's prologue and epilogue then overlap the other's MMAs), or persistent.
-// Three-warpgroup CTAs (tall tiles of kHopperTallTileRows: e4m3 rows meeting FP8 weights outside decode
-// batches, persistent with parked epilogues; grouped_gemm_tall_tile_rows) take 192-row tiles: one warpgroup's MMAs alone run below the FP8 peak, so two
-// warpgroups keep the tensor pipe busy while the third folds or waits for its stage. Their producer warp and
-// three epilogue warps make a fourth warpgroup, which hands registers to the consumers (setmaxnreg).
+// Three-warpgroup CTAs take tall tiles (kHopperTallTileRows: e4m3 rows meeting FP8 weights outside decode
+// batches, grouped_gemm_tall_tile_rows), persistent with parked epilogues. One warpgroup's MMAs alone run
+// below the FP8 peak; with three, two can keep the tensor pipe busy while the third folds or waits for its
+// stage (in the loop ladder probe three reached 0.81-0.83 of the peak per cycle, two 0.60-0.65). Their
+// producer warp and three epilogue warps make a fourth warpgroup, which hands registers to the consumers
+// (setmaxnreg).
 template <int kWG>
 struct Cta {
     static_assert(kWG >= 1 && kWG <= 3);
@@ -164,8 +166,8 @@ constexpr int kTallConsumerRegisters = 144, kTallOtherRegisters = 64;
 static_assert(Cta<3>::kConsumers * kTallConsumerRegisters + 128 * kTallOtherRegisters <= 65536);
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// setmaxnreg: every warp of the warpgroup runs the same instruction. Giving up waits for nothing; taking waits
-// until the registers are free.
+// setmaxnreg: every warp of the warpgroup runs the same instruction. Giving up waits for nothing; taking
+// waits until the registers are free.
 template <int kRegisters>
 __device__ __forceinline__ void give_registers() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
@@ -314,12 +316,13 @@ struct StageProducer {
             if (g.a_scale && !scales_map)
                 for (int row = lane; row < t.rows; row += 32)
                     cp_async4(scale_tile + row * 4, g.a_scale + g.a_scale_layout.at(int64_t(t.row0) + row, block, g.k / 128), true);
-            // Two weight scales serve a tile: fragment 0's for its even fragments of 8 features, fragment
-            // 1's for its odd ones. Interleaved gate/up rows put gate features in the even fragments and up
-            // features in the odd: a 128-wide tile holds 64 of each, from one 128-row block of each; a tile of
-            // plain rows lies in one block (weight_scale_offset). Copied instead by two 16-byte bulk copies from
-            // lane 0, each a run of four blocks' scales, they made deepseek-v3's gate/up 1.6-2.1% slower and its
-            // down GEMM 0.4-0.8% faster on an H100 (bench/results/2026-12-06-cuda-tall-tiles.md): not kept.
+            // Two weight scales serve a tile: fragment 0's for its even fragments of 8 features, fragment 1's
+            // for its odd ones. Interleaved gate/up rows put gate features in the even fragments and up
+            // features in the odd: a 128-wide tile holds 64 of each, from one 128-row block of each; a tile
+            // of plain rows lies in one block (weight_scale_offset). Copied instead by two 16-byte bulk
+            // copies from lane 0, each a run of four blocks' scales, they made deepseek-v3's gate/up 1.6-2.1%
+            // slower and its down GEMM 0.4-0.8% faster on an H100
+            // (bench/results/2026-12-06-cuda-tall-tiles.md): not kept.
             if (kCode == WeightCode::Fp8 && lane < 2) {
                 const int64_t n = t.n0 + lane * 8;
                 const bool valid = n < g.n;
