@@ -417,28 +417,33 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
     }
 }
 
-// Tall tiles (192 rows a tile on three-warpgroup CTAs, e4m3 rows meeting FP8 weights, unless STEADYMOE_TALL_TILES=0)
-// give the bits of tiles of 128 rows: at k 1024 (CTAs on their own) and 4096 (weight pairs, whose one tile has
-// no partner), with the rows by tensor copies and by cp.async, the scales row-major and block-major (whose
-// tensor copy's box reaches past the scales' rows). The tile's third warpgroup holds rows 128-149. Refused: tall
-// tiles with bf16 activations or in two k splits, and, where they are turned off, every tall tile (the test then
-// says it skipped).
+// Tall tiles (192 rows a tile on three-warpgroup CTAs, e4m3 rows meeting FP8 weights, unless
+// STEADYMOE_TALL_TILES=0) give the bits of tiles of 128 rows: with the rows by tensor copies (at k 1024 two
+// CTAs sharing their rows' copies, 96-row boxes; at 4096 weight pairs, whose one tile has no partner) and by
+// cp.async (CTAs on their own), the scales row-major and block-major (whose tensor copy's box reaches past
+// the scales' rows). The tile's third warpgroup holds rows 128-149. One tile, one item a CTA, the Store
+// epilogue: the tensor-core and layer suites run tall tiles over many items a CTA, parked scatters and
+// SwiGLU. Refused: tall tiles with bf16 activations, in two k splits, in a few-row launch, without activation
+// scales, and, where they are turned off, every tall tile (the test then says it skipped).
 TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(false) || cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "FP8 weights do not take e4m3 activations on this GPU";
     const std::vector<float> e4m3 = every_e4m3_value();
     const int32_t tall = cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp8, true);
-    const auto refused = [&](const Problem& p, bool fp8_a, int32_t splits) {
+    // Whether a launch of p in tall tiles, spoilt so, is refused.
+    const auto refused = [&](const Problem& p, bool fp8_a, const std::function<void(cuda::GroupedGemmLaunch&)>& spoil) {
         cudaError_t answer = cudaSuccess;
         run(p, fp8_a, false, true, [&](cuda::GroupedGemmLaunch& g) {
             cuda::GroupedGemmLaunch bad = g;
-            bad.tile_m = kHopperTallRows, bad.k_splits = splits;
+            bad.tile_m = kHopperTallRows;
+            spoil(bad);
             answer = cuda::launch_grouped_gemm(bad);
         });
         return answer == cudaErrorInvalidValue;
     };
+    const auto as_it_is = [](cuda::GroupedGemmLaunch&) {};
     if (tall == 0) {
-        EXPECT_TRUE(refused(make_problem(e4m3, e4m3, {0.01f}, 90), true, 1)) << "tall tiles where turned off";
+        EXPECT_TRUE(refused(make_problem(e4m3, e4m3, {0.01f}, 90), true, as_it_is)) << "tall tiles where turned off";
         GTEST_SKIP() << "tall tiles turned off (STEADYMOE_TALL_TILES=0): refused, not multiplied";
     }
     EXPECT_EQ(tall, kHopperTallRows);
@@ -460,8 +465,10 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
                 EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
                 EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
             }
-        EXPECT_TRUE(refused(p, false, 1)) << "tall tiles of bf16 activations";
-        EXPECT_TRUE(refused(p, true, 2)) << "tall tiles in two k splits";
+        EXPECT_TRUE(refused(p, false, as_it_is)) << "tall tiles of bf16 activations";
+        EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.k_splits = 2; })) << "tall tiles in two k splits";
+        EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.few_rows = true; })) << "tall tiles in a few-row launch";
+        EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.a_scale = nullptr; })) << "tall tiles without scales";
     }
 }
 

@@ -117,7 +117,8 @@ TileCounts tile_counts(int64_t tokens, int64_t pairs, int64_t experts);
 int64_t tile_bound(int64_t rows, int64_t experts, int32_t tile_m);
 
 // The tile list of one expert group's batch of at most `rows` rows over `experts` experts: rows per tile
-// (decode batches take the decode kernel's CTA height, cuda::grouped_gemm_decode_tile_rows), a bound on
+// (decode batches take the decode kernel's CTA height, cuda::grouped_gemm_decode_tile_rows; other batches
+// tall tiles where both GEMMs take them, cuda::grouped_gemm_tall_tile_rows), a bound on
 // the tiles, and the tiles to make room for: as many as any batch of at most `rows` rows may have (a
 // smaller batch's tiles may be shorter), so that a batch never grows the list a larger one left — which
 // would drop the captured graphs.

@@ -74,7 +74,9 @@ enum class GemmEpilogue : int {
 };
 
 // How the Hopper kernel schedules a launch on its 128-row CTAs (the bits are the same; tests and
-// benchmarks compare them).
+// benchmarks compare them). Launches of tall tiles (grouped_gemm_tall_tile_rows) take none of these: they run
+// persistent three-warpgroup CTAs with parked epilogues, whatever the schedule or STEADYMOE_TILED_SCHEDULE
+// and STEADYMOE_PARKED_EPILOGUES say.
 enum class TiledSchedule : int {
     Automatic = 0,   // STEADYMOE_TILED_SCHEDULE if set, else the fastest measured for the launch
     PerTile = 1,     // one CTA per tile and n-block, one to an SM, deep pipelines
@@ -90,7 +92,8 @@ struct GroupedGemmLaunch {
     const int32_t* tile_rows = nullptr;
     const int32_t* tile_count = nullptr;
     int32_t max_tiles = 0;
-    // Rows per tile of the list (its permutation's tile_m): at most grouped_gemm_tile_rows(); 0 means that.
+    // Rows per tile of the list (its permutation's tile_m): at most grouped_gemm_tile_rows(), or
+    // grouped_gemm_tall_tile_rows() where the launch may take tall tiles; 0 means grouped_gemm_tile_rows().
     int32_t tile_m = 0;
     // Instead of a tile list (a dense GEMM, as the router's): tile i covers rows i * identity_tile_rows
     // onwards of rows [0, identity_rows), expert 0 — no list to build in a launch of its own.

@@ -21,7 +21,8 @@ using namespace stage;
 using namespace wgmma;
 using namespace sm90;
 
-// Warp-specialised: warps 0-7 (two warpgroups, 64 rows each) run the MMAs, warp 8 streams the stages.
+// Warp-specialised: warps 0-7 (two warpgroups, 64 rows each; three, warps 0-11, for tall tiles: kWG 3 below)
+// run the MMAs, the next warp streams the stages.
 // A stage is refilled once every consumer warp has released it, so weight bytes keep flowing while the
 // tensor cores work, with no block-wide barrier per stage.
 // kFp8A: e4m3 activations and FP8 weights, both read by FP8 MMAs as they arrive (no widening). Their partial
@@ -783,7 +784,8 @@ TiledSchedule schedule_from_environment() {
     return chosen;
 }
 
-// A launch on 128-row CTAs (two warpgroups); few-row launches the decode kernel does not take run
+// A launch on 128-row CTAs (two warpgroups), or on tall tiles' 192-row CTAs (three warpgroups, persistent with
+// parked epilogues whatever the schedule); few-row launches the decode kernel does not take run
 // half_launch's 64-row CTAs. Scaled
 // launches keep one CTA to an SM: their fold's second set of 64 accumulators does not fit two CTAs'
 // registers without spilling (TwoPerSm falls back to PerTile).

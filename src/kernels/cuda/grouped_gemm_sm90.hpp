@@ -1,6 +1,6 @@
 // The Hopper (sm_90a) grouped GEMM: the same launch, tiles and arithmetic contract as grouped_gemm.hpp,
 // with warpgroup MMAs (wgmma) reading both operands from the swizzled shared stages. Each of two
-// warpgroups owns 64 of a tile's 128 rows.
+// warpgroups owns 64 of a tile's 128 rows (each of three, 64 of a tall tile's 192).
 #pragma once
 
 #include "grouped_gemm.hpp"

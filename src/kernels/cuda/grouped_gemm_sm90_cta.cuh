@@ -86,11 +86,12 @@ template <WeightCode kCode, bool kFp8A>
 constexpr bool kSpareTiles = kWidens<kCode, kFp8A> || kConverts<kCode, kFp8A>;
 static_assert(fp4_tiles::kE4m3BlockBytes == kBTileBytes, "a spare tile holds a converted block");
 
-// Parked epilogues (persistent CTAs): the consumers leave an item's 128 x 128 results in shared memory and go
-// on to the next item's MMAs, while three epilogue warps run the item's epilogue from there. Rows are padded
-// by four floats (the consumers' float2 stores still meet two-way bank conflicts; eight would avoid them and
-// still leave the stages below). The stages take what shared memory holds beside the parked block: four in
-// place of six for bf16 or e4m3 rows, five in place of seven or eight where FP8 or FP4 weights are widened.
+// Parked epilogues (persistent CTAs): the consumers leave an item's 128 x 128 results (tall tiles: 192 x 128)
+// in shared memory and go on to the next item's MMAs, while three epilogue warps run the item's epilogue from
+// there. Rows are padded by four floats (the consumers' float2 stores still meet two-way bank conflicts;
+// eight would avoid them and still leave the stages below). The stages take what shared memory holds beside
+// the parked block: four in place of six for bf16 or e4m3 rows, five in place of seven or eight where FP8 or
+// FP4 weights are widened.
 constexpr int kParkLd = kTileN + 4;
 // Parked scatters (kParkBf16; the experts' down GEMMs, whose epilogue scatters bf16 rows): the consumers
 // apply each row's routing weight and round to bf16 before they park, as the register epilogue does (the same

@@ -72,8 +72,8 @@ struct PermutationOut {
 inline constexpr int64_t kPermuteChunk = 1024;
 inline constexpr int64_t permutation_chunks(int64_t pairs) { return (pairs + kPermuteChunk - 1) / kPermuteChunk; }
 
-// Tiles hold tile_m rows (at most grouped_gemm_tile_rows(); the layer's decode batches take fewer:
-// grouped_gemm_decode_tile_rows), the last of each expert's partly.
+// Tiles hold tile_m rows (at most grouped_gemm_tile_rows(), or tall tiles' grouped_gemm_tall_tile_rows(); the
+// layer's decode batches take fewer: grouped_gemm_decode_tile_rows), the last of each expert's partly.
 // Routed experts: pair i = t*K + k with id e >= 0 becomes a row of expert e with dest i, reading input
 // row t (or row_of_pair[i] when given: pairs that arrived from other GPUs, K = 1). With live_pairs,
 // only the first *live_pairs of the `pairs` (a bound) are read.
