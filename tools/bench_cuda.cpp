@@ -160,11 +160,11 @@ int bench_cuda(const BenchOptions& given) {
                CudaMoeLayer::gemm_kernel(), bandwidth * 1e-9);
     if (const std::string few = CudaMoeLayer::few_row_kernels(); !few.empty())
         fmt::print("  batches of at most 32 rows per expert: {}\n", few);
-    if (CudaMoeLayer::fp8_tensor_cores() && w.format == "fp8" && layer.activation_quant() != ActivationQuant::None)
+    if (CudaMoeLayer::fp8_tensor_cores() && w.format == "fp8" && layer.activation_quant() != ActivationQuant::None) {
+        const int tall = CudaMoeLayer::tall_tile_rows();
         fmt::print("  FP8 weights x FP8 activations on the FP8 tensor cores (per-128 partial sums folded in fp32){}\n",
-                   CudaMoeLayer::tall_tile_rows() > 0
-                       ? fmt::format("; other batches in {}-row tiles on three-warpgroup CTAs", CudaMoeLayer::tall_tile_rows())
-                       : "");
+                   tall > 0 ? fmt::format("; other batches in {}-row tiles on three-warpgroup CTAs", tall) : "");
+    }
     if (const std::string fp4 = gpu.fp4_arithmetic(); !fp4.empty())
         fmt::print("  FP4 weights x FP8 activations on the FP8 tensor cores ({}; block-exact: one sum per 128-wide block folded with "
                    "the block's scale, as FP8 weights; per-32: partial sums scaled per 32-wide group, folded per 128-wide block)\n", fp4);
