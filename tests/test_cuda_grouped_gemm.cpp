@@ -422,9 +422,11 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
 // CTAs sharing their rows' copies, 96-row boxes; at 4096 weight pairs, whose one tile has no partner) and by
 // cp.async (CTAs on their own), the scales row-major and block-major (whose tensor copy's box reaches past
 // the scales' rows). The tile's third warpgroup holds rows 128-149. One tile, one item a CTA, the Store
-// epilogue: the tensor-core and layer suites run tall tiles over many items a CTA, parked scatters and
-// SwiGLU. Refused: tall tiles with bf16 activations, in two k splits, in a few-row launch, without activation
-// scales, and, where they are turned off, every tall tile (the test then says it skipped).
+// epilogue; and the experts' epilogues storing bf16 rows, parked as tall tiles park them: SwiGLU's outputs
+// (unless STEADYMOE_PARKED_SWIGLU=0) and the scatter's values (unless STEADYMOE_PARKED_SCATTER=0). The
+// tensor-core and layer suites run tall tiles over many items a CTA. Refused: tall tiles with bf16
+// activations, in two k splits, in a few-row launch, without activation scales, and, where they are turned
+// off, every tall tile (the test then says it skipped).
 TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(false) || cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "FP8 weights do not take e4m3 activations on this GPU";
@@ -447,6 +449,14 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
         GTEST_SKIP() << "tall tiles turned off (STEADYMOE_TALL_TILES=0): refused, not multiplied";
     }
     EXPECT_EQ(tall, kHopperTallRows);
+    // the experts' epilogues: a routing weight a row, rows scattered in reverse
+    std::vector<float> weights(static_cast<size_t>(kRows));
+    std::vector<int64_t> dests(static_cast<size_t>(kRows));
+    for (int64_t r = 0; r < kRows; ++r) weights[size_t(r)] = float(1 + r % 7) / 8.0f, dests[size_t(r)] = kRows - 1 - r;
+    cuda::DeviceBuffer row_weights(weights.size() * 4, "row weights"), row_dests(dests.size() * 8, "row destinations"),
+        bf16_out(size_t(kRows * kN) * 2, "bf16 out");
+    row_weights.upload(weights.data(), weights.size() * 4);
+    row_dests.upload(dests.data(), dests.size() * 8);
     for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {
         const Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f, 0.5f}, uint32_t(90 + kdim / 1024), kdim);
         cuda::DeviceBuffer block_major = block_major_scales(p);
@@ -465,6 +475,32 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
                 EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
                 EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
             }
+        for (const auto epilogue : {cuda::GemmEpilogue::SwiGlu, cuda::GemmEpilogue::Scatter}) {
+            const bool swiglu = epilogue == cuda::GemmEpilogue::SwiGlu;
+            SCOPED_TRACE("k " + std::to_string(kdim) + (swiglu ? ", SwiGLU outputs in bf16" : ", scattered bf16 rows"));
+            const int64_t width = swiglu ? kN / 2 : kN;
+            std::vector<uint16_t> stored[2];  // 128-row tiles', tall tiles'
+            for (const int32_t tile_m : {0, tall}) {
+                ASSERT_EQ(cudaMemset(bf16_out.get(), 0xFF, size_t(kRows * kN) * 2), cudaSuccess);  // NaN where nothing is stored
+                const uint64_t swiglus_before = cuda::grouped_gemm_parked_swiglu_launches(),
+                               scatters_before = cuda::grouped_gemm_parked_scatter_launches();
+                (void)run(p, true, false, true, [&](cuda::GroupedGemmLaunch& g) {
+                    g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width, g.out = nullptr, g.out_bf16 = bf16_out.as<uint16_t>();
+                    g.row_weight = row_weights.as<float>(), g.row_dest = swiglu ? nullptr : row_dests.as<int64_t>();
+                }, 1, tile_m);
+                if (tile_m == tall) {
+                    const bool parks = swiglu ? !cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "0")
+                                              : !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0");
+                    EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - swiglus_before, swiglu && parks ? 1u : 0u);
+                    EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - scatters_before, !swiglu && parks ? 1u : 0u);
+                }
+                std::vector<uint16_t>& out = stored[tile_m == tall];
+                out.resize(size_t(kRows * width));
+                bf16_out.download(out.data(), out.size() * 2);
+            }
+            EXPECT_EQ(stored[0], stored[1]);
+            EXPECT_EQ(std::count(stored[0].begin(), stored[0].end(), uint16_t(0xFFFF)), 0) << "values never stored";
+        }
         EXPECT_TRUE(refused(p, false, as_it_is)) << "tall tiles of bf16 activations";
         EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.k_splits = 2; })) << "tall tiles in two k splits";
         EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.few_rows = true; })) << "tall tiles in a few-row launch";
@@ -1492,8 +1528,9 @@ TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
     }
 }
 
-// Whether a persistent SwiGLU launch rounded to bf16 parks its outputs as bf16 (on the paths that have the
-// form): bf16 rows meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path where it is 1.
+// Whether a persistent SwiGLU launch of 128-row tiles rounded to bf16 parks its outputs as bf16 (on the paths
+// that have the form): bf16 rows meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path where it
+// is 1. (Tall tiles park them unless it is 0: TallTilesGiveTheBitsOfTilesOf128Rows.)
 bool parks_swiglu(bool bf16_rows_and_weights) {
     return cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1") ||
            (bf16_rows_and_weights && !cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "0"));

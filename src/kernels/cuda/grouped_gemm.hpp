@@ -223,7 +223,8 @@ uint64_t grouped_gemm_scale_map_launches();
 // Launches so far on tall tiles' three-warpgroup CTAs (grouped_gemm_tall_tile_rows).
 uint64_t grouped_gemm_tall_launches();
 // Launches so far whose persistent SwiGLU epilogue parked its outputs as bf16 for epilogue warps (bf16 rows
-// meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path with =1; the same bits either way).
+// meeting bf16 weights and tall tiles unless STEADYMOE_PARKED_SWIGLU=0; every path with =1; the same bits
+// either way).
 uint64_t grouped_gemm_parked_swiglu_launches();
 // Launches so far in clusters of two whose CTAs took two row tiles of an item and shared its weights' copies
 // (weight pairs): persistent launches of unscaled bf16 rows meeting bf16 weights or e4m3 rows meeting FP8

@@ -97,7 +97,7 @@ using namespace sm90;
 // kWG 3 (tall tiles: e4m3 rows meeting FP8 weights in 192-row tiles; grouped_gemm_tall_tile_rows): three
 // consumer warpgroups, persistent with parked epilogues only. The producer warp and the epilogue warps make
 // a fourth warpgroup that gives registers up for the consumers (setmaxnreg: 128 a thread at launch, 144 for
-// the consumers and 64 for the others after), in a branch of its own so that ptxas honours it. In the loop
+// the consumers and 80 for the others after), in a branch of its own so that ptxas honours it. In the loop
 // ladder probe three warpgroups reached 0.81-0.83 of the e4m3 peak per SM cycle with their stages copied,
 // where two reached 0.60-0.65. In the kernels deepseek-v3's routed experts took 2.4-3.1% less time at 16384
 // tokens (shared expert after); the gate/up's tensor pipe was busy 52.9% of its time against 52.2%, its L2
@@ -749,11 +749,14 @@ bool parked_scatter(const GroupedGemmLaunch& g) {
 // MMAs: on an H100, qwen3's routed gate/up took 1498.4 and 1499.1 µs against 1719.9 and 1723.1 at 16384
 // tokens (routed experts x0.92), x0.96 at 1024; e4m3 rows meeting FP8 weights (deepseek-v3, whose gate/up
 // parks f32 results) took 10-12% more time so (bench/results/2026-12-05-cuda-measured-switches.md).
+// By default for tall tiles too, where f32 results leave three stages and SwiGLU outputs four: on an H100 at
+// 16384 tokens deepseek-v4-flash's FP8 gate/up took 20% less time so, deepseek-v3's 0.6% less
+// (bench/results/2026-12-06-cuda-tall-swiglu.md).
 // STEADYMOE_PARKED_SWIGLU=1 parks them on every path that has the form, =0 on none.
 bool parked_swiglu(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_PARKED_SWIGLU", "1"), off = env_equals("STEADYMOE_PARKED_SWIGLU", "0");
-    const bool bf16 = g.code == WeightCode::Bf16 && !g.scaled && g.a_fp8 == nullptr;
-    return (on || (bf16 && !off)) && g.epilogue == GemmEpilogue::SwiGlu && g.round_bf16 && !g.few_rows;
+    const bool bf16 = g.code == WeightCode::Bf16 && !g.scaled && g.a_fp8 == nullptr, tall = g.tile_m > kHopperTileRows;
+    return (on || ((bf16 || tall) && !off)) && g.epilogue == GemmEpilogue::SwiGlu && g.round_bf16 && !g.few_rows;
 }
 
 // Whether an unscaled bf16 persistent launch takes wide CTAs (kWide: 256 features an item, one m64n256 MMA
@@ -800,6 +803,7 @@ cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     // tall tiles (launch_grouped_gemm checked that the launch may take them)
     if (g.tile_m > kHopperTileRows) {
         if constexpr (kCode == WeightCode::Fp8 && kFp8A) {
+            if (parked_swiglu(g)) return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true, false, ParkedForm::SwiGluBf16>(g);
             if (parked_scatter(g)) return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true, false, ParkedForm::ScatterBf16>(g);
             return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true>(g);
         }

@@ -38,8 +38,8 @@ uint64_t hopper_parked_scatters();
 uint64_t hopper_scale_map_launches();
 // Launches so far on three-warpgroup CTAs (tall tiles).
 uint64_t hopper_tall_launches();
-// Launches so far that parked their SwiGLU outputs as bf16 (bf16 rows meeting bf16 weights unless
-// STEADYMOE_PARKED_SWIGLU=0; every path with =1).
+// Launches so far that parked their SwiGLU outputs as bf16 (bf16 rows meeting bf16 weights and tall tiles
+// unless STEADYMOE_PARKED_SWIGLU=0; every path with =1).
 uint64_t hopper_parked_swiglus();
 // Launches so far in clusters of two that shared their weights' copies over two row tiles (weight pairs: by
 // default where a weight column holds kWeightPairColumnBytes, or kSwiGluWeightPairColumnBytes where SwiGLU

@@ -129,9 +129,10 @@ static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16> == kS
               kParkedStages<WeightCode::Bf16, false, ParkedForm::SwiGluBf16> == kStages<WeightCode::Bf16, false, 2, 1> &&
               kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16> == kStages<WeightCode::Fp4, true, 2, 1>,
               "parked SwiGLU outputs leave every stage");
-// Tall tiles: three stages beside parked f32 results, four beside parked scatters.
+// Tall tiles: three stages beside parked f32 results, four beside parked scatters or SwiGLU outputs.
 static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::F32Results, 3> == 3 &&
-              kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16, 3> == 4);
+              kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16, 3> == 4 &&
+              kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16, 3> == 4);
 
 
 // What a CTA of a cluster copies for the others (persistent CTAs; see grouped_gemm_sm90.cu): half of each
@@ -162,8 +163,9 @@ constexpr bool kSharedWeightStages =
                kConverts<kCode, kFp8A>);
 
 // Three-warpgroup CTAs' registers a thread: launched at 128 (512 threads), the fourth warpgroup (producer and
-// epilogue warps) gives some up and the consumers take them, the SM's 65536 in all.
-constexpr int kTallConsumerRegisters = 144, kTallOtherRegisters = 64;
+// epilogue warps) gives some up and the consumers take them, the SM's 65536 in all. (With 64 for the fourth
+// warpgroup its code spilled 4-40 bytes in each kernel; with 80, 0-28 bytes in one.)
+constexpr int kTallConsumerRegisters = 144, kTallOtherRegisters = 80;
 static_assert(Cta<3>::kConsumers * kTallConsumerRegisters + 128 * kTallOtherRegisters <= 65536);
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
