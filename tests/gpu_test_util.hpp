@@ -21,8 +21,7 @@ MoeConfig routing_variant(const std::string& name);
 
 // What CudaMoeLayer::fp4_arithmetic() says of a layer whose FP4 matrices all take the block-exact arithmetic on
 // this GPU: the arithmetic's name, then the tiled kernel for other batches than decode ones where it takes
-// them (unless STEADYMOE_FP4_EXACT_TILED=0), in tall tiles where it takes those (unless
-// STEADYMOE_TALL_TILES=0).
+// them (unless STEADYMOE_FP4_EXACT_TILED=0).
 std::string block_exact_fp4_arithmetic();
 
 // The two outputs route every token identically (ids, weights and expert loads, bit for bit).

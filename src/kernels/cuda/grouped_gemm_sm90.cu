@@ -116,14 +116,12 @@ constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps 
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // A consumer thread's share of converting a stage's block-exact FP4 block (fp4_exact_tiles.hpp) into a spare
-// tile, and the block's two weight scales where the fold reads them, as FP8 weights' stages hold them: a
-// thread per row of each half and sub-tile, two warpgroups' (a third, tall tiles', waits at the barrier after).
-template <class L, int kWG>
+// tile, and the block's two weight scales where the fold reads them, as FP8 weights' stages hold them.
+template <class L>
 __device__ __forceinline__ void convert_stage(char* stage, char* tile) {
-    static_assert(Cta<kWG>::kConsumers >= fp4_tiles::kConvertThreads);
-    if (Cta<kWG>::kConsumers == fp4_tiles::kConvertThreads || int(threadIdx.x) < fp4_tiles::kConvertThreads)
-        fp4_tiles::convert_row(reinterpret_cast<const uint8_t*>(stage + L::kSub * L::kA), reinterpret_cast<uint8_t*>(tile),
-                               reinterpret_cast<float*>(stage + L::kScales) + kFragmentScaleAt<Cta<kWG>::kRows>, int(threadIdx.x));
+    static_assert(Cta<2>::kConsumers == fp4_tiles::kConvertThreads);
+    fp4_tiles::convert_row(reinterpret_cast<const uint8_t*>(stage + L::kSub * L::kA), reinterpret_cast<uint8_t*>(tile),
+                           reinterpret_cast<float*>(stage + L::kScales) + kFragmentScaleAt<Cta<2>::kRows>, int(threadIdx.x));
 }
 #endif
 
@@ -136,6 +134,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode != WeightCode::Bf16 && kScaled));
     constexpr bool kConvert = kConverts<kCode, kFp8A>;  // block-exact FP4 weights, converted per stage
+    static_assert(!kConvert || kWG == 2, "a stage's block is converted by a thread per row of each half and sub-tile");
     static_assert(!kPersistent || kWG >= 2);
     static_assert(!kParked || kPersistent);
     static_assert(!kWide || (kCode == WeightCode::Bf16 && !kScaled && !kFp8A && kWG == 2 && kPersistent && !kParked),
@@ -144,9 +143,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(
         !kWeightPair || (kPersistent && kSharedWeightStages<kCode, kScaled, kFp8A, kWide> && !kQuad),
         "weight pairs: persistent, weights in one run or two converted halves");
-    static_assert(kWG < 3 || ((kCode == WeightCode::Fp8 || kConvert) && kFp8A && kParked && !kQuad),
-                  "three-warpgroup CTAs: e4m3 rows meeting FP8 or block-exact FP4 weights, parked epilogues (their warps "
-                  "fill the fourth warpgroup)");
+    static_assert(kWG < 3 || (kCode == WeightCode::Fp8 && kFp8A && kParked && !kQuad),
+                  "three-warpgroup CTAs: e4m3 rows meeting FP8 weights, parked epilogues (their warps fill the fourth "
+                  "warpgroup)");
     constexpr bool kTilePairs = kQuad || kWeightPair;  // a cluster takes two row tiles of an item
     static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
     constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
@@ -203,7 +202,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
     constexpr int kS = kParked ? kParkedStages<kCode, kFp8A, kForm, kWG> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
-    static_assert(kPersistent || kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
+    static_assert(kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
     // Two bf16 tiles (converted: e4m3 ones): one may still be read by the previous MMAs.
     char* widened = smem + kS * kStageBytes;
     float* parked_block = reinterpret_cast<float*>(widened + (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0));
@@ -388,7 +387,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 // landed by then, else here (an item's first always). Past this barrier every thread's rows of it
                 // are in its spare tile, and both warpgroups are past the MMAs of the block before (which read
                 // the other spare tile).
-                if (kt == 0 || !converted) convert_stage<L, kWG>(smem + s * kStageBytes, widened + spare * kBTileBytes);
+                if (kt == 0 || !converted) convert_stage<L>(smem + s * kStageBytes, widened + spare * kBTileBytes);
                 fence_async_shared();  // the converted tile, for the MMAs' (async) proxy
                 barrier::sync_threads(1, kConsumers);
                 desc_b = smem_descriptor<512>(widened + spare * kBTileBytes);
@@ -414,7 +413,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 spare ^= 1;
                 const int next = s + 1 == kS ? 0 : s + 1;
                 converted = kt + 1 < ktiles && barrier::completed(full_at + 8 * next, next == 0 ? parity ^ 1 : parity);
-                if (converted) convert_stage<L, kWG>(smem + next * kStageBytes, widened + spare * kBTileBytes);
+                if (converted) convert_stage<L>(smem + next * kStageBytes, widened + spare * kBTileBytes);
             }
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
@@ -803,7 +802,7 @@ template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     // tall tiles (launch_grouped_gemm checked that the launch may take them)
     if (g.tile_m > kHopperTileRows) {
-        if constexpr ((kCode == WeightCode::Fp8 || kConverts<kCode, kFp8A>) && kFp8A) {
+        if constexpr (kCode == WeightCode::Fp8 && kFp8A) {
             if (parked_swiglu(g)) return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true, false, ParkedForm::SwiGluBf16>(g);
             if (parked_scatter(g)) return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true, false, ParkedForm::ScatterBf16>(g);
             return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true>(g);

@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# Call 5 (at 5f279ab, on call 4's warm machine and build; run as one command line): call 4's benches again,
+# the knobs quoted (call 4 passed "$A" unquoted, so its tall-tile runs failed to start).
+export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=5f279abf73d79c33d10951c1befdb033030c7a97; start=$SECONDS; mkdir -p $OUT/t; source bench/device_tests.sh; [ -x build-gpu/steadymoe ] || build_gpu steadymoe_cli; source bench/bench_runs.sh; BENCH_BUDGET_S=200; A="STEADYMOE_SHARED_FORK=after STEADYMOE_FP4_BLOCK_EXACT=1"; v4="--workload deepseek-v4-flash --format fp4 --tokens 16384"; bench_run v4x "$A" $v4; bench_run v4x-128 "$A STEADYMOE_TALL_TILES=0" $v4; bench_run v4x-4096 "$A" --workload deepseek-v4-flash --format fp4 --tokens 4096; grep -E "^(===|16384 |4096 )" $OUT/bench.txt | cut -c1-250; cd $OUT && tar czf t.tgz t && rm -rf t
