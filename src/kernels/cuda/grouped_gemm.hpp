@@ -65,10 +65,11 @@ int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int
 // STEADYMOE_TALL_TILES=0. A launch of such tiles (tile_m) takes no k split. On an H100 deepseek-v3's routed
 // experts took 2.4-3.1% less time so at 16384 tokens (shared expert after) and 9.9% less at 4096,
 // deepseek-v4-flash's FP8 experts as much as on 128-row tiles (bench/results/2026-12-06-cuda-tall-tiles.md)
-// and, their SwiGLU outputs parked, 13.6% less (bench/results/2026-12-06-cuda-tall-swiglu.md). Block-exact FP4
-// weights take none: on three-warpgroup CTAs, two warpgroups converting each block, block-exact
-// deepseek-v4-flash's routed experts took 43% more time than on 128-row tiles (the consumers' conversion
-// spilled at 144 registers; the same results file).
+// while their gate/ups parked f32 results, and 13.6% less than so once they parked their SwiGLU outputs
+// (bench/results/2026-12-06-cuda-tall-swiglu.md). Block-exact FP4 weights take none: on three-warpgroup CTAs,
+// two warpgroups converting each block, block-exact deepseek-v4-flash's routed experts took 43% more time
+// than on 128-row tiles (those kernels spilled 120-148 bytes a thread where the FP8 ones spill 0-8; the same
+// results file).
 int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8);
 
 enum class GemmEpilogue : int {
