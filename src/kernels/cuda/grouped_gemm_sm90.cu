@@ -636,7 +636,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     constexpr bool kBf16Plain = kCode == WeightCode::Bf16 && !kScaled && !kFp8A;
     constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16 && kWG < 3;
     constexpr bool kWeightPairs = kPersistent && kSharedWeightStages<kCode, kScaled, kFp8A, kWide> &&
-                                  (kForm != ParkedForm::SwiGluBf16 || kBf16Plain);
+                                  (kForm != ParkedForm::SwiGluBf16 || kBf16Plain || kWG == 3);
     // (where !kQuads the first, where !kWeightPairs the second: kernels the other launches build, never
     // launched)
     constexpr auto quad_kernel = grouped_gemm_sm90_kernel<kCode, kScaled, kFp8A, kWG, kPerSm, kPersistent, kParked, kWide, kQuads,
@@ -655,7 +655,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const int64_t column_bytes =
         kConverts<kCode, kFp8A> ? 0 : g.k / g.k_splits * (kCode == WeightCode::Fp8 ? 1 : 2);
     const int64_t least_column_bytes =
-        kForm == ParkedForm::SwiGluBf16 ? kSwiGluWeightPairColumnBytes : kWeightPairColumnBytes;
+        kForm == ParkedForm::SwiGluBf16 && kWG < 3 ? kSwiGluWeightPairColumnBytes : kWeightPairColumnBytes;
     const bool try_weight_pairs =
         kWeightPairs && !try_quads && row_tensor_copies(g) && weight_pairs(column_bytes, least_column_bytes);
     if (const cudaError_t err = allow_shared_memory<kernel>(kSmem); err != cudaSuccess) return err;
