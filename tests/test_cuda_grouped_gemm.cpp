@@ -423,10 +423,10 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
 // cp.async (CTAs on their own), the scales row-major and block-major (whose tensor copy's box reaches past
 // the scales' rows). The tile's third warpgroup holds rows 128-149. One tile, one item a CTA, the Store
 // epilogue; and the experts' epilogues storing bf16 rows, parked as tall tiles park them: SwiGLU's outputs
-// (unless STEADYMOE_PARKED_SWIGLU=0) and the scatter's values (unless STEADYMOE_PARKED_SCATTER=0). The
-// tensor-core and layer suites run tall tiles over many items a CTA. Refused: tall tiles with bf16
-// activations, in two k splits, in a few-row launch, without activation scales, and, where they are turned
-// off, every tall tile (the test then says it skipped).
+// (unless STEADYMOE_PARKED_SWIGLU=0) and the scatter's values (unless STEADYMOE_PARKED_SCATTER=0), at k 4096
+// in weight pairs (expected_clusters). The tensor-core and layer suites run tall tiles over many items a
+// CTA. Refused: tall tiles with bf16 activations, in two k splits, in a few-row launch, without activation
+// scales, and, where they are turned off, every tall tile (the test then says it skipped).
 TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(false) || cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "FP8 weights do not take e4m3 activations on this GPU";
@@ -483,7 +483,8 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
             for (const int32_t tile_m : {0, tall}) {
                 ASSERT_EQ(cudaMemset(bf16_out.get(), 0xFF, size_t(kRows * kN) * 2), cudaSuccess);  // NaN where nothing is stored
                 const uint64_t swiglus_before = cuda::grouped_gemm_parked_swiglu_launches(),
-                               scatters_before = cuda::grouped_gemm_parked_scatter_launches();
+                               scatters_before = cuda::grouped_gemm_parked_scatter_launches(),
+                               weight_pairs_before = cuda::grouped_gemm_weight_pair_launches();
                 (void)run(p, true, false, true, [&](cuda::GroupedGemmLaunch& g) {
                     g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width, g.out = nullptr, g.out_bf16 = bf16_out.as<uint16_t>();
                     g.row_weight = row_weights.as<float>(), g.row_dest = swiglu ? nullptr : row_dests.as<int64_t>();
@@ -493,6 +494,9 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
                                               : !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0");
                     EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - swiglus_before, swiglu && parks ? 1u : 0u);
                     EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - scatters_before, !swiglu && parks ? 1u : 0u);
+                    // both in weight pairs from 4 KiB weight columns (k 4096), parked SwiGLU outputs too
+                    const ExpectedClusters c = expected_clusters(kdim, 1, true, false);
+                    EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - weight_pairs_before, c.weight_pairs ? 1u : 0u);
                 }
                 std::vector<uint16_t>& out = stored[tile_m == tall];
                 out.resize(size_t(kRows * width));

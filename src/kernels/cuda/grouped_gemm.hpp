@@ -233,9 +233,10 @@ uint64_t grouped_gemm_tall_launches();
 uint64_t grouped_gemm_parked_swiglu_launches();
 // Launches so far in clusters of two whose CTAs took two row tiles of an item and shared its weights' copies
 // (weight pairs): persistent launches of unscaled bf16 rows meeting bf16 weights or e4m3 rows meeting FP8
-// weights whose rows come by tensor copies (not few-row launches; parked SwiGLU outputs only of bf16 ones),
-// where a weight column's run in an item (k / k_splits x the weights' element bytes) holds at least
-// kWeightPairColumnBytes, or kSwiGluWeightPairColumnBytes where SwiGLU outputs are parked
+// weights whose rows come by tensor copies (not few-row launches; parked SwiGLU outputs only of bf16 ones
+// and of tall tiles), where a weight column's run in an item (k / k_splits x the weights' element bytes)
+// holds at least kWeightPairColumnBytes, or kSwiGluWeightPairColumnBytes where 128-row tiles' SwiGLU outputs
+// are parked
 // (STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch and on those of block-exact FP4 weights
 // meeting e4m3 rows, =0 and STEADYMOE_PAIRED_CTAS=0 on none; the same bits either way).
 inline constexpr int64_t kWeightPairColumnBytes = 4096;

@@ -575,8 +575,12 @@ bool quad_ctas() {
 // only where asked (each CTA of a pair copies one of a block's two stored halves into both and converts its
 // own): on deepseek-v4-flash's gate/up alone (the FP8 tiles of its columns hold 4 KiB) its routed experts
 // took 0.7-0.8% more time (the gate/up 0.5-0.6% less, the down GEMM after it more), and on both GEMMs 1.9% more
-// (that file, calls 1 and 3). STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before
-// clusters of four), =0 on none.
+// (that file, calls 1 and 3). Tall tiles' gate/ups that park their SwiGLU outputs take them from
+// kWeightPairColumnBytes, as those that park f32 results: in pairs that shared the rows' copies deepseek-v3's
+// FP8 gate/up (7 KiB) read 23.6 GB from DRAM (83% busy); in weight pairs it took 4.5% less time than in no
+// pairs, deepseek-v4-flash's (4 KiB) 0.6% less (bench/results/2026-12-06-cuda-tall-swiglu.md, calls 6 and 7,
+// one run each). STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before clusters of four),
+// =0 on none.
 bool weight_pairs_asked() {
     static const bool on = env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
     return on;
@@ -632,7 +636,7 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     // Whether this launch may run in clusters of four, and in weight pairs (those and block-exact FP4 meeting
     // e4m3 rows). Clusters of four never with parked SwiGLU outputs (kernels fewer to build, for a pairing
     // measured slower without them); weight pairs with them only where they park by default (bf16 rows
-    // meeting bf16 weights: the bf16 gate/ups).
+    // meeting bf16 weights: the bf16 gate/ups; tall tiles).
     constexpr bool kBf16Plain = kCode == WeightCode::Bf16 && !kScaled && !kFp8A;
     constexpr bool kQuads = kQuadPath<kCode, kScaled, kFp8A, kPersistent, kWide> && kForm != ParkedForm::SwiGluBf16 && kWG < 3;
     constexpr bool kWeightPairs = kPersistent && kSharedWeightStages<kCode, kScaled, kFp8A, kWide> &&
