@@ -754,8 +754,9 @@ bool parked_scatter(const GroupedGemmLaunch& g) {
 // tokens (routed experts x0.92), x0.96 at 1024; e4m3 rows meeting FP8 weights (deepseek-v3, whose gate/up
 // parks f32 results) took 10-12% more time so (bench/results/2026-12-05-cuda-measured-switches.md).
 // By default for tall tiles too, where f32 results leave three stages and SwiGLU outputs four: on an H100 at
-// 16384 tokens deepseek-v4-flash's FP8 gate/up took 20% less time so, deepseek-v3's 0.6% less
-// (bench/results/2026-12-06-cuda-tall-swiglu.md).
+// 16384 tokens deepseek-v4-flash's FP8 gate/up took 20.5% less time so (its routed experts 13.6% less),
+// deepseek-v3's as much at 16384 tokens and 5.0% less at 4096, before they took weight pairs
+// (bench/results/2026-12-06-cuda-tall-swiglu.md, calls 1 and 2; weight_pairs).
 // STEADYMOE_PARKED_SWIGLU=1 parks them on every path that has the form, =0 on none.
 bool parked_swiglu(const GroupedGemmLaunch& g) {
     static const bool on = env_equals("STEADYMOE_PARKED_SWIGLU", "1"), off = env_equals("STEADYMOE_PARKED_SWIGLU", "0");
