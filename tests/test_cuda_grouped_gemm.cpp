@@ -253,13 +253,13 @@ Mismatches mismatches(const std::vector<float>& got, const std::vector<double>& 
 
 // The clusters a persistent launch runs in whose rows come by tensor copies, on the paths that have clusters
 // of four and weight pairs (bf16 rows meeting bf16 weights, e4m3 rows meeting FP8 weights; where SwiGLU
-// outputs are parked, only bf16 ones, and no clusters of four: `quads_possible` false), as the library
-// chooses them, restated: clusters of four where asked (STEADYMOE_QUAD_CTAS=1) and the n-blocks pair up,
-// unless weight pairs are asked for too (STEADYMOE_WEIGHT_PAIRS=1); else weight pairs where asked or where a
-// weight column's k run (these tests split no k) holds at least `least_column_bytes` (kWeightPairColumnBytes;
-// kSwiGluWeightPairColumnBytes where SwiGLU outputs are parked), unless STEADYMOE_WEIGHT_PAIRS=0; else pairs
-// sharing the rows where the n-blocks pair up. STEADYMOE_PAIRED_CTAS=0 or STEADYMOE_ROW_TENSOR_COPIES=0:
-// none (`any` false).
+// outputs are parked, only bf16 ones and tall tiles', and no clusters of four: `quads_possible` false, as for
+// every tall tile), as the library chooses them, restated: clusters of four where asked
+// (STEADYMOE_QUAD_CTAS=1) and the n-blocks pair up, unless weight pairs are asked for too
+// (STEADYMOE_WEIGHT_PAIRS=1); else weight pairs where asked or where a weight column's k run (these tests
+// split no k) holds at least `least_column_bytes` (kWeightPairColumnBytes; kSwiGluWeightPairColumnBytes where
+// 128-row tiles' SwiGLU outputs are parked), unless STEADYMOE_WEIGHT_PAIRS=0; else pairs sharing the rows
+// where the n-blocks pair up. STEADYMOE_PAIRED_CTAS=0 or STEADYMOE_ROW_TENSOR_COPIES=0: none (`any` false).
 struct ExpectedClusters {
     bool any = false, quads = false, weight_pairs = false, pairs = false;
 };
@@ -417,6 +417,14 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
     }
 }
 
+// Whether a persistent SwiGLU launch rounded to bf16 parks its outputs as bf16 (on the paths that have the
+// form): bf16 rows meeting bf16 weights, and tall tiles, unless STEADYMOE_PARKED_SWIGLU=0; every path where
+// it is 1.
+bool parks_swiglu(bool bf16_rows_and_weights, bool tall = false) {
+    return cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1") ||
+           ((bf16_rows_and_weights || tall) && !cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "0"));
+}
+
 // Tall tiles (192 rows a tile on three-warpgroup CTAs, e4m3 rows meeting FP8 weights, unless
 // STEADYMOE_TALL_TILES=0) give the bits of tiles of 128 rows: with the rows by tensor copies (at k 1024 two
 // CTAs sharing their rows' copies, 96-row boxes; at 4096 weight pairs, whose one tile has no partner) and by
@@ -477,26 +485,31 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
             }
         for (const auto epilogue : {cuda::GemmEpilogue::SwiGlu, cuda::GemmEpilogue::Scatter}) {
             const bool swiglu = epilogue == cuda::GemmEpilogue::SwiGlu;
-            SCOPED_TRACE("k " + std::to_string(kdim) + (swiglu ? ", SwiGLU outputs in bf16" : ", scattered bf16 rows"));
+            SCOPED_TRACE("k " + std::to_string(kdim) +
+                         (swiglu ? ", SwiGLU outputs in bf16" : ", scattered bf16 rows"));
             const int64_t width = swiglu ? kN / 2 : kN;
             std::vector<uint16_t> stored[2];  // 128-row tiles', tall tiles'
             for (const int32_t tile_m : {0, tall}) {
-                ASSERT_EQ(cudaMemset(bf16_out.get(), 0xFF, size_t(kRows * kN) * 2), cudaSuccess);  // NaN where nothing is stored
+                // NaN where nothing is stored
+                ASSERT_EQ(cudaMemset(bf16_out.get(), 0xFF, size_t(kRows * kN) * 2), cudaSuccess);
                 const uint64_t swiglus_before = cuda::grouped_gemm_parked_swiglu_launches(),
                                scatters_before = cuda::grouped_gemm_parked_scatter_launches(),
                                weight_pairs_before = cuda::grouped_gemm_weight_pair_launches();
                 (void)run(p, true, false, true, [&](cuda::GroupedGemmLaunch& g) {
-                    g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width, g.out = nullptr, g.out_bf16 = bf16_out.as<uint16_t>();
+                    g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width;
+                    g.out = nullptr, g.out_bf16 = bf16_out.as<uint16_t>();
                     g.row_weight = row_weights.as<float>(), g.row_dest = swiglu ? nullptr : row_dests.as<int64_t>();
                 }, 1, tile_m);
                 if (tile_m == tall) {
-                    const bool parks = swiglu ? !cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "0")
-                                              : !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0");
+                    const bool parks =
+                        swiglu ? parks_swiglu(false, true) : !cuda::env_equals("STEADYMOE_PARKED_SCATTER", "0");
                     EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - swiglus_before, swiglu && parks ? 1u : 0u);
-                    EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - scatters_before, !swiglu && parks ? 1u : 0u);
+                    EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - scatters_before,
+                              !swiglu && parks ? 1u : 0u);
                     // both in weight pairs from 4 KiB weight columns (k 4096), parked SwiGLU outputs too
                     const ExpectedClusters c = expected_clusters(kdim, 1, true, false);
-                    EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - weight_pairs_before, c.weight_pairs ? 1u : 0u);
+                    EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - weight_pairs_before,
+                              c.weight_pairs ? 1u : 0u);
                 }
                 std::vector<uint16_t>& out = stored[tile_m == tall];
                 out.resize(size_t(kRows * width));
@@ -1530,14 +1543,6 @@ TEST(CudaGroupedGemm, PersistentScattersStoreWhatPerTileCtasStore) {
             EXPECT_EQ(wrong, 0) << "first at row " << first / N << " feature " << first % N;
         }
     }
-}
-
-// Whether a persistent SwiGLU launch of 128-row tiles rounded to bf16 parks its outputs as bf16 (on the paths
-// that have the form): bf16 rows meeting bf16 weights unless STEADYMOE_PARKED_SWIGLU=0; every path where it
-// is 1. (Tall tiles park them unless it is 0: TallTilesGiveTheBitsOfTilesOf128Rows.)
-bool parks_swiglu(bool bf16_rows_and_weights) {
-    return cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "1") ||
-           (bf16_rows_and_weights && !cuda::env_equals("STEADYMOE_PARKED_SWIGLU", "0"));
 }
 
 // The SwiGLU epilogue of persistent CTAs (its outputs parked as bf16 for epilogue warps where they are

@@ -68,8 +68,8 @@ int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int
 // while their gate/ups parked f32 results, and 13.6% less than so once they parked their SwiGLU outputs
 // (bench/results/2026-12-06-cuda-tall-swiglu.md). Block-exact FP4 weights take none: on three-warpgroup CTAs,
 // two warpgroups converting each block, block-exact deepseek-v4-flash's routed experts took 43% more time
-// than on 128-row tiles (those kernels spilled 120-148 bytes a thread where the FP8 ones spill 0-8; the same
-// results file).
+// than on 128-row tiles (those kernels spilled 120-148 bytes a thread, in the conversion, where the FP8 ones
+// spill 0-8; the same results file).
 int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8);
 
 enum class GemmEpilogue : int {

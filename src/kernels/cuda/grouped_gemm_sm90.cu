@@ -556,14 +556,14 @@ bool quad_ctas() {
 }
 
 // Whether persistent launches on kQuadPath's paths (and those whose SwiGLU outputs are parked, where the rows
-// and weights are bf16, which never run in clusters of four; and those of block-exact FP4 weights meeting
-// e4m3 rows: kSharedWeightStages), with their rows by tensor copies, run in clusters of two that take two row
-// tiles of an item and share the weights' copies (the kernel's kWeightPair); the same bits either way. Pairs
-// that share the rows' copies read each weight block once a CTA; clusters of four share the weights too but
-// left 12 SMs idle; clusters of two fit every SM. By default where a weight column's run in an item holds at
-// least kWeightPairColumnBytes (k / k_splits x the weights' element bytes). On an H100 at 16384 tokens
-// (bench/results/2026-12-05-cuda-weight-pairs.md) they took 6-9% off deepseek-v3's FP8 gate/up (7 KiB
-// columns; DRAM reads 27.4 to 16.7 GB) and 5.4% off deepseek-v4-flash's (4 KiB), and took less time for
+// and weights are bf16 or the tiles tall, which never run in clusters of four; and those of block-exact FP4
+// weights meeting e4m3 rows: kSharedWeightStages), with their rows by tensor copies, run in clusters of two
+// that take two row tiles of an item and share the weights' copies (the kernel's kWeightPair); the same bits
+// either way. Pairs that share the rows' copies read each weight block once a CTA; clusters of four share the
+// weights too but left 12 SMs idle; clusters of two fit every SM. By default where a weight column's run in
+// an item holds at least kWeightPairColumnBytes (k / k_splits x the weights' element bytes). On an H100 at
+// 16384 tokens (bench/results/2026-12-05-cuda-weight-pairs.md) they took 6-9% off deepseek-v3's FP8 gate/up
+// (7 KiB columns; DRAM reads 27.4 to 16.7 GB) and 5.4% off deepseek-v4-flash's (4 KiB), and took less time for
 // deepseek-v3's bf16 down GEMM (4 KiB) in all three pairs run (the bench's split; with its gate/up in pairs
 // too, the split gave the down GEMM more time in every run since, the routed experts 10-13% less); they made
 // qwen3-30b-a3b's bf16 down GEMM (1.5 KiB) 3.1-3.7% slower, and deepseek-v3's FP8 down GEMM (2 KiB) from 0.8%
@@ -577,9 +577,9 @@ bool quad_ctas() {
 // took 0.7-0.8% more time (the gate/up 0.5-0.6% less, the down GEMM after it more), and on both GEMMs 1.9% more
 // (that file, calls 1 and 3). Tall tiles' gate/ups that park their SwiGLU outputs take them from
 // kWeightPairColumnBytes, as those that park f32 results: in pairs that shared the rows' copies deepseek-v3's
-// FP8 gate/up (7 KiB) read 23.6 GB from DRAM (83% busy); in weight pairs it took 4.5% less time than in no
-// pairs, deepseek-v4-flash's (4 KiB) 0.6% less (bench/results/2026-12-06-cuda-tall-swiglu.md, calls 6 and 7,
-// one run each). STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before clusters of four),
+// FP8 gate/up (7 KiB) read 23.6 GB from DRAM (83% busy); in weight pairs it took 4.5% less time than so,
+// deepseek-v4-flash's (4 KiB) 0.6% less (bench/results/2026-12-06-cuda-tall-swiglu.md, calls 6 and 7, one
+// run each). STEADYMOE_WEIGHT_PAIRS=1 asks for them on every such launch (and before clusters of four),
 // =0 on none.
 bool weight_pairs_asked() {
     static const bool on = env_equals("STEADYMOE_WEIGHT_PAIRS", "1");
@@ -755,7 +755,7 @@ bool parked_scatter(const GroupedGemmLaunch& g) {
 // parks f32 results) took 10-12% more time so (bench/results/2026-12-05-cuda-measured-switches.md).
 // By default for tall tiles too, where f32 results leave three stages and SwiGLU outputs four: on an H100 at
 // 16384 tokens deepseek-v4-flash's FP8 gate/up took 20.5% less time so (its routed experts 13.6% less),
-// deepseek-v3's as much at 16384 tokens and 5.0% less at 4096, before they took weight pairs
+// deepseek-v3's level at 16384 tokens (0.1% more) and 5.0% less at 4096, before they took weight pairs
 // (bench/results/2026-12-06-cuda-tall-swiglu.md, calls 1 and 2; weight_pairs).
 // STEADYMOE_PARKED_SWIGLU=1 parks them on every path that has the form, =0 on none.
 bool parked_swiglu(const GroupedGemmLaunch& g) {

@@ -42,8 +42,8 @@ uint64_t hopper_tall_launches();
 // unless STEADYMOE_PARKED_SWIGLU=0; every path with =1).
 uint64_t hopper_parked_swiglus();
 // Launches so far in clusters of two that shared their weights' copies over two row tiles (weight pairs: by
-// default where a weight column holds kWeightPairColumnBytes, or kSwiGluWeightPairColumnBytes where SwiGLU
-// outputs are parked; STEADYMOE_WEIGHT_PAIRS=0/1 for none or all).
+// default where a weight column holds kWeightPairColumnBytes, or kSwiGluWeightPairColumnBytes where 128-row
+// tiles' SwiGLU outputs are parked; STEADYMOE_WEIGHT_PAIRS=0/1 for none or all).
 uint64_t hopper_weight_pair_launches();
 // Whether few-row launches over weights `code` (FP8: with e4m3 activations) take the decode kernel.
 bool hopper_decode_takes(WeightCode code);

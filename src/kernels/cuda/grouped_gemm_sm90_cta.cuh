@@ -163,10 +163,12 @@ constexpr bool kSharedWeightStages =
                kConverts<kCode, kFp8A>);
 
 // Three-warpgroup CTAs' registers a thread: launched at 128 (512 threads), the fourth warpgroup (producer and
-// epilogue warps) gives some up and the consumers take them, the SM's 65536 in all. (With 64 for the fourth
-// warpgroup its code spilled 4-40 bytes in each kernel; with 80, 0-28 bytes in one.)
+// epilogue warps) gives some up and the consumers take them: no more than the CTA holds, the SM's 65536 in
+// all. (With 64 for the fourth warpgroup its code spilled 4-40 bytes in each kernel; with 80 one kernel
+// spills 8 bytes, 20 loaded.)
 constexpr int kTallConsumerRegisters = 144, kTallOtherRegisters = 80;
-static_assert(Cta<3>::kConsumers * kTallConsumerRegisters + 128 * kTallOtherRegisters <= 65536);
+static_assert(Cta<3>::kThreads + 32 * kEpilogueWarps == 512 &&
+              Cta<3>::kConsumers * kTallConsumerRegisters + 128 * kTallOtherRegisters <= 512 * 128);
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // setmaxnreg: every warp of the warpgroup runs the same instruction. Giving up waits for nothing; taking

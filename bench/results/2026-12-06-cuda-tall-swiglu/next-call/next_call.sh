@@ -5,9 +5,10 @@
 # at 16384 tokens, 59% of the copy bandwidth). Built locally, not run.
 # Tests with the patch: the grouped GEMM suite (its tall-tile test now counts the weight pairs that tall
 # SwiGLU gate/ups run in since 1ee944c, which no suite has run on a GPU yet), the gathers, tensor-core and
-# layer suites, and the tensor-core suite with STEADYMOE_WEIGHT_PAIRS=0. Then deepseek-v3 fp8 at 16384 tokens
-# (shared expert after), base against patched, alternating, the last pair with kernel traces; on an H200 the
-# README's prefill figures after them.
+# layer suites, the tensor-core suite with STEADYMOE_WEIGHT_PAIRS=0, and the WeightPairsParkedSwiGlu variant's
+# grouped GEMM tests (STEADYMOE_WEIGHT_PAIRS=1: tall SwiGLU gate/ups in weight pairs at k 1024 too). Then
+# deepseek-v3 fp8 at 16384 tokens (shared expert after), base against patched, alternating, the last pair with
+# kernel traces; on an H200 the README's prefill figures after them.
 set -u
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1
 start=$SECONDS
@@ -24,6 +25,7 @@ run_test test_cuda_gathers
 run_test test_cuda_tensor_core
 run_test test_cuda_layer
 run_test test_cuda_tensor_core STEADYMOE_WEIGHT_PAIRS=0
+run_test test_cuda_grouped_gemm STEADYMOE_WEIGHT_PAIRS=1 "*Bf16Epilogues*:*PersistentSwiGlus*:*TallTiles*"
 grep -h "FAILED\|Failure" $OUT/t/gpu-tests.log | head -20
 echo "tests done at $((SECONDS-start)) s"
 } > $OUT/tests.txt 2>&1
