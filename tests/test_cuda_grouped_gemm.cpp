@@ -417,6 +417,19 @@ TEST(CudaGroupedGemm, BlockMajorScalesGiveTheBitsOfRowMajorOnes) {
     }
 }
 
+// The experts' epilogues' inputs for kRows rows on the GPU: a routing weight a row (`weights`), destinations
+// in reverse (the scatter's), and room for kRows x kN bf16 outputs.
+struct EpilogueRows {
+    cuda::DeviceBuffer weights{size_t(kRows) * 4, "row weights"}, dests{size_t(kRows) * 8, "row destinations"},
+        bf16_out{size_t(kRows * kN) * 2, "bf16 out"};
+    explicit EpilogueRows(const std::vector<float>& row_weights) {
+        std::vector<int64_t> reversed(static_cast<size_t>(kRows));
+        for (int64_t r = 0; r < kRows; ++r) reversed[size_t(r)] = kRows - 1 - r;
+        weights.upload(row_weights.data(), size_t(kRows) * 4);
+        dests.upload(reversed.data(), reversed.size() * 8);
+    }
+};
+
 // Whether a persistent SwiGLU launch rounded to bf16 parks its outputs as bf16 (on the paths that have the
 // form): bf16 rows meeting bf16 weights, and tall tiles, unless STEADYMOE_PARKED_SWIGLU=0; every path where
 // it is 1.
@@ -459,12 +472,8 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
     EXPECT_EQ(tall, kHopperTallRows);
     // the experts' epilogues: a routing weight a row, rows scattered in reverse
     std::vector<float> weights(static_cast<size_t>(kRows));
-    std::vector<int64_t> dests(static_cast<size_t>(kRows));
-    for (int64_t r = 0; r < kRows; ++r) weights[size_t(r)] = float(1 + r % 7) / 8.0f, dests[size_t(r)] = kRows - 1 - r;
-    cuda::DeviceBuffer row_weights(weights.size() * 4, "row weights"), row_dests(dests.size() * 8, "row destinations"),
-        bf16_out(size_t(kRows * kN) * 2, "bf16 out");
-    row_weights.upload(weights.data(), weights.size() * 4);
-    row_dests.upload(dests.data(), dests.size() * 8);
+    for (int64_t r = 0; r < kRows; ++r) weights[size_t(r)] = float(1 + r % 7) / 8.0f;
+    const EpilogueRows rows(weights);
     for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {
         const Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f, 0.5f}, uint32_t(90 + kdim / 1024), kdim);
         cuda::DeviceBuffer block_major = block_major_scales(p);
@@ -491,14 +500,14 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
             std::vector<uint16_t> stored[2];  // 128-row tiles', tall tiles'
             for (const int32_t tile_m : {0, tall}) {
                 // NaN where nothing is stored
-                ASSERT_EQ(cudaMemset(bf16_out.get(), 0xFF, size_t(kRows * kN) * 2), cudaSuccess);
+                ASSERT_EQ(cudaMemset(rows.bf16_out.get(), 0xFF, size_t(kRows * kN) * 2), cudaSuccess);
                 const uint64_t swiglus_before = cuda::grouped_gemm_parked_swiglu_launches(),
                                scatters_before = cuda::grouped_gemm_parked_scatter_launches(),
                                weight_pairs_before = cuda::grouped_gemm_weight_pair_launches();
                 (void)run(p, true, false, true, [&](cuda::GroupedGemmLaunch& g) {
                     g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width;
-                    g.out = nullptr, g.out_bf16 = bf16_out.as<uint16_t>();
-                    g.row_weight = row_weights.as<float>(), g.row_dest = swiglu ? nullptr : row_dests.as<int64_t>();
+                    g.out = nullptr, g.out_bf16 = rows.bf16_out.as<uint16_t>();
+                    g.row_weight = rows.weights.as<float>(), g.row_dest = swiglu ? nullptr : rows.dests.as<int64_t>();
                 }, 1, tile_m);
                 if (tile_m == tall) {
                     const bool parks =
@@ -513,7 +522,7 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
                 }
                 std::vector<uint16_t>& out = stored[tile_m == tall];
                 out.resize(size_t(kRows * width));
-                bf16_out.download(out.data(), out.size() * 2);
+                rows.bf16_out.download(out.data(), out.size() * 2);
             }
             EXPECT_EQ(stored[0], stored[1]);
             EXPECT_EQ(std::count(stored[0].begin(), stored[0].end(), uint16_t(0xFFFF)), 0) << "values never stored";
@@ -1627,13 +1636,8 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
     bf16_weights.bf16 = true;
     std::mt19937 rng(5);
     std::vector<float> weights(static_cast<size_t>(kRows));
-    std::vector<int64_t> dest(static_cast<size_t>(kRows));
     for (auto& w : weights) w = float(rng() % 1000) / 997.0f;
-    for (int64_t r = 0; r < kRows; ++r) dest[size_t(r)] = kRows - 1 - r;  // scattered in reverse
-    cuda::DeviceBuffer w_buf(weights.size() * 4, "row weights"), dest_buf(dest.size() * 8, "row destinations"),
-        bf16_buf(size_t(kRows * kN) * 2, "bf16 out");
-    w_buf.upload(weights.data(), weights.size() * 4);
-    dest_buf.upload(dest.data(), dest.size() * 8);
+    const EpilogueRows rows(weights);  // (scattered in reverse)
     for (const auto epilogue : {cuda::GemmEpilogue::SwiGlu, cuda::GemmEpilogue::Scatter})
         for (const Problem* p : {&fp8, &bf16_weights})
             for (bool fp8_a : {false, true}) {
@@ -1646,14 +1650,14 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                     const int64_t width = swiglu ? kN / 2 : kN;
                     auto stage = [&](cuda::GroupedGemmLaunch& g) {
                         g.epilogue = epilogue, g.round_bf16 = true, g.ldo = width, g.schedule = schedule;
-                        g.row_weight = w_buf.as<float>(), g.row_dest = swiglu ? nullptr : dest_buf.as<int64_t>();
+                        g.row_weight = rows.weights.as<float>(), g.row_dest = swiglu ? nullptr : rows.dests.as<int64_t>();
                     };
                     const std::vector<float> f32 = run(*p, fp8_a, false, scaled, stage);
                     const uint64_t parked_before = cuda::grouped_gemm_parked_scatter_launches();
                     const uint64_t swiglus_before = cuda::grouped_gemm_parked_swiglu_launches();
                     (void)run(*p, fp8_a, false, scaled, [&](cuda::GroupedGemmLaunch& g) {
                         stage(g);
-                        g.out = nullptr, g.out_bf16 = bf16_buf.as<uint16_t>();
+                        g.out = nullptr, g.out_bf16 = rows.bf16_out.as<uint16_t>();
                     });
                     // The persistent scatter parks its bf16 results where rows and weights are both bf16 or
                     // both FP8 (unless STEADYMOE_PARKED_SCATTER=0, or f32 parking is asked for)
@@ -1668,7 +1672,7 @@ TEST(CudaGroupedGemm, Bf16EpiloguesStoreWhatTheF32OnesStore) {
                         EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - swiglus_before, parked_swiglu ? 1u : 0u);
                     }
                     std::vector<uint16_t> bf16(size_t(kRows * width));
-                    bf16_buf.download(bf16.data(), bf16.size() * 2);
+                    rows.bf16_out.download(bf16.data(), bf16.size() * 2);
                     int64_t wrong = 0;
                     for (size_t i = 0; i < bf16.size(); ++i)
                         if (bf16[i] != f32_to_bf16(f32[i]) || round_to_bf16(f32[i]) != f32[i]) ++wrong;

@@ -230,9 +230,9 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
     // Tiles no taller than the GPU's, or tall ones where the launch may take them; an identity launch's are
     // identity_tile_rows tall.
-    const bool tall = g.tile_m > grouped_gemm_tile_rows() && g.tile_m == grouped_gemm_tall_tile_rows(g.code, g.a_fp8 != nullptr) &&
-                      g.a_scale && !g.few_rows && g.k_splits == 1 && g.identity_rows == 0;
-    if (g.tile_m < 0 || (g.tile_m > grouped_gemm_tile_rows() && !tall) ||
+    const bool tall_allowed = g.tile_m == grouped_gemm_tall_tile_rows(g.code, g.a_fp8 != nullptr) && g.a_scale &&
+                              !g.few_rows && g.k_splits == 1 && g.identity_rows == 0;
+    if (g.tile_m < 0 || (g.tile_m > grouped_gemm_tile_rows() && !tall_allowed) ||
         (g.identity_rows > 0 && g.tile_m != 0 && g.tile_m != g.identity_tile_rows))
         return cudaErrorInvalidValue;
     if (g.identity_rows > 0 && (g.identity_tile_rows != grouped_gemm_tile_rows() ||
