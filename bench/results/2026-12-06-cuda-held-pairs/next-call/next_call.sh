@@ -1,31 +1,36 @@
 #!/usr/bin/env bash
-# Prepared for the next session (this one's device time went to refused starts): at $1 plus route-shared.patch,
-# in which the one-token routing kernels permute from the ids and weights they hold in shared memory (not read
-# back from global memory right after writing them), and the block-per-token kernel issues the mask's, bias's
-# and hash id's loads beside the logits'; three more cases in the one-launch routing test (top_k 32 on both
-# kernels, hash routing with its one token masked). Built locally, reviewed, not run on a GPU.
-# The routing, permutation, layer and tensor-core suites; memcheck, racecheck and initcheck on the routing
-# kernels' comparison tests. Then readback-switch.patch (measurement only, not for the tree) adds
-# STEADYMOE_ROUTE_IDS_READBACK=1, under which the permutation reads the ids and weights back from global memory
-# as before, and qwen3 bf16, deepseek-v4-flash fp4 and deepseek-v3 fp8 at 1 and 8 tokens run base (the commit
-# alone, built beside it) / patched / patched with the read back, in turn, twice, with traces. (About 8 min.)
+# Prepared for the next session (this one's device time went to refused starts). At $1 plus two patches, built
+# and reviewed locally, never run on a GPU:
+# - route-shared.patch: the one-token routing kernels permute from the ids and weights they hold in shared
+#   memory (not read back from global memory right after writing them), and the block-per-token kernel issues
+#   the mask's, bias's and hash id's loads beside the logits'; three more cases in the one-launch routing test.
+# - route-quantises.patch (on top): at a decode step's one token, the routing kernel also quantises the token's
+#   bf16 row to e4m3 (the bytes launch_gather_fp8 writes: the shared E4m3Word), where the routed experts
+#   quantised it in a kernel of their own between the routing and their gate/up (deepseek-v3 and
+#   deepseek-v4-flash; STEADYMOE_ROUTE_QUANTISES=0 keeps that kernel); a test of the bytes.
+# The commit alone is built first (build-base), then the patched tree: the routing, permutation, gathers, layer
+# and tensor-core suites; memcheck, racecheck and initcheck on the routing kernels' tests. Then
+# readback-switch.patch (measurement only) adds STEADYMOE_ROUTE_IDS_READBACK=1, and the runs compare, at 1 and
+# 8 tokens with traces: base; both patches; route-shared alone (STEADYMOE_ROUTE_QUANTISES=0); the early loads
+# alone (that and the read back); qwen3 (bf16: nothing to quantise) without the last two. (About 8-9 min.)
 set -u
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1
 start=$SECONDS
 mkdir -p $OUT/t
 D=bench/results/2026-12-06-cuda-held-pairs/next-call
-P=$D/route-shared.patch
-patch -s -p1 < $P || { echo 'route-shared.patch does not apply'; exit 1; }
 source bench/device_tests.sh
 {
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-build_gpu steadymoe_cli test_cuda_routing test_cuda_permutation test_cuda_layer test_cuda_tensor_core || exit 1
-build_base $P steadymoe_cli || exit 1
+configure_and_build build-base build-base steadymoe_cli || exit 1
+echo "base built at $((SECONDS - start)) s"
+patch -s -p1 < $D/route-shared.patch && patch -s -p1 < $D/route-quantises.patch || { echo 'the patches do not apply'; exit 1; }
+build_gpu steadymoe_cli test_cuda_routing test_cuda_permutation test_cuda_gathers test_cuda_layer test_cuda_tensor_core || exit 1
 run_test test_cuda_routing
 run_test test_cuda_permutation
+run_test test_cuda_gathers
 run_test test_cuda_layer
 run_test test_cuda_tensor_core
-F='*RoutingAndPermutationInOneLaunch*:*BlockAndWarpPerToken*'
+F='*RoutingAndPermutationInOneLaunch*:*BlockAndWarpPerToken*:*TokenQuantisedBeside*'
 memcheck test_cuda_routing "$F"
 san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer | head -1)
 for tool in racecheck initcheck; do
@@ -41,19 +46,25 @@ grep -q "rc=[1-9]" $OUT/tests.txt && { echo "a test failed: no timing"; cd $OUT 
 source bench/bench_runs.sh
 BENCH_BUDGET_S=540
 B=./build-base/steadymoe
-S=STEADYMOE_ROUTE_IDS_READBACK=1
+Q0=STEADYMOE_ROUTE_QUANTISES=0
+R1="STEADYMOE_ROUTE_QUANTISES=0 STEADYMOE_ROUTE_IDS_READBACK=1"
 q="--workload qwen3-30b-a3b --format bf16 --tokens 1,8 --trace"
 v4="--workload deepseek-v4-flash --format fp4 --tokens 1,8 --trace"
 v3="--workload deepseek-v3 --format fp8 --tokens 1,8 --trace"
 for again in "" -again; do
-  for w in q v4 v3; do
+  BENCH_CLI=$B bench_run q-base$again - $q
+  bench_run q-shared$again - $q
+  for w in v4 v3; do
     BENCH_CLI=$B bench_run $w-base$again - ${!w}
-    bench_run $w-shared$again - ${!w}
-    bench_run $w-readback$again $S ${!w}
+    bench_run $w-both$again - ${!w}
+    bench_run $w-shared$again $Q0 ${!w}
+    bench_run $w-early$again "$R1" ${!w}
   done
 done
-for w in q v4 v3; do compare_named $w-base $w-shared $w-readback $w-base-again $w-shared-again $w-readback-again; done \
-  > $OUT/compare-all.md 2>&1
-head -80 $OUT/compare-all.md
+{ compare_named q-base q-shared q-base-again q-shared-again
+  for w in v4 v3; do
+    compare_named $w-base $w-both $w-shared $w-early $w-base-again $w-both-again $w-shared-again $w-early-again
+  done; } > $OUT/compare-all.md 2>&1
+head -90 $OUT/compare-all.md
 echo "call done at $((SECONDS - start)) s"
 cd $OUT && tar czf t.tgz t && rm -rf t
