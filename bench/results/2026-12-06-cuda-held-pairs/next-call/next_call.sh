@@ -66,5 +66,13 @@ done
     compare_named $w-base $w-both $w-shared $w-early $w-base-again $w-both-again $w-shared-again $w-early-again
   done; } > $OUT/compare-all.md 2>&1
 head -90 $OUT/compare-all.md
+# On an H200, with what time is left, the README's prefill figures as served (the base build: the patches touch
+# only one-token steps).
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  BENCH_CLI=$B bench_run v3-prefill - --workload deepseek-v3 --format fp8 --tokens 16384
+  BENCH_CLI=$B bench_run v4-prefill - --workload deepseek-v4-flash --format fp4 --tokens 16384
+  BENCH_CLI=$B bench_run q-prefill - --workload qwen3-30b-a3b --format bf16 --tokens 16384
+  grep -A3 "^tokens" $OUT/bench.txt | grep "^16384" | cut -c1-250
+fi
 echo "call done at $((SECONDS - start)) s"
 cd $OUT && tar czf t.tgz t && rm -rf t
