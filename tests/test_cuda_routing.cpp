@@ -240,7 +240,10 @@ TEST(CudaRouteKernel, RoutingAndPermutationInOneLaunchGiveTheTwoLaunchesBytes) {
                           Case{4, 128, 8, 0, false, 1, 1, 0, 6},   // masked tokens among them
                           Case{1, 64, 4, 2, true, 4, 2, 1, 9},     // groups, one split
                           Case{9, 8, 2, 2, false, 1, 1, 0, 6},     // fewer experts than lanes
-                          Case{4, 128, 8, 0, false, 1, 1, 0, 3, true}}) {  // hash routing, a warp a token
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 3, true},  // hash routing, a warp a token
+                          Case{8, 256, 6, 2, false, 1, 1, 0, 1, true, true},  // hash routing, its token masked
+                          Case{4, 128, 32, 0, false, 1, 1, 0, 4},  // top 32: 128 pairs, a token masked
+                          Case{8, 256, 32, 1, true, 1, 1, 0, 1}}) {  // top 32 in a block
         SCOPED_TRACE(describe(c));
         const Inputs in = make_inputs(c, seed++);
         const bool by_block = c.experts > 128;  // (launch_route's choice at a decode step's few tokens)

@@ -50,8 +50,9 @@ __device__ __forceinline__ void place_pair(int64_t i, int slot, const float* top
 
 // The smallest permutations (up to kSmallPairs pairs) in one block of kScanThreads threads with no rounds:
 // thread e counts and tiles expert e, thread i places pair i after the earlier pairs of its expert — the same
-// prefix sums, so the same rows, slots and tiles as the one-chunk and chunked kernels (routing.cu). Reads the
-// ids as the block finds them in global memory: a kernel that wrote them itself passes a block barrier first.
+// prefix sums, so the same rows, slots and tiles as the one-chunk and chunked kernels (routing.cu). The ids
+// and weights may lie in global or shared memory; a kernel that wrote them itself passes a block barrier
+// first.
 constexpr int kSmallPairs = 128;
 struct SmallPermutation {
     OffsetScan::TempStorage temp;

@@ -172,6 +172,7 @@ struct BlockRouting {
     uint32_t best_key[2][kMaxWarps], best_id[2][kMaxWarps];  // by step parity (select_by_block_steps)
     uint32_t cand_key[kMaxRoutedExperts], cand_id[kMaxRoutedExperts];  // warps' top Ks (K <= 32)
     int32_t ids_of[32];
+    float weights_of[32];  // the token's weights in slot order, for a permutation in the same block
     float shared_value;
 };
 
@@ -181,11 +182,13 @@ __device__ void route_token_by_block(const RouteLaunch& p, int64_t t, BlockRouti
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
-    if (p.active && !p.active[t]) {
-        if (e < K) ids[e] = -1, weights[e] = 0.0f;
-        return;
-    }
     const bool mine = e < E;
+    // The mask's, the bias's and the hash id's loads issued beside the first round of the logits' (each a
+    // trip to L2 or DRAM, which the routed gate/up waits for), not one after another. A masked token's logits
+    // are loaded and not used: the router's GEMM writes every token's row.
+    const bool masked = p.active && !p.active[t];
+    const float bias = mine && p.bias ? p.bias[e] : 0.0f;
+    const int64_t token_id = p.tid2eid ? p.token_ids[t] : 0;
     float score = 0.0f;
     if (mine) {
         const float* logits = p.logits + t * E + e;
@@ -200,15 +203,19 @@ __device__ void route_token_by_block(const RouteLaunch& p, int64_t t, BlockRouti
                 if (z0 + q < p.logit_splits) score = __fadd_rn(score, part[q]);
         }
     }
+    if (masked) {
+        if (e < K) ids[e] = r.ids_of[e] = -1, weights[e] = r.weights_of[e] = 0.0f;
+        return;
+    }
     if (p.score_func == 0) score = softmax(score, mine, E, r.scores_of, &r.shared_value);
     else if (p.score_func == 1) score = 1.0f / (1.0f + expf(-score));
     else score = sqrtf(score > 20.0f ? score : log1pf(expf(score)));
     if (mine) r.scores_of[e] = score;
 
     if (p.tid2eid) {
-        if (e < K) r.ids_of[e] = p.tid2eid[p.token_ids[t] * K + e];
+        if (e < K) r.ids_of[e] = p.tid2eid[token_id * K + e];
     } else {
-        uint32_t key = mine ? rank_key_bits(p.bias ? score + p.bias[e] : score) : kAbsent;
+        uint32_t key = mine ? rank_key_bits(p.bias ? score + bias : score) : kAbsent;
         if (p.groups > 1) key = limit_to_groups(key, mine, p, r.keys_of, r.group_key);
         if (p.block_steps) select_by_block_steps(key, K, r.ids_of, r.best_key, r.best_id);
         else select_by_warp_candidates(key, K, r.ids_of, r.cand_key, r.cand_id);
@@ -220,7 +227,7 @@ __device__ void route_token_by_block(const RouteLaunch& p, int64_t t, BlockRouti
     if (e < K) {
         const float v = slot_weight(r.scores_of[r.ids_of[e]], r.shared_value, p.normalise, p.scale);
         ids[e] = r.ids_of[e];
-        weights[e] = v;
+        weights[e] = r.weights_of[e] = v;
     }
 }
 
@@ -230,7 +237,9 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
     route_token_by_block(p, blockIdx.x, r);
 }
 
-// One token's routing (the same block), then its pairs' permutation (permute_small.cuh), in one block.
+// One token's routing (the same block), then its pairs' permutation (permute_small.cuh), in one block. The
+// permutation takes the ids and weights from shared memory, where reading back what the block had just
+// written to global memory took two more trips to L2, one after the other.
 __global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_kernel(const RouteLaunch p, int32_t tile_m,
                                                                                       PermutationOut out) {
     begin_dependent_kernel();
@@ -238,7 +247,7 @@ __global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_
     __shared__ permute::SmallPermutation s;
     route_token_by_block(p, 0, r);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    permute::permute_small_block(p.topk_ids, p.topk_weights, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
+    permute::permute_small_block(r.ids_of, r.weights_of, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 
 // The launch as the kernels take it: STEADYMOE_ROUTE_SELECT=steps sets block_steps for every launch.

@@ -19,15 +19,20 @@ using namespace permute;
 
 constexpr int kRouteWarps = 4;
 // Token t's routing by the calling warp, each lane kPerLane experts, with a row of kMaxRoutedExperts scores
-// and one of 32 ids in shared memory of its own.
+// and one of 32 ids in shared memory of its own; where pair_ids is given, its pairs' ids and weights are
+// copied there too (pair_ids, pair_weights), for a permutation in the same block.
 template <int kPerLane>
-__device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_t t, float* scores_of, int32_t* ids_of) {
+__device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_t t, float* scores_of, int32_t* ids_of,
+                                                   int32_t* pair_ids = nullptr, float* pair_weights = nullptr) {
     const int lane = threadIdx.x & 31;
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
     if (p.active && !p.active[t]) {
-        for (int s = lane; s < K; s += 32) ids[s] = -1, weights[s] = 0.0f;
+        for (int s = lane; s < K; s += 32) {
+            ids[s] = -1, weights[s] = 0.0f;
+            if (pair_ids) pair_ids[s] = -1, pair_weights[s] = 0.0f;
+        }
         return;
     }
     // The lane's logits, summed over the router GEMM's k splits in split order. A chunk of kChunk splits
@@ -160,6 +165,7 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
         const float v = slot_weight(scores_of[ids_of[s]], sum, p.normalise, p.scale);
         ids[s] = ids_of[s];
         weights[s] = v;
+        if (pair_ids) pair_ids[s] = ids_of[s], pair_weights[s] = v;
     }
 }
 
@@ -326,6 +332,8 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 // A decode step's routing and permutation in one block (kRouteAndPermuteTokens tokens at most, a warp each,
 // kSmallPairs pairs, and kRouteAndPermuteExperts experts): route_kernel's warps, then permute_small_kernel's
 // block — the same ids, weights, rows and tiles, one launch where those take two (launch_route_and_permute).
+// The permutation takes the ids and weights from shared memory (pair_ids, pair_weights: pair t * top_k + s),
+// where reading back what the block had just written to global memory took two more trips to L2.
 // Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's take 167 and 255
 // registers), and launch_route gives more than 128 experts a block per token at a decode step's few tokens.
 constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
@@ -334,10 +342,14 @@ __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const R
     __shared__ float scores_of[kRouteAndPermuteTokens][kMaxRoutedExperts];
     __shared__ int32_t ids_of[kRouteAndPermuteTokens][32];
     __shared__ SmallPermutation s;
+    __shared__ int32_t pair_ids[kSmallPairs];
+    __shared__ float pair_weights[kSmallPairs];
     const int warp = threadIdx.x >> 5;
-    if (warp < p.tokens) route_token_by_warp<kRouteAndPermuteExperts / 32>(p, warp, scores_of[warp], ids_of[warp]);
+    if (warp < p.tokens)
+        route_token_by_warp<kRouteAndPermuteExperts / 32>(p, warp, scores_of[warp], ids_of[warp], pair_ids + warp * p.top_k,
+                                                          pair_weights + warp * p.top_k);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    permute_small_block(p.topk_ids, p.topk_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
+    permute_small_block(pair_ids, pair_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
