@@ -28,7 +28,9 @@ for gemm in gateup:1 down:2; do
   $ncu -i $OUT/p/$name.ncu-rep --page raw --csv > $OUT/p/$name-raw.csv 2>&1
   $ncu -i $OUT/p/$name.ncu-rep --page source --csv --print-source sass > $OUT/p/$name-sass.csv 2>&1
   python3 bench/ncu_stalls.py $OUT/p/$name-raw.csv $OUT/p/$name-sass.csv 50 > $OUT/$name-stalls.txt 2>&1
-  head -60 $OUT/$name-stalls.txt
+  ls -la $OUT/p/$name.ncu-rep
+  find $OUT/p -name "$name.ncu-rep" -size +20M -delete  # (the CSVs above hold what the tables need)
+  head -70 $OUT/$name-stalls.txt
 done
 ls -la $OUT/p
 cd $OUT && tar czf p.tgz p && rm -rf p && cd - > /dev/null
