@@ -27,7 +27,7 @@ def main(path, pattern):
             if ffma_before or arrive is not None:
                 report.append(f"DEPBAR at {i}: arrival {'+' + str(arrive) if arrive is not None else 'none'} later, "
                               f"{ffma_before} FFMAs before it")
-        print(name[:160])
+        print(name[name.find("WeightCode"):][:120] if "WeightCode" in name else name[:120])  # (the template arguments)
         for r in report:
             print("   ", r)
 

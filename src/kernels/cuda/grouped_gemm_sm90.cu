@@ -51,7 +51,9 @@ using namespace sm90;
 // FMAs above the release's lane-0 branch. In a form that keeps the order in the machine code (an elect.sync
 // arrive with no branch) it was no faster against this code on one H100: deepseek-v3's gate/up level, its
 // down GEMM 1.6-3.4% slower (bench/results/2026-12-06-cuda-probes-and-release.md, which keeps the patch): not
-// kept. Two more changes, each measured on one H100 (bench/results/2026-12-06-cuda-loop-ladder.md, which
+// kept. Nor on tall tiles, whose consumers wait for data 16-18% of their time: deepseek-v3's routed experts
+// 0.2% less time, within the runs' spread (bench/results/2026-12-06-cuda-route-kernels.md keeps that patch).
+// Two more changes, each measured on one H100 (bench/results/2026-12-06-cuda-loop-ladder.md, which
 // keeps both patches), were not kept either. Carrying the operand descriptors from one stage to the next (a
 // stage's bytes / 16 on, wrapping at the ring's end), where ptxas rebuilds stage 0's descriptors from the
 // shared-memory address every block (about 14 uniform instructions before the first MMA): deepseek-v3's
