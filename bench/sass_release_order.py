@@ -3,33 +3,55 @@
 whose name holds PATTERN (`cuobjdump -sass OBJECT`), the fold's FFMAs that lie between each wait for a block's
 MMAs (WARPGROUP.DEPBAR ... 0x0 followed by FFMAs) and the stage's arrival (SYNCS.ARRIVE) after it.
 usage: sass_release_order.py SASS.txt PATTERN"""
+import re
 import sys
 
 from sass_mma_check import functions  # (name, instructions) per function of the listing
 
 
-def main(path, pattern):
+def short_name(name):
+    """The kernel's identifier and template arguments, without the namespaces' mangling before them: the
+    identifier ending in _kernel is the one whose length prefix (digits right before it) says its length."""
+    if "_kernelI" not in name:
+        return name[:150]
+    end = name.find("_kernelI") + len("_kernel")
+    for run in re.finditer(r"\d+", name[:end]):
+        digits = run.group()
+        for cut in range(len(digits)):
+            if int(digits[cut:]) == end - run.end():
+                return name[run.end():][:150]
+    return name[:150]
+
+
+def main(path, pattern, window=200):
+    matched = 0
     for name, body in functions(path):
         if pattern not in name:
             continue
+        matched += 1
         report = []
         for i, ins in enumerate(body):
             if "WARPGROUP.DEPBAR" not in ins or not ins.rstrip().endswith("0x0"):
                 continue
             ffma_before, arrive = 0, None
-            for j in range(i + 1, min(i + 200, len(body))):
+            for j in range(i + 1, min(i + window, len(body))):
                 if "SYNCS.ARRIVE" in body[j]:
                     arrive = j - i
                     break
                 if "QGMMA" in body[j] or "HGMMA" in body[j] or "SYNCS.PHASECHK" in body[j]:
                     break
                 ffma_before += "FFMA" in body[j]
-            if ffma_before or arrive is not None:
-                report.append(f"DEPBAR at {i}: arrival {'+' + str(arrive) if arrive is not None else 'none'} later, "
-                              f"{ffma_before} FFMAs before it")
-        print(name[name.find("WeightCode"):][:120] if "WeightCode" in name else name[:120])  # (the template arguments)
+            if arrive is not None:
+                report.append(f"DEPBAR at {i}: arrival {arrive} instructions later, {ffma_before} FFMAs before it")
+            elif ffma_before:
+                report.append(f"DEPBAR at {i}: no arrival before the next MMA or wait (or within {window} "
+                              f"instructions); {ffma_before} FFMAs follow it")
+        print(short_name(name))
         for r in report:
             print("   ", r)
+    if matched == 0:
+        print(f"{path}: no function's name holds {pattern}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -156,7 +156,8 @@ TEST(CudaRouteKernel, BlockAndWarpPerTokenGiveTheSameBits) {
                           Case{20, 384, 8, 0, true, 64, 8, 1, 3},   // 64 groups; more splits than one round of loads
                           Case{17, 160, 6, 1, false, 32, 3, 0, 2},
                           Case{8, 256, 6, 2, false, 1, 1, 0, 7, true},  // hash routing (deepseek-v4's first layers)
-                          Case{2, 256, 6, 2, true, 1, 1, 0, 65}})      // past the tokens the layer routes so
+                          Case{2, 256, 6, 2, true, 1, 1, 0, 65},       // past the tokens the layer routes so
+                          Case{8, 256, 32, 1, true, 1, 1, 0, 5}})      // top 32
         check(c, seed++);
 }
 

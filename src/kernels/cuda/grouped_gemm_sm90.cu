@@ -51,8 +51,10 @@ using namespace sm90;
 // FMAs above the release's lane-0 branch. In a form that keeps the order in the machine code (an elect.sync
 // arrive with no branch) it was no faster against this code on one H100: deepseek-v3's gate/up level, its
 // down GEMM 1.6-3.4% slower (bench/results/2026-12-06-cuda-probes-and-release.md, which keeps the patch): not
-// kept. Nor on tall tiles, whose consumers wait for data 16-18% of their time: deepseek-v3's routed experts
-// 0.2% less time, within the runs' spread (bench/results/2026-12-06-cuda-route-kernels.md keeps that patch).
+// kept. Tall tiles (kWG 3), whose consumers wait for data 16-18% of their time and their producer for
+// released stages a third of its, do release before the fold (release_elected below): deepseek-v3's routed
+// experts took 0.2% less time and its layer 0.3-0.4% less in both of two pairs at 16384 tokens,
+// deepseek-v4-flash's fp8 experts 0.3% less in one (H100, bench/results/2026-12-06-cuda-route-kernels.md).
 // Two more changes, each measured on one H100 (bench/results/2026-12-06-cuda-loop-ladder.md, which
 // keeps both patches), were not kept either. Carrying the operand descriptors from one stage to the next (a
 // stage's bytes / 16 on, wrapping at the ring's end), where ptxas rebuilds stage 0's descriptors from the
@@ -335,6 +337,31 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             if constexpr (kQuad) barrier::arrive_in(empty_at + 8 * s, uint32_t(rank ^ 2)), barrier::arrive_in(empty_at + 8 * s, uint32_t(rank ^ 3));
         }
     };
+    // release's arrivals with no branch: elect.sync picks the lane that arrives. Tall tiles release a block's
+    // stage so, before its fold: behind a lane-0 branch ptxas moves the fold's FMAs above the arrival.
+    auto release_elected = [&](int s) {
+        const uint32_t bar = empty_at + 8 * s;
+        __syncwarp();
+        if (rank < 0) {
+            asm volatile(
+                "{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\n"
+                "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar)
+                : "memory");
+        } else {
+            uint32_t remote;
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+                         : "=r"(remote)
+                         : "r"(bar), "r"(uint32_t(rank ^ 1)));
+            asm volatile(
+                "{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
+                "@p mbarrier.arrive.shared::cluster.b64 _, [%1];\n}\n" ::"r"(bar),
+                "r"(remote)
+                : "memory");
+            if constexpr (kQuad)
+                if (lane == 0)
+                    barrier::arrive_in(bar, uint32_t(rank ^ 2)), barrier::arrive_in(bar, uint32_t(rank ^ 3));
+        }
+    };
     // Stage 0's operand descriptors: stage s's are s * kStageBytes / 16 on.
     constexpr int kAtom = kFp8A ? 512 : 1024;
     const uint64_t desc_a0 = smem_descriptor<kAtom>(smem + wg * 64 * kARowBytes), desc_b0 = smem_descriptor<kAtom>(smem + L::kSub * L::kA);
@@ -425,10 +452,17 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                             stage + L::kScales, kFp8A || g.a_scale, scale_shift + wg * 64 + warp * 16 + (lane >> 2));
                         wgmma_wait<0>();
                         fence_operands(acc);
+                        if constexpr (kWG == 3) {
+                            // (the fold works from registers: the stage goes back to the producer first)
+                            if (L::kSub == 1) release_elected(last);
+                            release_elected(s);
+                        }
                         fold_block<kFp8A>(total, acc, scales);
                     }
-                    if (L::kSub == 1) release(last);
-                    release(s);
+                    if (kWG != 3 || !live) {
+                        if (L::kSub == 1) release(last);
+                        release(s);
+                    }
                 }
             } else {
                 if (live) wgmma_wait<1>();

@@ -185,7 +185,10 @@ __device__ void route_token_by_block(const RouteLaunch& p, int64_t t, BlockRouti
     const bool mine = e < E;
     // The mask's, the bias's and the hash id's loads issued beside the first round of the logits' (each a
     // trip to L2 or DRAM, which the routed gate/up waits for), not one after another. A masked token's logits
-    // are loaded and not used: the router's GEMM writes every token's row.
+    // are loaded and not used: the router's GEMM writes every token's row. (The bias is loaded for hash
+    // routing too, which does not use it.) With the permutation below reading shared memory, the one-token
+    // kernel took 0.2-0.9 µs less in the traces and the layer was level
+    // (bench/results/2026-12-06-cuda-route-kernels.md).
     const bool masked = p.active && !p.active[t];
     const float bias = mine && p.bias ? p.bias[e] : 0.0f;
     const int64_t token_id = p.tid2eid ? p.token_ids[t] : 0;
@@ -239,7 +242,8 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
 
 // One token's routing (the same block), then its pairs' permutation (permute_small.cuh), in one block. The
 // permutation takes the ids and weights from shared memory, where reading back what the block had just
-// written to global memory took two more trips to L2, one after the other.
+// written to global memory took two more trips to L2, one after the other (measured with the early loads
+// above: bench/results/2026-12-06-cuda-route-kernels.md).
 __global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_kernel(const RouteLaunch p, int32_t tile_m,
                                                                                       PermutationOut out) {
     begin_dependent_kernel();
