@@ -105,11 +105,11 @@ __device__ __forceinline__ void cluster_sync() {
 }
 
 // An arrival on the barrier at the same place in the shared memory of the cluster's CTA `rank`, with the
-// barrier's default semantics (release at CTA scope). It hands a stage back to that CTA's producer
-// once this warp's reads of it are complete (its MMAs waited for, its loads returned), which is what keeps
-// that producer's next copy from overwriting them. A release at cluster scope would also wait for every
-// earlier store of the thread, the epilogue's included: once per stage, it doubled prefill GEMM times
-// (bench/results/2026-12-02-cuda-prefill-clusters.md).
+// barrier's default semantics (release at CTA scope). It hands a stage back to that CTA's producer once this
+// warp's reads of it are issued (its MMAs waited for, its loads issued: the arrival's release orders them
+// before it), which is what keeps that producer's next copy from overwriting them. A release at cluster scope
+// would also wait for every earlier store of the thread, the epilogue's included: once per stage, it doubled
+// prefill GEMM times (bench/results/2026-12-02-cuda-prefill-clusters.md).
 __device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank) {
     uint32_t remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));

@@ -327,8 +327,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
 
-    // A warp is done with a stage once its MMAs (and, scaled, its fold) have read it; clustered, it tells
-    // every CTA's producer (those copy rows or weights into this CTA's stage).
+    // A warp is done with a stage once its MMAs have read it and (scaled) its block's scales are loaded
+    // (block_scales); clustered, it tells every CTA's producer (those copy rows or weights into this CTA's
+    // stage).
     auto release = [&](int s) {
         __syncwarp();
         if (lane == 0) {
@@ -337,8 +338,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             if constexpr (kQuad) barrier::arrive_in(empty_at + 8 * s, uint32_t(rank ^ 2)), barrier::arrive_in(empty_at + 8 * s, uint32_t(rank ^ 3));
         }
     };
-    // release's arrivals with no branch: elect.sync picks the lane that arrives. Tall tiles release a block's
-    // stage so, before its fold: behind a lane-0 branch ptxas moves the fold's FMAs above the arrival.
+    // release's arrivals with no branch: elect.sync picks the lane that arrives (the remote one as arrive_in
+    // does, and why). Tall tiles release a block's stage so, before its fold: behind a lane-0 branch ptxas
+    // moves the fold's FMAs above the arrival. Never in clusters of four (kQuad): tall tiles are not quads.
     auto release_elected = [&](int s) {
         const uint32_t bar = empty_at + 8 * s;
         __syncwarp();
@@ -357,9 +359,6 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 "@p mbarrier.arrive.shared::cluster.b64 _, [%1];\n}\n" ::"r"(bar),
                 "r"(remote)
                 : "memory");
-            if constexpr (kQuad)
-                if (lane == 0)
-                    barrier::arrive_in(bar, uint32_t(rank ^ 2)), barrier::arrive_in(bar, uint32_t(rank ^ 3));
         }
     };
     // Stage 0's operand descriptors: stage s's are s * kStageBytes / 16 on.

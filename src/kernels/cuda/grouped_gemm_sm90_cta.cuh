@@ -538,7 +538,8 @@ __device__ __forceinline__ BlockScales block_scales(const char* scales, bool row
     return b;
 }
 
-// Folds a 128-wide block's partial sums (acc) into the totals with the block's scales.
+// Folds a 128-wide block's partial sums (acc) into the totals with the block's scales. From registers
+// alone: tall tiles hand the block's stage back to the producer before they fold (grouped_gemm_sm90.cu).
 template <bool kFp8A>
 __device__ __forceinline__ void fold_block(float (&total)[64], float (&acc)[64], const BlockScales& b) {
 #pragma unroll
