@@ -11,7 +11,10 @@
 #   prints to $OUT/t/gpu-tests.log under a line naming the run, and prints its exit status and the passed
 #   tests so far;
 # - memcheck BINARY [FILTER] runs it under compute-sanitizer's memcheck into $OUT/t/memcheck-BINARY.log and
-#   prints the error summary.
+#   prints the error summary;
+# - tests_passed FILE prints the failures logged and returns 1 where FILE (what the call's tests printed)
+#   holds a nonzero exit status, packing $OUT/t first (a call then ends with no timing:
+#   `tests_passed $OUT/tests.txt || exit 1`).
 # (configure_and_build DIR LOG TARGET...: the step both builds take, logging to $OUT/t/configure-LOG.log and
 # $OUT/t/LOG.log, the errors printed on a failure)
 configure_and_build() {
@@ -47,4 +50,11 @@ memcheck() {
   timeout 100 $san --tool memcheck "build-gpu/tests/$1" ${2:+--gtest_filter=$2} \
     > "$OUT/t/memcheck-$1.log" 2>&1
   echo "memcheck on $1 ${2:-}: rc=$? $(grep -h 'ERROR SUMMARY' "$OUT/t/memcheck-$1.log" | tail -1)"
+}
+tests_passed() {
+  grep -q "rc=[1-9]" "$1" || return 0
+  echo "a test failed: no timing"
+  grep -h "FAILED\|Failure" "$OUT/t/gpu-tests.log" | head -20
+  (cd "$OUT" && tar czf t.tgz t && rm -rf t)
+  return 1
 }
