@@ -116,6 +116,27 @@ __device__ __forceinline__ void arrive_in(uint32_t bar, uint32_t rank) {
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
+// One arrival from the calling warp (all of its lanes call it) on `bar`, and, where rank >= 0, one on the
+// barrier at the same place in the cluster's CTA `rank` (as arrive_in, and with its semantics): a lane chosen
+// by elect.sync arrives, with no branch around it, so the compiler keeps the arrivals where they stand among
+// the warp's other instructions (behind a lane-0 branch ptxas moved later arithmetic above them).
+__device__ __forceinline__ void warp_arrive(uint32_t bar, int rank = -1) {
+    if (rank < 0) {
+        asm volatile(
+            "{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\n"
+            "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar)
+            : "memory");
+    } else {
+        uint32_t remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(uint32_t(rank)));
+        asm volatile(
+            "{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
+            "@p mbarrier.arrive.shared::cluster.b64 _, [%1];\n}\n" ::"r"(bar),
+            "r"(remote)
+            : "memory");
+    }
+}
+
 // tensor_copy_2d into the same place of the shared memory of every CTA in `ctas` (a bit per rank), each
 // completing its bytes on its own barrier at `bar`'s place.
 __device__ __forceinline__ void tensor_copy_2d_multicast(void* dst, const void* map, int x, int y, uint64_t* bar, uint16_t ctas) {

@@ -338,28 +338,13 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             if constexpr (kQuad) barrier::arrive_in(empty_at + 8 * s, uint32_t(rank ^ 2)), barrier::arrive_in(empty_at + 8 * s, uint32_t(rank ^ 3));
         }
     };
-    // release's arrivals with no branch: elect.sync picks the lane that arrives (the remote one as arrive_in
-    // does, and why). Tall tiles release a block's stage so, before its fold: behind a lane-0 branch ptxas
-    // moves the fold's FMAs above the arrival. Never in clusters of four (kQuad): tall tiles are not quads.
+    // release's arrivals with no branch (barrier::warp_arrive). Tall tiles release a block's stage so,
+    // before its fold: behind a lane-0 branch ptxas moves the fold's FMAs above the arrival. Never in
+    // clusters of four (kQuad): tall tiles are not quads.
     auto release_elected = [&](int s) {
-        const uint32_t bar = empty_at + 8 * s;
         __syncwarp();
-        if (rank < 0) {
-            asm volatile(
-                "{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\n"
-                "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}\n" ::"r"(bar)
-                : "memory");
-        } else {
-            uint32_t remote;
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-                         : "=r"(remote)
-                         : "r"(bar), "r"(uint32_t(rank ^ 1)));
-            asm volatile(
-                "{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
-                "@p mbarrier.arrive.shared::cluster.b64 _, [%1];\n}\n" ::"r"(bar),
-                "r"(remote)
-                : "memory");
-        }
+        if (rank < 0) barrier::warp_arrive(empty_at + 8 * s);
+        else barrier::warp_arrive(empty_at + 8 * s, rank ^ 1);
     };
     // Stage 0's operand descriptors: stage s's are s * kStageBytes / 16 on.
     constexpr int kAtom = kFp8A ? 512 : 1024;
