@@ -89,8 +89,11 @@ MoeConfig routing_variant(const std::string& name) {
 
 
 std::string block_exact_fp4_arithmetic() {
-    const std::string tiled = cuda::grouped_gemm_fp4_exact_tiled() ? "; block-exact ones on the tiled kernel in other batches than decode ones" : "";
-    return "gate/up block-exact, down block-exact" + tiled;
+    const bool tiled = cuda::grouped_gemm_fp4_exact_tiled(),
+               tall = tiled && cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp4, true, true) == 192;
+    return std::string("gate/up block-exact, down block-exact") +
+           (tiled ? "; block-exact ones on the tiled kernel in other batches than decode ones" : "") +
+           (tall ? ", in 192-row tiles on three-warpgroup CTAs" : "");
 }
 
 void expect_same_routing_bits(const MoeOutput& a, const MoeOutput& b) {

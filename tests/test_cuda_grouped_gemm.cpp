@@ -445,9 +445,11 @@ bool parks_swiglu(bool bf16_rows_and_weights, bool tall = false) {
 // the scales' rows). The tile's third warpgroup holds rows 128-149. One tile, one item a CTA, the Store
 // epilogue; and the experts' epilogues storing bf16 rows, parked as tall tiles park them: SwiGLU's outputs
 // (unless STEADYMOE_PARKED_SWIGLU=0) and the scatter's values (unless STEADYMOE_PARKED_SCATTER=0), at k 4096
-// in weight pairs (expected_clusters). The tensor-core and layer suites run tall tiles over many items a
-// CTA. Refused: tall tiles with bf16 activations, in two k splits, in a few-row launch, without activation
-// scales, and, where they are turned off, every tall tile (the test then says it skipped).
+// in weight pairs (expected_clusters). FP8 weights at k 1024 and 4096; block-exact FP4 weights at 1024 and
+// 4096 where the tiled kernel takes them (two epilogue warps convert each block; weight pairs only where
+// asked). The tensor-core and layer suites run tall tiles over many items a CTA. Refused: tall tiles with
+// bf16 activations, in two k splits, in a few-row launch, without activation scales, of per-32 FP4 weights,
+// and, where they are turned off, every tall tile (the test then says it skipped).
 TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(false) || cuda::grouped_gemm_tile_rows() != 128) GTEST_SKIP() << "FP8 weights do not take e4m3 activations on this GPU";
@@ -474,12 +476,28 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
     std::vector<float> weights(static_cast<size_t>(kRows));
     for (int64_t r = 0; r < kRows; ++r) weights[size_t(r)] = float(1 + r % 7) / 8.0f;
     const EpilogueRows rows(weights);
-    for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {
-        const Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f, 0.5f}, uint32_t(90 + kdim / 1024), kdim);
+    // FP8 weights at k 1024 and 4096, block-exact FP4 ones too where the tiled kernel takes them
+    std::vector<std::pair<std::string, Problem>> problems;
+    for (const int64_t kdim : {int64_t(kK), int64_t(4096)})
+        problems.emplace_back("FP8 weights, k " + std::to_string(kdim),
+                              make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f, 0.5f}, uint32_t(90 + kdim / 1024), kdim));
+    // (as BlockExactFp4GivesTheFp8KernelsBits)
+    Problem fp4 = make_fp4_problem(e4m3, every_e2m1_value(), {-11, -6, -2, 0}, 41);
+    fp4.block_exact = true;
+    const bool fp4_tall = cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp4, true, true) == tall;
+    EXPECT_EQ(fp4_tall, cuda::grouped_gemm_fp4_exact_tiled());
+    EXPECT_EQ(cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp4, true, false), 0) << "per-32 FP4 weights";
+    if (fp4_tall)
+        for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {
+            Problem p = make_fp4_problem(e4m3, every_e2m1_value(), {-11, -6, -2, 0}, uint32_t(41 + kdim / 1024), kdim);
+            p.block_exact = true;
+            problems.emplace_back("block-exact FP4 weights, k " + std::to_string(kdim), std::move(p));
+        }
+    for (const auto& [name, p] : problems) {
         cuda::DeviceBuffer block_major = block_major_scales(p);
         for (const bool tensor_copies : {true, false})
             for (const bool by_blocks : {false, true}) {
-                SCOPED_TRACE("k " + std::to_string(kdim) + (tensor_copies ? ", rows by tensor copies" : ", rows by cp.async") +
+                SCOPED_TRACE(name + (tensor_copies ? ", rows by tensor copies" : ", rows by cp.async") +
                              (by_blocks ? ", block-major scales" : ", row-major scales"));
                 const auto adjust = [&](cuda::GroupedGemmLaunch& g) {
                     if (!tensor_copies) g.a_rows = 0;
@@ -494,8 +512,7 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
             }
         for (const auto epilogue : {cuda::GemmEpilogue::SwiGlu, cuda::GemmEpilogue::Scatter}) {
             const bool swiglu = epilogue == cuda::GemmEpilogue::SwiGlu;
-            SCOPED_TRACE("k " + std::to_string(kdim) +
-                         (swiglu ? ", SwiGLU outputs in bf16" : ", scattered bf16 rows"));
+            SCOPED_TRACE(name + (swiglu ? ", SwiGLU outputs in bf16" : ", scattered bf16 rows"));
             const int64_t width = swiglu ? kN / 2 : kN;
             std::vector<uint16_t> stored[2];  // 128-row tiles', tall tiles'
             for (const int32_t tile_m : {0, tall}) {
@@ -515,8 +532,9 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
                     EXPECT_EQ(cuda::grouped_gemm_parked_swiglu_launches() - swiglus_before, swiglu && parks ? 1u : 0u);
                     EXPECT_EQ(cuda::grouped_gemm_parked_scatter_launches() - scatters_before,
                               !swiglu && parks ? 1u : 0u);
-                    // both in weight pairs from 4 KiB weight columns (k 4096), parked SwiGLU outputs too
-                    const ExpectedClusters c = expected_clusters(kdim, 1, true, false);
+                    // both in weight pairs from 4 KiB weight columns (k 4096), parked SwiGLU outputs too;
+                    // block-exact FP4 weights only where asked
+                    const ExpectedClusters c = expected_clusters(p.kdim, p.fp4 ? 0 : 1, true, false);
                     EXPECT_EQ(cuda::grouped_gemm_weight_pair_launches() - weight_pairs_before,
                               c.weight_pairs ? 1u : 0u);
                 }
@@ -527,11 +545,15 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
             EXPECT_EQ(stored[0], stored[1]);
             EXPECT_EQ(std::count(stored[0].begin(), stored[0].end(), uint16_t(0xFFFF)), 0) << "values never stored";
         }
+        if (p.fp4) continue;  // (the refusals once, of FP8 weights; per-32 FP4 weights' below)
         EXPECT_TRUE(refused(p, false, as_it_is)) << "tall tiles of bf16 activations";
         EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.k_splits = 2; })) << "tall tiles in two k splits";
         EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.few_rows = true; })) << "tall tiles in a few-row launch";
         EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.a_scale = nullptr; })) << "tall tiles without scales";
     }
+    Problem per_32 = fp4;
+    per_32.block_exact = false;
+    EXPECT_TRUE(refused(per_32, true, as_it_is)) << "tall tiles of per-32 FP4 weights";
 }
 
 // The decode hint changes how rows and features are spread over CTAs, never a row's arithmetic: the same

@@ -362,7 +362,7 @@ GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64
     } else {
         // Tall tiles where both GEMMs take them (the one list serves both)
         const auto tall_rows = [&](const cuda::DeviceMatrixSet& w) {
-            return cuda::grouped_gemm_tall_tile_rows(w.code, input_form(w, aq, fp8_tensor_cores).fp8);
+            return cuda::grouped_gemm_tall_tile_rows(w.code, input_form(w, aq, fp8_tensor_cores).fp8, w.fp4_block_exact);
         };
         const int tall = tall_rows(group.gate_up);
         if (tall > 0 && tall == tall_rows(group.down)) tile_m = tall;

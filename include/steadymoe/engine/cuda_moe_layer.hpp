@@ -97,7 +97,7 @@ public:
     // it takes the FP8 kernels' arithmetic) or "per-32" (DeepSeek-V4's sums per 32-wide group); "" where
     // its routed experts do not (not FP4, not on the tensor-core path or not meeting e4m3 activations); and
     // whether block-exact ones take the tiled kernel in other batches than decode ones
-    // (STEADYMOE_FP4_EXACT_TILED=1).
+    // (STEADYMOE_FP4_EXACT_TILED=1), and its tall tiles (STEADYMOE_TALL_TILES).
     std::string fp4_arithmetic() const;
     // Why the tensor-core path is not used ("" when it is).
     const std::string& portable_reason() const { return portable_reason_; }

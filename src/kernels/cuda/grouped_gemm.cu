@@ -162,9 +162,10 @@ cudaError_t launch_typed(const GroupedGemmLaunch& g) {
 
 int grouped_gemm_tile_rows() { return hopper_gemm_available() ? kHopperTileRows : kRows; }
 
-int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8) {
+int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8, bool fp4_block_exact) {
     static const bool off = env_equals("STEADYMOE_TALL_TILES", "0");
-    return !off && code == WeightCode::Fp8 && a_fp8 && grouped_gemm_takes_fp8_activations(code) ? kHopperTallTileRows : 0;
+    const bool tiled = code == WeightCode::Fp8 || (code == WeightCode::Fp4 && fp4_block_exact && grouped_gemm_fp4_exact_tiled());
+    return !off && tiled && a_fp8 && grouped_gemm_takes_fp8_activations(code) ? kHopperTallTileRows : 0;
 }
 
 int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts) {
@@ -230,7 +231,7 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.max_tiles == 0 || g.n == 0) return cudaSuccess;
     // Tiles no taller than the GPU's, or tall ones where the launch may take them; an identity launch's are
     // identity_tile_rows tall.
-    const bool tall_allowed = g.tile_m == grouped_gemm_tall_tile_rows(g.code, g.a_fp8 != nullptr) && g.a_scale &&
+    const bool tall_allowed = g.tile_m == grouped_gemm_tall_tile_rows(g.code, g.a_fp8 != nullptr, g.fp4_block_exact) && g.a_scale &&
                               !g.few_rows && g.k_splits == 1 && g.identity_rows == 0;
     if (g.tile_m < 0 || (g.tile_m > grouped_gemm_tile_rows() && !tall_allowed) ||
         (g.identity_rows > 0 && g.tile_m != 0 && g.tile_m != g.identity_tile_rows))

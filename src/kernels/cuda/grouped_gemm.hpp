@@ -59,18 +59,19 @@ enum class WeightCode : int {
 // CTA of its decode kernel (8 to 32), so that the launch's grid holds no CTA for rows a tile cannot have;
 // else grouped_gemm_tile_rows(). Any height up to that gives the same bits.
 int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts);
-// Rows per tile where launches outside decode batches of weights `code` meeting e4m3 activations (a_fp8) may
-// take tall tiles, or 0: 192 for FP8 weights on a Hopper, where three-warpgroup CTAs multiply them
-// (grouped_gemm_sm90_cta.cuh; the same bits: a row's MMAs and folds do not depend on its tile), unless
-// STEADYMOE_TALL_TILES=0. A launch of such tiles (tile_m) takes no k split. On an H100 deepseek-v3's routed
-// experts took 2.4-3.1% less time so at 16384 tokens (shared expert after) and 9.9% less at 4096,
-// deepseek-v4-flash's FP8 experts as much as on 128-row tiles (bench/results/2026-12-06-cuda-tall-tiles.md)
+// Rows per tile where launches outside decode batches of weights `code` (block-exact FP4 where
+// fp4_block_exact) meeting e4m3 activations (a_fp8) may take tall tiles, or 0: 192 for FP8 weights and for
+// block-exact FP4 ones on the tiled kernel (grouped_gemm_fp4_exact_tiled) on a Hopper, where three-warpgroup
+// CTAs multiply them (grouped_gemm_sm90_cta.cuh; the same bits: a row's MMAs and folds do not depend on its
+// tile), unless STEADYMOE_TALL_TILES=0. A launch of such tiles (tile_m) takes no k split. On an H100
+// deepseek-v3's routed experts took 2.4-3.1% less time so at 16384 tokens (shared expert after) and 9.9% less
+// at 4096, deepseek-v4-flash's FP8 experts as much as on 128-row tiles (bench/results/2026-12-06-cuda-tall-tiles.md)
 // while their gate/ups parked f32 results, and 13.6% less than so once they parked their SwiGLU outputs
-// (bench/results/2026-12-06-cuda-tall-swiglu.md). Block-exact FP4 weights take none: on three-warpgroup CTAs,
-// two warpgroups converting each block, block-exact deepseek-v4-flash's routed experts took 43% more time
-// than on 128-row tiles (those kernels spilled 120-148 bytes a thread, in the conversion, where the FP8 ones
-// spill 0-8; the same results file).
-int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8);
+// (bench/results/2026-12-06-cuda-tall-swiglu.md). Block-exact FP4 weights: two of the epilogue warps convert
+// each block (grouped_gemm_sm90.cu); where two consumer warpgroups converted them, block-exact
+// deepseek-v4-flash's routed experts took 43% more time than on 128-row tiles (those kernels spilled 120-148
+// bytes a thread, in the conversion; the same results file).
+int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8, bool fp4_block_exact = false);
 
 enum class GemmEpilogue : int {
     Store = 0,    // out[row][n] = c (f32, row stride ldo)

@@ -98,7 +98,8 @@ using namespace sm90;
 // kParked (persistent only): parked epilogues (grouped_gemm_sm90_cta.cuh). At an item's end the consumers park
 // its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
 // longer wait for every epilogue.
-// kWG 3 (tall tiles: e4m3 rows meeting FP8 weights in 192-row tiles; grouped_gemm_tall_tile_rows): three
+// kWG 3 (tall tiles: e4m3 rows meeting FP8 or block-exact FP4 weights in 192-row tiles;
+// grouped_gemm_tall_tile_rows): three
 // consumer warpgroups, persistent with parked epilogues only. The producer warp and the epilogue warps make
 // a fourth warpgroup that gives registers up for the consumers (setmaxnreg: 128 a thread at launch, 144 for
 // the consumers and 80 for the others after), in a branch of its own so that ptxas honours it. In the loop
@@ -114,18 +115,26 @@ using namespace sm90;
 // one m64n256 MMA a k step over two n-tiles' weight tiles.
 // Block-exact FP4 weights meeting e4m3 activations in batches other than decode ones (kConverts:
 // hopper_fp4_exact_tiled): the FP8 path's MMAs and folds on each stage's block converted to FP8 weights'
-// tiles by the consumers.
+// tiles, by the consumers of 128-row tiles and by two of the epilogue warps of tall ones (the third drains
+// every parked item), which hand each converted tile over through a barrier of its own. Where two of the three
+// consumer warpgroups converted, the tall kernels spilled and took 43% more time than 128-row tiles
+// (bench/results/2026-12-06-cuda-tall-swiglu.md).
 template <int kWG, bool kParked>
 constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps : 0);
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// A consumer thread's share of converting a stage's block-exact FP4 block (fp4_exact_tiles.hpp) into a spare
-// tile, and the block's two weight scales where the fold reads them, as FP8 weights' stages hold them.
-template <class L>
-__device__ __forceinline__ void convert_stage(char* stage, char* tile) {
-    static_assert(Cta<2>::kConsumers == fp4_tiles::kConvertThreads);
-    fp4_tiles::convert_row(reinterpret_cast<const uint8_t*>(stage + L::kSub * L::kA), reinterpret_cast<uint8_t*>(tile),
-                           reinterpret_cast<float*>(stage + L::kScales) + kFragmentScaleAt<Cta<2>::kRows>, int(threadIdx.x));
+// Thread t's share, of kThreads converting, of a stage's block-exact FP4 block (fp4_exact_tiles.hpp: a
+// thread's share is rows of a half and sub-tile) converted into a spare tile, and the block's two weight
+// scales where the fold reads them, as FP8 weights' stages hold them (CTAs of kRows rows). The two
+// consumer warpgroups of 128-row tiles convert, a row each; on tall tiles two of the epilogue warps, four
+// rows each (the consumers' registers held the conversion's values only by spilling).
+template <class L, int kRows, int kThreads>
+__device__ __forceinline__ void convert_stage(char* stage, char* tile, int t) {
+    static_assert(fp4_tiles::kConvertThreads % kThreads == 0);
+#pragma unroll 1  // (the epilogue warps' 80 registers hold one row's values, not four)
+    for (int i = 0; i < fp4_tiles::kConvertThreads / kThreads; ++i)
+        fp4_tiles::convert_row(reinterpret_cast<const uint8_t*>(stage + L::kSub * L::kA), reinterpret_cast<uint8_t*>(tile),
+                               reinterpret_cast<float*>(stage + L::kScales) + kFragmentScaleAt<kRows>, t + i * kThreads);
 }
 #endif
 
@@ -138,7 +147,10 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!kFp8A || (kCode != WeightCode::Bf16 && kScaled));
     constexpr bool kConvert = kConverts<kCode, kFp8A>;  // block-exact FP4 weights, converted per stage
-    static_assert(!kConvert || kWG == 2, "a stage's block is converted by a thread per row of each half and sub-tile");
+    // Tall tiles' blocks are converted by kConvertWarps of the epilogue warps (convert_stage), the others'
+    // by the consumers; the epilogue warps left drain the parked items.
+    constexpr bool kWarpsConvert = kConvert && kWG == 3;
+    constexpr int kDrainWarps = kWarpsConvert ? 1 : kEpilogueWarps, kConvertWarps = kEpilogueWarps - kDrainWarps;
     static_assert(!kPersistent || kWG >= 2);
     static_assert(!kParked || kPersistent);
     static_assert(!kWide || (kCode == WeightCode::Bf16 && !kScaled && !kFp8A && kWG == 2 && kPersistent && !kParked),
@@ -147,9 +159,9 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     static_assert(
         !kWeightPair || (kPersistent && kSharedWeightStages<kCode, kScaled, kFp8A, kWide> && !kQuad),
         "weight pairs: persistent, weights in one run or two converted halves");
-    static_assert(kWG < 3 || (kCode == WeightCode::Fp8 && kFp8A && kParked && !kQuad),
-                  "three-warpgroup CTAs: e4m3 rows meeting FP8 weights, parked epilogues (their warps fill the fourth "
-                  "warpgroup)");
+    static_assert(kWG < 3 || ((kCode == WeightCode::Fp8 || kConvert) && kFp8A && kParked && !kQuad),
+                  "three-warpgroup CTAs: e4m3 rows meeting FP8 or block-exact FP4 weights, parked epilogues (their warps "
+                  "fill the fourth warpgroup)");
     constexpr bool kTilePairs = kQuad || kWeightPair;  // a cluster takes two row tiles of an item
     static_assert(kForm == ParkedForm::F32Results || kParked, "parked scatters and SwiGLU outputs are parked epilogues");
     constexpr bool kParkBf16 = kForm == ParkedForm::ScatterBf16, kParkSwiGlu = kForm == ParkedForm::SwiGluBf16;
@@ -206,12 +218,14 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     constexpr int kStageBytes = L::kBytes;
     constexpr int kS = kParked ? kParkedStages<kCode, kFp8A, kForm, kWG> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
-    static_assert(kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
+    static_assert(kPersistent || kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
     // Two bf16 tiles (converted: e4m3 ones): one may still be read by the previous MMAs.
     char* widened = smem + kS * kStageBytes;
     float* parked_block = reinterpret_cast<float*>(widened + (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0));
     uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytesOf<kForm, kRows> : 0));
     uint64_t* empty = full + kS;
+    // (kWarpsConvert) a barrier a spare tile: its block is converted, for the consumers
+    uint64_t* converted_bars = empty + kS;
     // Parked epilogues hand each item over through two named barriers that every consumer and epilogue
     // thread meets: the consumers arrive at kParkedBarrier once they have parked an item's results, where
     // the epilogue warps wait; the epilogue warps wait at kDrainedBarrier once done with them (all but the
@@ -221,13 +235,15 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // the consumers waiting at kParkedBarrier too, it reported 95% fewer, not none, and qwen3's down GEMM
     // took 2-3% more time: not kept (bench/results/2026-12-05-cuda-route-and-permute.md). Id 1 is the
     // consumers' own barrier.
-    constexpr int kParkedBarrier = 2, kDrainedBarrier = 3, kHandOffThreads = kConsumers + 32 * kEpilogueWarps;
+    constexpr int kParkedBarrier = 2, kDrainedBarrier = 3, kHandOffThreads = kConsumers + 32 * kDrainWarps;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < kS; ++s) {
             barrier::init(&full[s], kFullArrivals);
             barrier::init(&empty[s], kConsumerWarps * units);
         }
+        if constexpr (kWarpsConvert)
+            for (int b = 0; b < 2; ++b) barrier::init(&converted_bars[b], 32 * kConvertWarps);
         barrier::fence_init();
     }
     if constexpr (kPersistent) {
@@ -255,7 +271,8 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     const int warp_id = __shfl_sync(0xffffffffu, int(threadIdx.x) / 32, 0);
     // Stages are counted across items (c): stage s = c % kS, in phase c / kS of its barriers (kept as
     // the stage and the phase's parity: the loops stay free of divisions).
-    const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty);
+    const uint32_t full_at = barrier::shared_address(full), empty_at = barrier::shared_address(empty),
+                   converted_at = barrier::shared_address(converted_bars);
     if (warp_id >= kConsumerWarps) {  // the producer warp, then (parked) the epilogue warps
         // (one branch for the warps that give registers up: ptxas keeps the count at entry for code that
         // warps giving them up might reach)
@@ -264,15 +281,50 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             // an epilogue warp: each item's, in turn, once its results are parked
             if (warp_id > kConsumerWarps) {
                 const int e = warp_id - kConsumerWarps - 1;
+                if constexpr (kWarpsConvert) {
+                    if (e >= kDrainWarps) {
+                        // a converting warp: every block of every item, in the producer's order, into spare tile
+                        // c % 2 (c counts blocks) once its copy has landed and the consumers' MMAs of block c - 2,
+                        // which read that tile, are done (they release its stage then: its empty barrier's phase);
+                        // each thread then arrives at the tile's converted barrier
+                        static_assert(kS >= 2);
+                        const int t_conv = (e - kDrainWarps) * 32 + lane;
+                        int s = 0, s_before = kS - 2, spare = 0, c = 0;  // block c's stage, block c - 2's, c's tile
+                        uint32_t parity = 0, parity_before = 1;  // their barriers' phases' parities (block -2: round -1)
+                        for (int w = first; w < items; w += step) {
+                            const Tile t = w == first ? t0 : item_tile(w);
+                            for (int kt = 0; kt < t.ktiles / L::kSub; ++kt, ++c) {
+                                barrier::wait(full_at + 8 * s, parity);
+                                if (c >= 2) barrier::wait(empty_at + 8 * s_before, parity_before);
+                                convert_stage<L, kRows, 32 * kConvertWarps>(smem + s * kStageBytes,
+                                                                            widened + spare * kBTileBytes, t_conv);
+                                fence_async_shared();  // the converted tile, for the MMAs' (async) proxy
+                                barrier::arrive(converted_at + 8 * spare);
+                                spare ^= 1;
+                                if (++s == kS) s = 0, parity ^= 1;
+                                if (++s_before == kS) s_before = 0, parity_before ^= 1;
+                            }
+                        }
+                        if (rank >= 0) barrier::cluster_sync();  // see the consumers' end
+                        return;
+                    }
+                }
+                // (where other warps convert, the one epilogue warp drains every part of each item)
+                const auto drain = [&](const Tile& t, int part) {
+                    if constexpr (kParkBf16)
+                        drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), part, lane);
+                    else if constexpr (kParkSwiGlu)
+                        drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), part, lane);
+                    else
+                        drain_parked<kRows>(g, t, parked_block, part, lane);
+                };
                 for (int w = first; w < items; w += step) {
                     const Tile t = w == first ? t0 : item_tile(w);
                     barrier::sync_threads(kParkedBarrier, kHandOffThreads);
-                    if constexpr (kParkBf16)
-                        drain_parked_scatter(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
-                    else if constexpr (kParkSwiGlu)
-                        drain_parked_swiglu(g, t, reinterpret_cast<const uint16_t*>(parked_block), e, lane);
+                    if constexpr (kWarpsConvert)
+                        for (int part = 0; part < kEpilogueWarps; ++part) drain(t, part);
                     else
-                        drain_parked<kRows>(g, t, parked_block, e, lane);
+                        drain(t, e);
                     __syncwarp();
                     if (w + step < items) barrier::sync_threads(kDrainedBarrier, kHandOffThreads);
                 }
@@ -352,6 +404,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     int s = 0, last = kS - 1;  // this stage and the one before
     uint32_t parity = 0;
     int spare = 0;        // converted: the spare tile that this stage's block takes (they alternate, across items too)
+    uint32_t spare_parity = 0;  // kWarpsConvert: the phase's parity of the spare's converted barrier
     bool converted = false;  // converted: whether this thread converted its rows of this stage's block already
     Tile t = t0;
     for (int w = first; w < items; w += step) {
@@ -395,12 +448,18 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 fence_async_shared();
                 barrier::sync_threads(1, kConsumers);
             }
-            if constexpr (kConvert) {
+            if constexpr (kWarpsConvert) {
+                // The converting warps' block (every consumer waits, live or not: the stage goes back to the
+                // producer only once they are done with it)
+                barrier::wait(converted_at + 8 * spare, spare_parity);
+                desc_b = smem_descriptor<512>(widened + spare * kBTileBytes);
+            } else if constexpr (kConvert) {
                 // A block is converted while the MMAs of the block before it run (below) where its copy has
                 // landed by then, else here (an item's first always). Past this barrier every thread's rows of it
                 // are in its spare tile, and both warpgroups are past the MMAs of the block before (which read
                 // the other spare tile).
-                if (kt == 0 || !converted) convert_stage<L>(smem + s * kStageBytes, widened + spare * kBTileBytes);
+                if (kt == 0 || !converted)
+                    convert_stage<L, kRows, kConsumers>(smem + s * kStageBytes, widened + spare * kBTileBytes, int(threadIdx.x));
                 fence_async_shared();  // the converted tile, for the MMAs' (async) proxy
                 barrier::sync_threads(1, kConsumers);
                 desc_b = smem_descriptor<512>(widened + spare * kBTileBytes);
@@ -420,13 +479,17 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                     wgmma_commit();
                 }
             }
-            if constexpr (kConvert) {
+            if constexpr (kWarpsConvert) {
+                spare ^= 1;
+                if (spare == 0) spare_parity ^= 1;
+            } else if constexpr (kConvert) {
                 // The next block, into the other spare tile, while this one's MMAs run — if its copy has landed:
                 // waiting for it would hold this block's fold and its stage's release.
                 spare ^= 1;
                 const int next = s + 1 == kS ? 0 : s + 1;
                 converted = kt + 1 < ktiles && barrier::completed(full_at + 8 * next, next == 0 ? parity ^ 1 : parity);
-                if (converted) convert_stage<L>(smem + next * kStageBytes, widened + spare * kBTileBytes);
+                if (converted)
+                    convert_stage<L, kRows, kConsumers>(smem + next * kStageBytes, widened + spare * kBTileBytes, int(threadIdx.x));
             }
             if constexpr (kScaled) {
                 if (L::kSub == 2 || (kt & 1)) {  // the end of a 128-wide block: fold its partial sums with their scales
@@ -538,6 +601,7 @@ template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = fals
 constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
                            (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytesOf<kForm, Cta<kWG>::kRows> : 0) +
                            2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * int(sizeof(uint64_t)) +
+                           (kConverts<kCode, kFp8A> && kWG == 3 ? 2 * int(sizeof(uint64_t)) : 0) +  // converted barriers
                            1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 
@@ -827,7 +891,7 @@ template <WeightCode kCode, bool kScaled, bool kFp8A = false>
 cudaError_t launch_tiled(const GroupedGemmLaunch& g) {
     // tall tiles (launch_grouped_gemm checked that the launch may take them)
     if (g.tile_m > kHopperTileRows) {
-        if constexpr (kCode == WeightCode::Fp8 && kFp8A) {
+        if constexpr ((kCode == WeightCode::Fp8 || kConverts<kCode, kFp8A>) && kFp8A) {
             if (parked_swiglu(g)) return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true, false, ParkedForm::SwiGluBf16>(g);
             if (parked_scatter(g)) return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true, false, ParkedForm::ScatterBf16>(g);
             return launch_typed<kCode, kScaled, kFp8A, 3, 1, true, true>(g);

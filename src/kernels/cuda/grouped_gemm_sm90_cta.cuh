@@ -129,10 +129,14 @@ static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16> == kS
               kParkedStages<WeightCode::Bf16, false, ParkedForm::SwiGluBf16> == kStages<WeightCode::Bf16, false, 2, 1> &&
               kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16> == kStages<WeightCode::Fp4, true, 2, 1>,
               "parked SwiGLU outputs leave every stage");
-// Tall tiles: three stages beside parked f32 results, four beside parked scatters or SwiGLU outputs.
+// Tall tiles: three stages beside parked f32 results, four beside parked scatters or SwiGLU outputs; of
+// block-exact FP4 weights (whose two spare tiles take 32 KB) two beside f32 results, four beside the others.
 static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::F32Results, 3> == 3 &&
               kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16, 3> == 4 &&
               kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16, 3> == 4);
+static_assert(kParkedStages<WeightCode::Fp4, true, ParkedForm::F32Results, 3> == 2 &&
+              kParkedStages<WeightCode::Fp4, true, ParkedForm::ScatterBf16, 3> == 4 &&
+              kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16, 3> == 4);
 
 
 // What a CTA of a cluster copies for the others (persistent CTAs; see grouped_gemm_sm90.cu): half of each
