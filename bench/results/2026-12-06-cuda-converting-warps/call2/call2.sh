@@ -3,7 +3,8 @@
 # grouped GEMM suite whole (its tall-tile test now covers block-exact FP4 at k 1024 and 4096), the tall-tile
 # test in weight pairs (STEADYMOE_WEIGHT_PAIRS=1), the tensor-core and layer suites, memcheck on the tall-tile
 # test; then block-exact deepseek-v4-flash fp4 at 16384 tokens (shared expert after), tall against
-# STEADYMOE_TALL_TILES=0 (128-row tiles, the consumers converting), alternating; at 4096; and as served.
+# STEADYMOE_TALL_TILES=0 (128-row tiles, the consumers converting), alternating; tall in weight pairs
+# (STEADYMOE_WEIGHT_PAIRS=1); at 4096; and as served.
 set -u
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1
 start=$SECONDS
@@ -31,6 +32,7 @@ bench_run v4x "$A" $v4
 bench_run v4x-128 "$A $O" $v4
 bench_run v4x-2 "$A" $v4
 bench_run v4x-128-2 "$A $O" $v4
+bench_run v4x-pairs "$A STEADYMOE_WEIGHT_PAIRS=1" $v4
 bench_run v4x-4096 "$A" $v4s
 bench_run v4x-4096-128 "$A $O" $v4s
 bench_run v4x-served STEADYMOE_FP4_BLOCK_EXACT=1 $v4
