@@ -219,9 +219,11 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     constexpr int kStageBytes = L::kBytes;
     constexpr int kS = kParked ? kParkedStages<kCode, kFp8A, kForm, kWG> : kStages<kCode, kFp8A, kWG, kPerSm, kWide>;
     static_assert(kPersistent || kConsumerWarps * 16 * kParkLd * 4 <= kS * kStageBytes, "one-item CTAs' epilogue block fits in the stages");
-    // Two bf16 tiles (converted: e4m3 ones): one may still be read by the previous MMAs.
+    // Spare tiles, bf16 (converted: e4m3): two, one may still be read by the previous MMAs; tall tiles'
+    // converted blocks kSpareTileCount.
     char* widened = smem + kS * kStageBytes;
-    float* parked_block = reinterpret_cast<float*>(widened + (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0));
+    constexpr int kSpares = kSpareTileCount<kCode, kFp8A, kForm, kWG>;
+    float* parked_block = reinterpret_cast<float*>(widened + kSpares * kBTileBytes);
     uint64_t* full = reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(parked_block) + (kParked ? kParkBytesOf<kForm, kRows> : 0));
     uint64_t* empty = full + kS;
     // (kWarpsConvert) a barrier a spare tile: its block is converted, for the consumers
@@ -243,7 +245,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
             barrier::init(&empty[s], kConsumerWarps * units);
         }
         if constexpr (kWarpsConvert)
-            for (int b = 0; b < 2; ++b) barrier::init(&converted_bars[b], 32 * kConvertWarps);
+            for (int b = 0; b < kSpares; ++b) barrier::init(&converted_bars[b], 32 * kConvertWarps);
         barrier::fence_init();
     }
     if constexpr (kPersistent) {
@@ -284,23 +286,27 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 if constexpr (kWarpsConvert) {
                     if (e >= kDrainWarps) {
                         // a converting warp: every block of every item, in the producer's order, into spare tile
-                        // c % 2 (c counts blocks) once its copy has landed and the consumers' MMAs of block c - 2,
-                        // which read that tile, are done (they release its stage then: its empty barrier's phase);
-                        // each thread then arrives at the tile's converted barrier
-                        static_assert(kS >= 2);
+                        // c % kSpares (c counts blocks) once its copy has landed and the consumers' MMAs of block
+                        // c - kSpares, which read that tile, are done (they release its stage then: its empty
+                        // barrier's phase); each thread then arrives at the tile's converted barrier. (A stage's
+                        // empty barrier reaches that phase's successor only once block c - kSpares + kS is
+                        // converted: with kSpares <= kS never before this wait.)
+                        static_assert(kSpares >= 2 && kSpares <= kS);
                         const int t_conv = (e - kDrainWarps) * 32 + lane;
-                        int s = 0, s_before = kS - 2, spare = 0, c = 0;  // block c's stage, block c - 2's, c's tile
-                        uint32_t parity = 0, parity_before = 1;  // their barriers' phases' parities (block -2: round -1)
+                        // block c's stage and tile, block c - kSpares's stage; the stages' phases' parities
+                        // (block -kSpares: round -1)
+                        int s = 0, s_before = kS - kSpares, spare = 0, c = 0;
+                        uint32_t parity = 0, parity_before = 1;
                         for (int w = first; w < items; w += step) {
                             const Tile t = w == first ? t0 : item_tile(w);
                             for (int kt = 0; kt < t.ktiles / L::kSub; ++kt, ++c) {
                                 barrier::wait(full_at + 8 * s, parity);
-                                if (c >= 2) barrier::wait(empty_at + 8 * s_before, parity_before);
+                                if (c >= kSpares) barrier::wait(empty_at + 8 * s_before, parity_before);
                                 convert_stage<L, kRows, 32 * kConvertWarps>(smem + s * kStageBytes,
                                                                             widened + spare * kBTileBytes, t_conv);
                                 fence_async_shared();  // the converted tile, for the MMAs' (async) proxy
                                 barrier::arrive(converted_at + 8 * spare);
-                                spare ^= 1;
+                                if (++spare == kSpares) spare = 0;
                                 if (++s == kS) s = 0, parity ^= 1;
                                 if (++s_before == kS) s_before = 0, parity_before ^= 1;
                             }
@@ -480,8 +486,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
                 }
             }
             if constexpr (kWarpsConvert) {
-                spare ^= 1;
-                if (spare == 0) spare_parity ^= 1;
+                if (++spare == kSpares) spare = 0, spare_parity ^= 1;
             } else if constexpr (kConvert) {
                 // The next block, into the other spare tile, while this one's MMAs run — if its copy has landed:
                 // waiting for it would hold this block's fold and its stage's release.
@@ -599,9 +604,9 @@ constexpr int kSmemStages = kParked ? kParkedStages<kCode, kFp8A, kForm, kWG> : 
 template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = false, bool kWide = false,
           ParkedForm kForm = ParkedForm::F32Results>
 constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
-                           (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) + (kParked ? kParkBytesOf<kForm, Cta<kWG>::kRows> : 0) +
+                           kSpareTileCount<kCode, kFp8A, kForm, kWG> * kBTileBytes + (kParked ? kParkBytesOf<kForm, Cta<kWG>::kRows> : 0) +
                            2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * int(sizeof(uint64_t)) +
-                           (kConverts<kCode, kFp8A> && kWG == 3 ? 2 * int(sizeof(uint64_t)) : 0) +  // converted barriers
+                           (kConverts<kCode, kFp8A> && kWG == 3 ? kSpareTileCount<kCode, kFp8A, kForm, kWG> * int(sizeof(uint64_t)) : 0) +  // converted barriers
                            1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 

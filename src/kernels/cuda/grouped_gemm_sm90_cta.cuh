@@ -117,9 +117,17 @@ constexpr int kParkBytesOf = kRows * (kForm == ParkedForm::ScatterBf16  ? kParkL
                                                                         : kParkLd * 4);
 constexpr int kEpilogueWarps = 3;
 constexpr int kSmemPerCta = 227 * 1024;  // the most shared memory a Hopper CTA may have
+// Spare tiles: two (one may still be read by the MMAs before); three for tall tiles' converted FP4 blocks
+// beside parked scatters or SwiGLU outputs, which two epilogue warps convert up to two blocks ahead of the
+// consumers' MMAs (grouped_gemm_sm90.cu): with two, one ahead, the three consumer warpgroups, a third of a
+// block apart, left the converting warps a third of a block's time.
+template <WeightCode kCode, bool kFp8A, ParkedForm kForm = ParkedForm::F32Results, int kWG = 2>
+constexpr int kSpareTileCount = !kSpareTiles<kCode, kFp8A>                                        ? 0
+                                : kConverts<kCode, kFp8A> && kWG == 3 && kForm != ParkedForm::F32Results ? 3
+                                                                                                         : 2;
 template <WeightCode kCode, bool kFp8A, ParkedForm kForm = ParkedForm::F32Results, int kWG = 2>
 constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>, (kSmemPerCta - kParkBytesOf<kForm, Cta<kWG>::kRows> -
-                                                                     (kSpareTiles<kCode, kFp8A> ? 2 * kBTileBytes : 0) - 2 * 1024) /
+                                                                     kSpareTileCount<kCode, kFp8A, kForm, kWG> * kBTileBytes - 2 * 1024) /
                                                                         StageLayout<kCode, kFp8A, kWG>::kBytes);
 static_assert(kParkedStages<WeightCode::Fp8, true> == 4 && kParkedStages<WeightCode::Bf16, false> == 4);
 static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16> == 5 &&
@@ -130,12 +138,13 @@ static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16> == kS
               kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16> == kStages<WeightCode::Fp4, true, 2, 1>,
               "parked SwiGLU outputs leave every stage");
 // Tall tiles: three stages beside parked f32 results, four beside parked scatters or SwiGLU outputs; of
-// block-exact FP4 weights (whose two spare tiles take 32 KB) two beside f32 results, four beside the others.
+// block-exact FP4 weights (16 KB a spare tile) two beside f32 results and two spare tiles, three beside
+// parked scatters and three, four beside parked SwiGLU outputs and three.
 static_assert(kParkedStages<WeightCode::Fp8, true, ParkedForm::F32Results, 3> == 3 &&
               kParkedStages<WeightCode::Fp8, true, ParkedForm::ScatterBf16, 3> == 4 &&
               kParkedStages<WeightCode::Fp8, true, ParkedForm::SwiGluBf16, 3> == 4);
 static_assert(kParkedStages<WeightCode::Fp4, true, ParkedForm::F32Results, 3> == 2 &&
-              kParkedStages<WeightCode::Fp4, true, ParkedForm::ScatterBf16, 3> == 4 &&
+              kParkedStages<WeightCode::Fp4, true, ParkedForm::ScatterBf16, 3> == 3 &&
               kParkedStages<WeightCode::Fp4, true, ParkedForm::SwiGluBf16, 3> == 4);
 
 
