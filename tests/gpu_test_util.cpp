@@ -93,7 +93,7 @@ std::string block_exact_fp4_arithmetic() {
                tall = tiled && cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp4, true, true) == 192;
     return std::string("gate/up block-exact, down block-exact") +
            (tiled ? "; block-exact ones on the tiled kernel in other batches than decode ones" : "") +
-           (tall ? ", in 192-row tiles on three-warpgroup CTAs" : "");
+           (tall ? ", in 192-row tiles on three-warpgroup CTAs where experts average more than 128 rows" : "");
 }
 
 void expect_same_routing_bits(const MoeOutput& a, const MoeOutput& b) {

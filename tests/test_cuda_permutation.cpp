@@ -173,3 +173,38 @@ TEST(TileBound, IsTheMostTilesRowsCanFillOverExperts) {
     EXPECT_EQ(tc::tile_bound(1536, 256, 8), 256 + (1536 - 256) / 8);  // deepseek-v4 at 256 tokens: 256 experts hit, 1280 rows more
     EXPECT_EQ(tc::tile_bound(6, 256, 8), 6);                           // one token: six experts, a row each
 }
+
+// The layer's row tiles outside decode batches: tall ones for FP8 weights meeting e4m3 activations from just past
+// a decode batch, for block-exact FP4 ones only where the experts average more rows than a 128-row tile holds
+// (their two converting warps were slower where an expert's rows fit one such tile: group_tiles); 128-row tiles
+// for per-32 FP4 weights. Without tall tiles (no Hopper GPU, or STEADYMOE_TALL_TILES=0), 128-row tiles
+// throughout. Host logic, asked of the GPU's kernels.
+TEST(GroupTiles, BlockExactFp4TakesTallTilesOnlyWhereExpertsAverageMoreThanATile) {
+    SMOE_SKIP_WITHOUT_GPU();
+    constexpr int64_t kExperts = 256;
+    const auto group_of = [](cuda::WeightCode code, bool block_exact) {
+        cuda::DeviceExpertGroup group;
+        for (cuda::DeviceMatrixSet* w : {&group.gate_up, &group.down}) {
+            w->code = code, w->quantized = true;
+            w->fp4_e4m3_order = code == cuda::WeightCode::Fp4, w->fp4_block_exact = block_exact;
+        }
+        return group;
+    };
+    const cuda::DeviceExpertGroup fp8 = group_of(cuda::WeightCode::Fp8, false),
+                                  exact = group_of(cuda::WeightCode::Fp4, true),
+                                  per_32 = group_of(cuda::WeightCode::Fp4, false);
+    const int32_t tile = cuda::grouped_gemm_tile_rows();
+    const int32_t tall = cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp8, true);
+    const int32_t exact_tall = cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp4, true, true);
+    std::printf("row tiles: %d, tall %d (FP8), %d (block-exact FP4)\n", tile, tall, exact_tall);
+    const auto tile_m = [&](const cuda::DeviceExpertGroup& g, int64_t rows) {
+        return tc::group_tiles(g, rows, kExperts, ActivationQuant::Fp8Pow2, true).tile_m;
+    };
+    const int64_t first_past_decode = 32 * kExperts + 1, a_tile_each = int64_t(tile) * kExperts;
+    EXPECT_EQ(tile_m(fp8, first_past_decode), tall > 0 ? tall : tile);
+    EXPECT_EQ(tile_m(exact, first_past_decode), tile);
+    EXPECT_EQ(tile_m(exact, a_tile_each), tile) << "an average expert's rows fill one 128-row tile";
+    EXPECT_EQ(tile_m(exact, a_tile_each + 1), exact_tall > 0 ? exact_tall : tile);
+    EXPECT_EQ(tile_m(exact, 16384 * 6), exact_tall > 0 ? exact_tall : tile) << "deepseek-v4-flash at 16384 tokens";
+    EXPECT_EQ(tile_m(per_32, 16384 * 6), tile) << "per-32 FP4 weights take no tall tiles";
+}

@@ -365,7 +365,17 @@ GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64
             return cuda::grouped_gemm_tall_tile_rows(w.code, input_form(w, aq, fp8_tensor_cores).fp8, w.fp4_block_exact);
         };
         const int tall = tall_rows(group.gate_up);
-        if (tall > 0 && tall == tall_rows(group.down)) tile_m = tall;
+        // Block-exact FP4 weights only where the average expert has more rows than the GPU's tile holds: two
+        // epilogue warps convert each tall tile's blocks (grouped_gemm_sm90.cu), and where an expert's rows fit
+        // one 128-row tile either way, tall tiles were slower. Block-exact deepseek-v4-flash's routed experts on
+        // an H100, tall against 128-row tiles (shared expert after): at 4096 tokens (96 rows an expert) 21-22%
+        // more time, at 6144 (144) 18% less, at 8192 (192) 3% more, at 16384 (384) 3% less
+        // (bench/results/2026-12-06-cuda-converting-warps.md).
+        const auto block_exact_fp4 = [](const cuda::DeviceMatrixSet& w) {
+            return w.code == cuda::WeightCode::Fp4 && w.fp4_block_exact;
+        };
+        const bool converted = block_exact_fp4(group.gate_up) || block_exact_fp4(group.down);
+        if (tall > 0 && tall == tall_rows(group.down) && (!converted || rows > int64_t(tile_m) * experts)) tile_m = tall;
     }
     return {tile_m, launch_tile_bound(rows, experts, tile_m), tile_bound(rows, experts, cuda::kMinTileRows)};
 }

@@ -107,10 +107,14 @@ std::string CudaMoeLayer::fp4_arithmetic() const {
     if (!routed.gate_up.fp4_e4m3_order) return "";
     const auto name = [](const cuda::DeviceMatrixSet& w) { return w.fp4_block_exact ? "block-exact" : "per-32"; };
     const bool tiled = routed.gate_up.fp4_block_exact && cuda::grouped_gemm_fp4_exact_tiled();
-    const int tall = cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp4, true, true);
+    // (tall tiles only where both GEMMs take them: the layer's one tile list serves both)
+    const int tall = routed.down.fp4_block_exact ? cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp4, true, true) : 0;
     return fmt::format("gate/up {}, down {}{}{}", name(routed.gate_up), name(routed.down),
                        tiled ? "; block-exact ones on the tiled kernel in other batches than decode ones" : "",
-                       tiled && tall > 0 ? fmt::format(", in {}-row tiles on three-warpgroup CTAs", tall) : "");
+                       tiled && tall > 0 ? fmt::format(", in {}-row tiles on three-warpgroup CTAs where experts average more "
+                                                       "than {} rows",
+                                                       tall, cuda::grouped_gemm_tile_rows())
+                                         : "");
 }
 
 CudaMoeLayer::CudaMoeLayer(const MoeLayer& layer, CudaPath path, Fp8Products fp8)

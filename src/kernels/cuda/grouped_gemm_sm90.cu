@@ -149,6 +149,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     constexpr bool kConvert = kConverts<kCode, kFp8A>;  // block-exact FP4 weights, converted per stage
     // Tall tiles' blocks are converted by kConvertWarps of the epilogue warps (convert_stage), the others'
     // by the consumers; the epilogue warps left drain the parked items.
+    static_assert(!kConvert || kWG >= 2, "a block is converted by a thread per row of each half and sub-tile, or four");
     constexpr bool kWarpsConvert = kConvert && kWG == 3;
     constexpr int kDrainWarps = kWarpsConvert ? 1 : kEpilogueWarps, kConvertWarps = kEpilogueWarps - kDrainWarps;
     static_assert(!kPersistent || kWG >= 2);
