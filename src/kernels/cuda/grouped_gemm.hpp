@@ -70,7 +70,7 @@ int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int
 // (bench/results/2026-12-06-cuda-tall-swiglu.md). Block-exact FP4 weights: two of the epilogue warps convert
 // each block (grouped_gemm_sm90.cu), and the layer takes tall tiles for them only where experts average more
 // rows than the GPU's tile (group_tiles): at 16384 tokens block-exact deepseek-v4-flash's routed experts took
-// 3.0% less time so (shared expert after), at 4096 21-22% more
+// 3.1% less time so (shared expert after), at 4096 21-22% more
 // (bench/results/2026-12-06-cuda-converting-warps.md). Where two consumer warpgroups converted them, 43% more
 // than on 128-row tiles at 16384 (those kernels spilled 120-148 bytes a thread: 2026-12-06-cuda-tall-swiglu.md).
 int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8, bool fp4_block_exact = false);

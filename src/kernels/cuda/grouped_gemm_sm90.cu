@@ -99,14 +99,13 @@ using namespace sm90;
 // its results and go on to the next item's MMAs while three more warps run its epilogue: the tensor cores no
 // longer wait for every epilogue.
 // kWG 3 (tall tiles: e4m3 rows meeting FP8 or block-exact FP4 weights in 192-row tiles;
-// grouped_gemm_tall_tile_rows): three
-// consumer warpgroups, persistent with parked epilogues only. The producer warp and the epilogue warps make
-// a fourth warpgroup that gives registers up for the consumers (setmaxnreg: 128 a thread at launch, 144 for
-// the consumers and 80 for the others after), in a branch of its own so that ptxas honours it. In the loop
-// ladder probe three warpgroups reached 0.81-0.83 of the e4m3 peak per SM cycle with their stages copied,
-// where two reached 0.60-0.65. In the kernels deepseek-v3's routed experts took 2.4-3.1% less time at 16384
-// tokens (shared expert after); the gate/up's tensor pipe was busy 52.9% of its time against 52.2%, its L2
-// 75% busy and its DRAM 60% (bench/results/2026-12-06-cuda-tall-tiles.md).
+// grouped_gemm_tall_tile_rows): three consumer warpgroups, persistent with parked epilogues only. The producer
+// warp and the epilogue warps make a fourth warpgroup that gives registers up for the consumers (setmaxnreg:
+// 128 a thread at launch, 144 for the consumers and 80 for the others after), in a branch of its own so that
+// ptxas honours it. In the loop ladder probe three warpgroups reached 0.81-0.83 of the e4m3 peak per SM cycle
+// with their stages copied, where two reached 0.60-0.65. In the kernels deepseek-v3's routed experts took
+// 2.4-3.1% less time at 16384 tokens (shared expert after); the gate/up's tensor pipe was busy 52.9% of its
+// time against 52.2%, its L2 75% busy and its DRAM 60% (bench/results/2026-12-06-cuda-tall-tiles.md).
 // kForm (parked): what is parked (grouped_gemm_sm90_cta.cuh). F32Results: the results, which the epilogue
 // warps take through the launch's epilogue. ScatterBf16 (scatters into bf16 rows: parked_scatter): the bf16
 // values the scatter stores, which the epilogue warps copy to their destinations. SwiGluBf16 (SwiGLU rounded
