@@ -481,14 +481,11 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
     for (const int64_t kdim : {int64_t(kK), int64_t(4096)})
         problems.emplace_back("FP8 weights, k " + std::to_string(kdim),
                               make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f, 0.5f}, uint32_t(90 + kdim / 1024), kdim));
-    // (as BlockExactFp4GivesTheFp8KernelsBits)
-    Problem fp4 = make_fp4_problem(e4m3, every_e2m1_value(), {-11, -6, -2, 0}, 41);
-    fp4.block_exact = true;
     const bool fp4_tall = cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp4, true, true) == tall;
     EXPECT_EQ(fp4_tall, cuda::grouped_gemm_fp4_exact_tiled());
     EXPECT_EQ(cuda::grouped_gemm_tall_tile_rows(cuda::WeightCode::Fp4, true, false), 0) << "per-32 FP4 weights";
     if (fp4_tall)
-        for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {
+        for (const int64_t kdim : {int64_t(kK), int64_t(4096)}) {  // (as BlockExactFp4GivesTheFp8KernelsBits)
             Problem p = make_fp4_problem(e4m3, every_e2m1_value(), {-11, -6, -2, 0}, uint32_t(41 + kdim / 1024), kdim);
             p.block_exact = true;
             problems.emplace_back("block-exact FP4 weights, k " + std::to_string(kdim), std::move(p));
@@ -551,8 +548,7 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
         EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.few_rows = true; })) << "tall tiles in a few-row launch";
         EXPECT_TRUE(refused(p, true, [](cuda::GroupedGemmLaunch& g) { g.a_scale = nullptr; })) << "tall tiles without scales";
     }
-    Problem per_32 = fp4;
-    per_32.block_exact = false;
+    const Problem per_32 = make_fp4_problem(e4m3, every_e2m1_value(), {-11, -6, -2, 0}, 41);
     EXPECT_TRUE(refused(per_32, true, as_it_is)) << "tall tiles of per-32 FP4 weights";
 }
 
