@@ -985,6 +985,15 @@ TEST(CudaGroupedGemm, Fp4BlockConversionGivesTheFp8StoredTiles) {
                     cuda::fp4_tiles::convert_row(stage.data(), tile.data(), fragment_scales, t);
                 EXPECT_EQ(std::memcmp(tile.data(), want.data() + (nt * k_blocks + kb) * tile.size(), tile.size()), 0)
                     << "n-tile " << nt << ", k block " << kb;
+                // the same by a thread a row of a half, as tall tiles' converting warps take them
+                std::vector<uint8_t> by_rows(tile.size(), 0xAA);
+                float row_scales[2] = {-1.0f, -1.0f};
+                for (int r = 0; r < cuda::fp4_tiles::kHalfRows; ++r)
+                    for (int i = 0; i < 4; ++i)
+                        cuda::fp4_tiles::convert_half_row(stage.data(), by_rows.data(), row_scales, i / 2, i % 2, r);
+                EXPECT_EQ(by_rows, tile) << "n-tile " << nt << ", k block " << kb << ", a thread a row of a half";
+                EXPECT_EQ(row_scales[0], fragment_scales[0]);
+                EXPECT_EQ(row_scales[1], fragment_scales[1]);
                 for (int p = 0; p < 2; ++p) {
                     const int64_t r = nt * 128 + 8 * p;  // the fragment's first row
                     const float scale = r < n ? block_scales[size_t(r * k_blocks + kb)] : 0.0f;

@@ -47,14 +47,13 @@ SMOE_HD inline void store_as(uint8_t* p, T v) {
 #endif
 }
 
-// Converting thread t's share of a stage's block (`stored`: its two half blocks, one after the other): row
-// t % 64 of half t / 128's sub-tile t / 64 % 2 — 64 codes, each group's widened by its shift — as one 64-byte
-// row of `tile` (kE4m3BlockBytes). Threads 0 and 8 also write the two weight scales where the FP8 tiled
-// kernel's fold reads them (`fragment_scales`: the even fragments' of 8 rows, then the odd ones'; gate and up
-// where rows interleave, each from its own 128-row block).
-SMOE_HD inline void convert_row(const uint8_t* stored, uint8_t* tile, float* fragment_scales, int t) {
-    const int half = t / (2 * kHalfRows), sub = t / kHalfRows % 2, r = t % kHalfRows,
-              row = half * kHalfRows + r;
+// Row r of half `half`'s sub-tile `sub` of a stage's block (`stored`: its two half blocks, one after the
+// other) — 64 codes, each group's widened by its shift — as one 64-byte row of `tile` (kE4m3BlockBytes). Rows
+// 0 and 8 of half 0's sub-tile 0 also write the two weight scales where the FP8 tiled kernel's fold reads them
+// (`fragment_scales`: the even fragments' of 8 rows, then the odd ones'; gate and up where rows interleave,
+// each from its own 128-row block).
+SMOE_HD inline void convert_half_row(const uint8_t* stored, uint8_t* tile, float* fragment_scales, int half, int sub, int r) {
+    const int row = half * kHalfRows + r;
     const uint8_t* half_block = stored + half * kFp4E4m3BlockBytes;
     // word 2q + g: group g's codes 4q.. and 16 + 4q.. (weight_layouts.cpp: put_in_e4m3_order)
     const uint4 low = load_as<uint4>(half_block + (sub * kHalfRows + r) * (kSubK / 2)),
@@ -73,7 +72,12 @@ SMOE_HD inline void convert_row(const uint8_t* stored, uint8_t* tile, float* fra
         store_as(tile + e4m3_tile_offset(row, kSubK * sub + 32 * g + 16),
                  make_uint4(second[0], second[1], second[2], second[3]));
     }
-    if (t == 0 || t == 8) fragment_scales[t / 8] = shift_word_block_scale(shift_word);
+    if (half == 0 && sub == 0 && (r == 0 || r == 8)) fragment_scales[r / 8] = shift_word_block_scale(shift_word);
+}
+
+// Converting thread t's share of a stage's block: row t % 64 of half t / 128's sub-tile t / 64 % 2.
+SMOE_HD inline void convert_row(const uint8_t* stored, uint8_t* tile, float* fragment_scales, int t) {
+    convert_half_row(stored, tile, fragment_scales, t / (2 * kHalfRows), t / kHalfRows % 2, t % kHalfRows);
 }
 
 }  // namespace steadymoe::cuda::fp4_tiles

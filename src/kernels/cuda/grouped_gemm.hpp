@@ -71,7 +71,8 @@ int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int
 // each block (grouped_gemm_sm90.cu), and the layer takes tall tiles for them only where experts average more
 // rows than the GPU's tile (group_tiles): at 16384 tokens block-exact deepseek-v4-flash's routed experts took
 // 3.1% less time so (shared expert after), at 4096 21-22% more
-// (bench/results/2026-12-06-cuda-converting-warps.md). Where two consumer warpgroups converted them, 43% more
+// (bench/results/2026-12-06-cuda-converting-warps.md); 11% less at 16384 and 6% less at 8192 once the converting
+// threads took a row of each half in turn (bench/results/2026-12-06-cuda-per32-profile.md). Where two consumer warpgroups converted them, 43% more
 // than on 128-row tiles at 16384 (those kernels spilled 120-148 bytes a thread: 2026-12-06-cuda-tall-swiglu.md).
 int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8, bool fp4_block_exact = false);
 
