@@ -366,12 +366,13 @@ GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64
         };
         const int tall = tall_rows(group.gate_up);
         // Block-exact FP4 weights only where the average expert has more rows than the GPU's tile holds: two
-        // epilogue warps convert each tall tile's blocks (grouped_gemm_sm90.cu), and where an expert's rows fit
-        // one 128-row tile either way, tall tiles were slower. Block-exact deepseek-v4-flash's routed experts on
-        // an H100, tall against 128-row tiles (shared expert after): at 4096 tokens (96 rows an expert) 21-22%
-        // more time, at 6144 (144) 18% less and at 8192 (192) 3% more (one run each), at 16384 (384) 3% less
-        // (bench/results/2026-12-06-cuda-converting-warps.md); since their converting threads take a row of each
-        // half in turn, at 8192 6% less and at 16384 11% less (bench/results/2026-12-06-cuda-per32-profile.md).
+        // epilogue warps convert each tall tile's blocks (grouped_gemm_sm90.cu), and where an expert's rows
+        // fit one 128-row tile either way, tall tiles were slower. Block-exact deepseek-v4-flash's routed
+        // experts on an H100, tall against 128-row tiles (shared expert after): at 4096 tokens (96 rows an
+        // expert) 21-22% more time, at 6144 (144) 18% less and at 8192 (192) 3% more (one run each), at 16384
+        // (384) 3% less (bench/results/2026-12-06-cuda-converting-warps.md); since their converting threads
+        // take a row of each half and sub-tile in turn, at 8192 6% less and at 16384 11% less (128-row tiles
+        // measured without that change: bench/results/2026-12-06-cuda-per32-profile.md).
         const auto block_exact_fp4 = [](const cuda::DeviceMatrixSet& w) {
             return w.code == cuda::WeightCode::Fp4 && w.fp4_block_exact;
         };

@@ -1,10 +1,11 @@
 // Block-exact FP4 weights (fp4_blocks.hpp) as the FP8 weights' stored tiles, so that the tiled kernel
-// (grouped_gemm_sm90.cu) multiplies them as it multiplies FP8 weights: per stage, the 256 consumer threads
-// convert one 128 x 128 block, stored in e4m3 order for the decode kernel (weight_layouts.hpp:
-// fp4_e4m3_blocks, two 64-row halves), into the e4m3 codes and the two weight scales that FP8 weights' stored
-// tiles and block scales hold (tile_matrix). Each code is the e4m3 code of its value over the block's scale
-// 2^(b - 127), exactly (fp4_e4m3_word.hpp's table): the same products, summed and folded as FP8 weights'
-// are, so the same bits. Host and device code: the tests convert blocks on the host as the kernel does.
+// (grouped_gemm_sm90.cu) multiplies them as it multiplies FP8 weights: per stage, the 256 consumer threads of
+// a 128-row tile (or 64 epilogue threads of a tall one, four rows each) convert one 128 x 128 block, stored
+// in e4m3 order for the decode kernel (weight_layouts.hpp: fp4_e4m3_blocks, two 64-row halves), into the e4m3
+// codes and the two weight scales that FP8 weights' stored tiles and block scales hold (tile_matrix). Each
+// code is the e4m3 code of its value over the block's scale 2^(b - 127), exactly (fp4_e4m3_word.hpp's table):
+// the same products, summed and folded as FP8 weights' are, so the same bits. Host and device code: the tests
+// convert blocks on the host as the kernel does.
 #pragma once
 
 #include <cstdint>

@@ -65,15 +65,17 @@ int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int
 // CTAs multiply them (grouped_gemm_sm90_cta.cuh; the same bits: a row's MMAs and folds do not depend on its
 // tile), unless STEADYMOE_TALL_TILES=0. A launch of such tiles (tile_m) takes no k split. On an H100
 // deepseek-v3's routed experts took 2.4-3.1% less time so at 16384 tokens (shared expert after) and 9.9% less
-// at 4096, deepseek-v4-flash's FP8 experts as much as on 128-row tiles (bench/results/2026-12-06-cuda-tall-tiles.md)
-// while their gate/ups parked f32 results, and 13.6% less than so once they parked their SwiGLU outputs
-// (bench/results/2026-12-06-cuda-tall-swiglu.md). Block-exact FP4 weights: two of the epilogue warps convert
-// each block (grouped_gemm_sm90.cu), and the layer takes tall tiles for them only where experts average more
-// rows than the GPU's tile (group_tiles): at 16384 tokens block-exact deepseek-v4-flash's routed experts took
-// 3.1% less time so (shared expert after), at 4096 21-22% more
-// (bench/results/2026-12-06-cuda-converting-warps.md); 11% less at 16384 and 6% less at 8192 once the converting
-// threads took a row of each half in turn (bench/results/2026-12-06-cuda-per32-profile.md). Where two consumer warpgroups converted them, 43% more
-// than on 128-row tiles at 16384 (those kernels spilled 120-148 bytes a thread: 2026-12-06-cuda-tall-swiglu.md).
+// at 4096, deepseek-v4-flash's FP8 experts as much as on 128-row tiles
+// (bench/results/2026-12-06-cuda-tall-tiles.md) while their gate/ups parked f32 results, and 13.6% less than
+// so once they parked their SwiGLU outputs (bench/results/2026-12-06-cuda-tall-swiglu.md). Block-exact FP4
+// weights: two of the epilogue warps convert each block (grouped_gemm_sm90.cu), and the layer takes tall
+// tiles for them only where experts average more rows than the GPU's tile (group_tiles): at 16384 tokens
+// block-exact deepseek-v4-flash's routed experts took 3.1% less time so (shared expert after), at 4096 21-22%
+// more (bench/results/2026-12-06-cuda-converting-warps.md); 11% less at 16384 and 6% less at 8192 once the
+// converting threads took a row of each half and sub-tile in turn (against 128-row tiles measured without
+// that change: bench/results/2026-12-06-cuda-per32-profile.md). Where two consumer warpgroups converted them,
+// 43% more than on 128-row tiles at 16384 (those kernels spilled 120-148 bytes a thread:
+// 2026-12-06-cuda-tall-swiglu.md).
 int grouped_gemm_tall_tile_rows(WeightCode code, bool a_fp8, bool fp4_block_exact = false);
 
 enum class GemmEpilogue : int {

@@ -124,13 +124,13 @@ constexpr int kCtaThreads = Cta<kWG>::kThreads + (kParked ? 32 * kEpilogueWarps 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Thread t's share, of kThreads converting, of a stage's block-exact FP4 block (fp4_exact_tiles.hpp: a
 // thread's share is rows of a half and sub-tile) converted into a spare tile, and the block's two weight
-// scales where the fold reads them, as FP8 weights' stages hold them (CTAs of kRows rows). The two
-// consumer warpgroups of 128-row tiles convert, a row each; on tall tiles two of the epilogue warps, four
-// rows each (the consumers' registers held the conversion's values only by spilling): a thread's row of each
-// half and sub-tile in turn, with no index arithmetic between them (115 instructions a row in the loop, where
-// four rows found by their thread index took 155). Block-exact deepseek-v4-flash's routed experts then took
-// 8.6% less time at 16384 tokens and 8.5% less at 8192 (shared expert after, on one H100), and ran 6.0%
-// faster than on 128-row tiles at 8192 tokens, where they had been 2.8% slower
+// scales where the fold reads them, as FP8 weights' stages hold them (CTAs of kRows rows). The two consumer
+// warpgroups of 128-row tiles convert, a row each; on tall tiles two of the epilogue warps, four rows each
+// (the consumers' registers held the conversion's values only by spilling): a thread's row of each half and
+// sub-tile in turn, each row's place no longer found from a thread index (115 instructions a row in the loop,
+// where four rows found from t + 64 i took 155). Block-exact deepseek-v4-flash's routed experts then took
+// 8.6% less time at 16384 tokens and 8.5% less at 8192 (shared expert after, on one H100); at 8192 tokens
+// 6.0% less than on 128-row tiles (measured without this change), where they had taken 2.8% more
 // (bench/results/2026-12-06-cuda-per32-profile.md).
 template <class L, int kRows, int kThreads>
 __device__ __forceinline__ void convert_stage(char* stage, char* tile, int t) {
@@ -139,7 +139,7 @@ __device__ __forceinline__ void convert_stage(char* stage, char* tile, int t) {
     if constexpr (kThreads == fp4_tiles::kConvertThreads) {
         fp4_tiles::convert_row(stored, reinterpret_cast<uint8_t*>(tile), scales, t);
     } else {
-        // (a thread per row of a half: its row of both halves' two sub-tiles, with no index arithmetic between)
+        // (a thread per row of a half: its row of both halves' two sub-tiles, one after the other)
         static_assert(kThreads == fp4_tiles::kHalfRows);
 #pragma unroll 1  // (the epilogue warps' 80 registers hold one row's values, not four)
         for (int i = 0; i < 4; ++i)
