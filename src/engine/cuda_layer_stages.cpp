@@ -373,10 +373,8 @@ GroupTiles group_tiles(const cuda::DeviceExpertGroup& group, int64_t rows, int64
         // (384) 3% less (bench/results/2026-12-06-cuda-converting-warps.md); since their converting threads
         // take a row of each half and sub-tile in turn, at 8192 6% less and at 16384 11% less (128-row tiles
         // measured without that change: bench/results/2026-12-06-cuda-per32-profile.md).
-        const auto block_exact_fp4 = [](const cuda::DeviceMatrixSet& w) {
-            return w.code == cuda::WeightCode::Fp4 && w.fp4_block_exact;
-        };
-        const bool converted = block_exact_fp4(group.gate_up) || block_exact_fp4(group.down);
+        // (only FP4 sets are block-exact: DeviceMatrixSet::fp4_block_exact)
+        const bool converted = group.gate_up.fp4_block_exact || group.down.fp4_block_exact;
         if (tall > 0 && tall == tall_rows(group.down) && (!converted || rows > int64_t(tile_m) * experts)) tile_m = tall;
     }
     return {tile_m, launch_tile_bound(rows, experts, tile_m), tile_bound(rows, experts, cuda::kMinTileRows)};

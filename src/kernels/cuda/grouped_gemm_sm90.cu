@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kCtaThreads<kWG, kParked>, kPerSm)
     // Tall tiles' blocks are converted by kConvertWarps of the epilogue warps (convert_stage), the others'
     // by the consumers; the epilogue warps left drain the parked items.
     static_assert(!kConvert || kWG >= 2, "a block is converted by a thread per row of each half and sub-tile, or four");
-    constexpr bool kWarpsConvert = kConvert && kWG == 3;
+    constexpr bool kWarpsConvert = kWarpsConvertBlocks<kCode, kFp8A, kWG>;
     constexpr int kDrainWarps = kWarpsConvert ? 1 : kEpilogueWarps, kConvertWarps = kEpilogueWarps - kDrainWarps;
     static_assert(!kPersistent || kWG >= 2);
     static_assert(!kParked || kPersistent);
@@ -617,7 +617,7 @@ template <WeightCode kCode, bool kFp8A, int kWG, int kPerSm, bool kParked = fals
 constexpr int kSmemBytes = kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * StageLayout<kCode, kFp8A, kWG, kWide>::kBytes +
                            kSpareTileCount<kCode, kFp8A, kForm, kWG> * kBTileBytes + (kParked ? kParkBytesOf<kForm, Cta<kWG>::kRows> : 0) +
                            2 * kSmemStages<kCode, kFp8A, kWG, kPerSm, kParked, kWide, kForm> * int(sizeof(uint64_t)) +
-                           (kConverts<kCode, kFp8A> && kWG == 3 ? kSpareTileCount<kCode, kFp8A, kForm, kWG> * int(sizeof(uint64_t)) : 0) +  // converted barriers
+                           (kWarpsConvertBlocks<kCode, kFp8A, kWG> ? kSpareTileCount<kCode, kFp8A, kForm, kWG> * int(sizeof(uint64_t)) : 0) +  // converted barriers
                            1024;  // barriers, alignment
 static_assert(kSmemBytes<WeightCode::Fp8, true, 1, 2> == kSmemBytes<WeightCode::Bf16, false, 1, 2>);
 

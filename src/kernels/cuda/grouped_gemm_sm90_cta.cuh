@@ -117,14 +117,18 @@ constexpr int kParkBytesOf = kRows * (kForm == ParkedForm::ScatterBf16  ? kParkL
                                                                         : kParkLd * 4);
 constexpr int kEpilogueWarps = 3;
 constexpr int kSmemPerCta = 227 * 1024;  // the most shared memory a Hopper CTA may have
+// Whether a CTA's blocks of block-exact FP4 weights are converted by epilogue warps (tall tiles,
+// grouped_gemm_sm90.cu), not by its consumers; each spare tile then has a barrier of its own.
+template <WeightCode kCode, bool kFp8A, int kWG>
+constexpr bool kWarpsConvertBlocks = kConverts<kCode, kFp8A> && kWG == 3;
 // Spare tiles: two (one may still be read by the MMAs before); three for tall tiles' converted FP4 blocks
 // beside parked scatters or SwiGLU outputs, which two epilogue warps convert up to two blocks ahead of the
 // consumers' MMAs (grouped_gemm_sm90.cu): with two, one ahead, the three consumer warpgroups, a third of a
 // block apart, left the converting warps a third of a block's time.
 template <WeightCode kCode, bool kFp8A, ParkedForm kForm = ParkedForm::F32Results, int kWG = 2>
 constexpr int kSpareTileCount = !kSpareTiles<kCode, kFp8A>                                        ? 0
-                                : kConverts<kCode, kFp8A> && kWG == 3 && kForm != ParkedForm::F32Results ? 3
-                                                                                                         : 2;
+                                : kWarpsConvertBlocks<kCode, kFp8A, kWG> && kForm != ParkedForm::F32Results ? 3
+                                                                                                            : 2;
 template <WeightCode kCode, bool kFp8A, ParkedForm kForm = ParkedForm::F32Results, int kWG = 2>
 constexpr int kParkedStages = std::min(kStages<kCode, kFp8A, 2, 1>, (kSmemPerCta - kParkBytesOf<kForm, Cta<kWG>::kRows> -
                                                                      kSpareTileCount<kCode, kFp8A, kForm, kWG> * kBTileBytes - 2 * 1024) /
