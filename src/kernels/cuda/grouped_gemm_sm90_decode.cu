@@ -425,6 +425,36 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
     cp_async_commit();
     cp_async_wait<0>();  // then the consumers' barrier shows every thread's copies to all of them
 }
+
+// The epilogue of 64-token CTAs, from their results parked as [token][feature] (kLd floats a token): warp w
+// takes tokens w, w + 4, ..., w + 60, each token's pairs of adjacent features a lane each (SwiGLU: its 16 gate
+// pairs, two tokens at a time; else its 32 pairs), through the tiled kernel's epilogue_pair. Each token's row
+// data (where it lies, where it goes, its routing weight) are read once, lane m reading the warp's token m's,
+// and handed to the lanes by shuffles. (Read per pair, those global loads were what the down GEMM's epilogue
+// waited on most, and SwiGLU's loop skipped every other pair, an up fragment: at 16384 tokens the epilogue
+// took a fifth of deepseek-v4-flash's gate/up instructions, bench/results/2026-12-06-cuda-per32-profile.md.)
+// The same pairs through the same arithmetic: the same bits.
+__device__ __forceinline__ void wide_epilogue(const GroupedGemmLaunch& g, const Tile& t, const float* park) {
+    constexpr int kLd = kFeatures + 4, kWarps = kConsumers / 32, kWarpTokens = 64 / kWarps;  // (64-token CTAs)
+    static_assert(kWarpTokens <= 32, "a lane holds each of its warp's tokens' row data");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const EpilogueRow mine = lane < kWarpTokens ? epilogue_row(g, t, warp + kWarps * lane) : EpilogueRow{};
+    const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
+    const int lane_tokens = swiglu ? 2 : 1;  // tokens an iteration
+    // this lane's pair of each token: gate fragments 2f (features 16f .. 16f + 7), four pairs each, for SwiGLU
+    const int col = swiglu ? lane % 16 / 4 * 16 + lane % 4 * 2 : 2 * lane;
+#pragma unroll 1
+    for (int j = 0; j < kWarpTokens && warp + kWarps * j < t.rows; j += lane_tokens) {
+        const int m = j + (swiglu ? lane / 16 : 0);  // the warp's token m: tile row warp + kWarps * m
+        EpilogueRow r;
+        r.row = __shfl_sync(0xFFFFFFFFu, mine.row, m);
+        r.dest = __shfl_sync(0xFFFFFFFFu, mine.dest, m);
+        r.weight = __shfl_sync(0xFFFFFFFFu, mine.weight, m);
+        const float* v = park + (warp + kWarps * m) * kLd + col;
+        const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
+        epilogue_pair<Bf16Rounding::Hardware>(g, t, r, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
+    }
+}
 #endif
 
 // A CTA of the kernel, its token rows by the producer's cp.async or (given rows_map) by tensor copies.
@@ -527,6 +557,10 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
 #pragma unroll
     for (int i = 0; i < S::kAcc; ++i) park[(8 * (i / 4) + 2 * q + (i & 1)) * kLd + row + 8 * (i / 2 % 2)] = result[i];
     barrier::sync_threads(1, kConsumers);
+    if constexpr (S::kTokens == 64) {
+        wide_epilogue(g, t, park);
+        return;
+    }
     const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
 #pragma unroll 1
     for (int i = threadIdx.x; i < t.rows * (kFeatures / 2); i += kConsumers) {
