@@ -519,7 +519,10 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
     for (int ks = 0; ks < stages; ++ks) {
         const int s = ks % S::kStages;
         barrier::wait(&full[s], uint32_t((ks / S::kStages) & 1));
-        fence_async_shared();  // the producer's cp.async rows, for the MMAs' (async) proxy
+        // The producer's cp.async rows, for the MMAs' (async) proxy. Tensor and bulk copies write through that
+        // proxy already, and the weights and scales are read by ordinary loads: no fence then (a fence is a
+        // memory barrier and seven instructions of the k loop's ~300 a block).
+        if (!rows_map) fence_async_shared();
         const char* stage = smem + s * S::kStageBytes;
         const StageScales scales = held ? StageScales{held + ks * S::kBlocks * S::kScaleLd, S::kScaleLd}
                                         : StageScales{reinterpret_cast<const float*>(stage + S::kTokenScaleOffset), S::kTokens};
