@@ -433,7 +433,7 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
 // and handed to the lanes by shuffles. (Read per pair, those global loads were what the down GEMM's epilogue
 // waited on most, and SwiGLU's loop skipped every other pair, an up fragment: at 16384 tokens the epilogue
 // took a fifth of deepseek-v4-flash's gate/up instructions, bench/results/2026-12-06-cuda-per32-profile.md;
-// this way its routed experts took 9.7% and 8.1% less time at 16384 and 4096 tokens,
+// this way its routed experts took 9.7% and 8.0% less time at 16384 and 4096 tokens,
 // bench/results/2026-12-06-cuda-wide-epilogue.md.) The same pairs through the same arithmetic: the same bits.
 __device__ __forceinline__ void wide_epilogue(const GroupedGemmLaunch& g, const Tile& t, const float* park) {
     constexpr int kLd = kFeatures + 4, kWarps = kConsumers / 32, kWarpTokens = 64 / kWarps;  // (64-token CTAs)
@@ -520,10 +520,11 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
     for (int ks = 0; ks < stages; ++ks) {
         const int s = ks % S::kStages;
         barrier::wait(&full[s], uint32_t((ks / S::kStages) & 1));
-        // The producer's cp.async rows, for the MMAs' (async) proxy. Tensor and bulk copies write through that
-        // proxy already, and the weights and scales are read by ordinary loads: no fence then (it was a memory
-        // barrier and 6 of the per-32 loop's 300 instructions a block; deepseek-v4-flash's routed experts took
-        // 1.6% less time without it at 4096 and 16384 tokens: bench/results/2026-12-06-cuda-wide-epilogue.md).
+        // The producer's cp.async rows (generic-proxy writes), for the MMAs' (async-proxy) reads. With tensor
+        // copies of the rows no byte an MMA reads is written by the generic proxy (the other cp.async copies,
+        // of scales, are read by ordinary loads): no fence then (it was a memory barrier and 6 of the per-32
+        // loop's 300 instructions a block; deepseek-v4-flash's routed experts took 1.6% less time without it
+        // at 4096 and 16384 tokens: bench/results/2026-12-06-cuda-wide-epilogue.md).
         if (!rows_map) fence_async_shared();
         const char* stage = smem + s * S::kStageBytes;
         const StageScales scales = held ? StageScales{held + ks * S::kBlocks * S::kScaleLd, S::kScaleLd}
