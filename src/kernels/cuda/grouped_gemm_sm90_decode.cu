@@ -574,9 +574,8 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
         if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
         const float* v = park + token * kLd + col;
         const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
-        // (decode CTAs round to bf16 by the codec's integer operations: stage_math.cuh says why)
-        epilogue_pair<S::kTokens >= 64 ? Bf16Rounding::Hardware : Bf16Rounding::Codec>(g, t, token, col, make_float2(v[0], v[1]),
-                                                                                        make_float2(up[0], up[1]));
+        // (CTAs of at most 32 tokens round to bf16 by the codec's integer operations: stage_math.cuh says why)
+        epilogue_pair<Bf16Rounding::Codec>(g, t, token, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
     }
 #else
     __trap();  // wgmma needs sm_90a
