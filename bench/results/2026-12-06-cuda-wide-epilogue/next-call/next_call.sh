@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared for the next session's first call, at $1 (51081ce or a later commit with the same kernels), with
+# Prepared for the next session's first call, at $1 (35b5800 or a later commit with the same kernels), with
 # producer-addresses.patch: the decode kernel's producer warp works out its shared-memory addresses once (the
 # stage base, the full and empty barriers), laundered through an asm statement so that the compiler keeps
 # them, and keeps the stage index and its parity as the loop goes; its scale copies read from a per-row run
