@@ -6,7 +6,9 @@
 # worked out once. A local compile: the per-32 64-token kernel's producer stage loop 127 -> 104 instructions,
 # no S2UR left in it (the profiler had the producer at about 130 executed instructions a stage, 8.8% of the
 # gate/up's: bench/results/2026-12-06-cuda-wide-epilogue.md, call 6). Every decode kernel changes (all take
-# this producer); the tiled kernels' machine code should not (the patch adds overloads only).
+# this producer); the tiled kernels' machine code should not (the patch adds overloads only). Registers rise
+# (the per-lane scale runs are 64-bit pointers): the 64-token per-32 kernels 122 -> 126 and 128, block-exact
+# 96 -> 108, all within their launch bounds (three CTAs an SM: 136), no spills (a helper's local compile).
 # build-gpu has the patch, build-base not. Tests in build-gpu: the whole grouped GEMM suite, test_cuda_layer,
 # memcheck on the per-32 and FP8 decode tests. Bench, base and patched alternating twice: deepseek-v4-flash fp4
 # at 1, 8, 128, 256, 4096 and 16384 tokens; deepseek-v3 fp8 and qwen3-30b-a3b bf16 at 1, 8 and 128. About 9
