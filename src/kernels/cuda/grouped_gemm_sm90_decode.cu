@@ -41,6 +41,7 @@ using namespace wgmma;
 using namespace fp4_e4m3;
 
 constexpr int kFeatures = 64;  // weight rows per CTA: one warpgroup's M, half a stored n-tile
+constexpr int kTokenParkLd = kFeatures + 4;  // floats a token of parked results (padded against bank conflicts)
 constexpr int kConsumers = 128, kThreads = kConsumers + 32;
 constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival and each lane's cp.async one
 
@@ -122,7 +123,7 @@ struct DecodeShape {
     static_assert(!kHoldsScales || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
     static_assert(kTokenScaleOffset % 8 == 0 && kHeldScaleOffset % 8 == 0 && kScaleLd % 2 == 0, "token scales are read in pairs");
     static_assert((kSmemBytes + 1024 + 127) / 128 * 128 * kCtasPerSm <= 228 * 1024, "the CTAs of an SM must fit its shared memory");
-    static_assert(kTokens * (kFeatures + 4) * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
+    static_assert(kTokens * kTokenParkLd * 4 <= kStages * kStageBytes, "the epilogue parks its results in the stages");
     static_assert(kCodesOffset % 1024 == 0 && kHalfTileBytes % 1024 == 0 && kTokenTileBytes % (kE4m3Tokens ? 512 : 1024) == 0,
                   "swizzle atoms stay aligned");
     static_assert(kBlockWeightBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
@@ -426,17 +427,18 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
     cp_async_wait<0>();  // then the consumers' barrier shows every thread's copies to all of them
 }
 
-// The epilogue of 64-token CTAs, from their results parked as [token][feature] (kLd floats a token): warp w
-// takes tokens w, w + 4, ..., w + 60, each token's pairs of adjacent features a lane each (SwiGLU: its 16 gate
-// pairs, two tokens at a time; else its 32 pairs), through the tiled kernel's epilogue_pair. Each token's row
-// data (where it lies, where it goes, its routing weight) are read once, lane m reading the warp's token m's,
-// and handed to the lanes by shuffles. (Read per pair, those global loads were what the down GEMM's epilogue
-// waited on most, and SwiGLU's loop skipped every other pair, an up fragment: at 16384 tokens the epilogue
-// took a fifth of deepseek-v4-flash's gate/up instructions, bench/results/2026-12-06-cuda-per32-profile.md;
-// this way its routed experts took 9.7% and 8.0% less time at 16384 and 4096 tokens,
-// bench/results/2026-12-06-cuda-wide-epilogue.md.) The same pairs through the same arithmetic: the same bits.
+// The epilogue of 64-token CTAs, from their results parked as [token][feature] (kTokenParkLd floats a token):
+// warp w takes tokens w, w + 4, ..., w + 60, each token's pairs of adjacent features a lane each (SwiGLU: its
+// 16 gate pairs, two tokens at a time; else its 32 pairs), through the tiled kernel's epilogue_pair. Each
+// token's row data (where it lies, where it goes, its routing weight) are read once, lane m reading the
+// warp's token m's, and handed to the lanes by shuffles. (Read per pair, those global loads were what the
+// down GEMM's epilogue waited on most, and SwiGLU's loop skipped every other pair, an up fragment: at 16384
+// tokens the epilogue took a fifth of deepseek-v4-flash's gate/up instructions,
+// bench/results/2026-12-06-cuda-per32-profile.md; this way its routed experts took 9.7% and 8.0% less time at
+// 16384 and 4096 tokens, bench/results/2026-12-06-cuda-wide-epilogue.md.) The same pairs through the same
+// arithmetic: the same bits.
 __device__ __forceinline__ void wide_epilogue(const GroupedGemmLaunch& g, const Tile& t, const float* park) {
-    constexpr int kLd = kFeatures + 4, kWarps = kConsumers / 32, kWarpTokens = 64 / kWarps;  // (64-token CTAs)
+    constexpr int kWarps = kConsumers / 32, kWarpTokens = 64 / kWarps;  // (64-token CTAs)
     static_assert(kWarpTokens <= 32, "a lane holds each of its warp's tokens' row data");
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     const EpilogueRow mine = lane < kWarpTokens ? epilogue_row(g, t, warp + kWarps * lane) : EpilogueRow{};
@@ -451,7 +453,7 @@ __device__ __forceinline__ void wide_epilogue(const GroupedGemmLaunch& g, const 
         r.row = __shfl_sync(0xFFFFFFFFu, mine.row, m);
         r.dest = __shfl_sync(0xFFFFFFFFu, mine.dest, m);
         r.weight = __shfl_sync(0xFFFFFFFFu, mine.weight, m);
-        const float* v = park + (warp + kWarps * m) * kLd + col;
+        const float* v = park + (warp + kWarps * m) * kTokenParkLd + col;
         const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
         epilogue_pair<Bf16Rounding::Hardware>(g, t, r, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
     }
@@ -557,11 +559,10 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
     // layout: element 4j + r is weight row (row + 8 * (r / 2)), token 8j + 2q + r % 2.
     if (!g.early_dependents) allow_next_kernel();
     barrier::sync_threads(1, kConsumers);
-    constexpr int kLd = kFeatures + 4;  // floats per parked token, padded against bank conflicts
     float* park = reinterpret_cast<float*>(smem);
     const float* result = kScaled ? total : acc;
 #pragma unroll
-    for (int i = 0; i < S::kAcc; ++i) park[(8 * (i / 4) + 2 * q + (i & 1)) * kLd + row + 8 * (i / 2 % 2)] = result[i];
+    for (int i = 0; i < S::kAcc; ++i) park[(8 * (i / 4) + 2 * q + (i & 1)) * kTokenParkLd + row + 8 * (i / 2 % 2)] = result[i];
     barrier::sync_threads(1, kConsumers);
     if constexpr (S::kTokens == 64) {
         wide_epilogue(g, t, park);
@@ -572,7 +573,7 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
     for (int i = threadIdx.x; i < t.rows * (kFeatures / 2); i += kConsumers) {
         const int token = i / (kFeatures / 2), col = i % (kFeatures / 2) * 2;
         if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
-        const float* v = park + token * kLd + col;
+        const float* v = park + token * kTokenParkLd + col;
         const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
         // (CTAs of at most 32 tokens round to bf16 by the codec's integer operations: stage_math.cuh says why)
         epilogue_pair<Bf16Rounding::Codec>(g, t, token, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
