@@ -3,9 +3,9 @@
 # epilogue data (row, destination, weight) to a warp's lanes in both the tiled kernel's drain_parked and the
 # 64-token decode CTAs' wide_epilogue, which each wrote the three shuffles out. A local compile: the 23 decode
 # kernels' machine code is unchanged; 12 of the 62 tiled kernels' changes (the persistent ones that park f32
-# results), so it is measured before it lands. build-gpu has the patch, build-base not. Tests: the grouped GEMM
-# suite and test_cuda_layer. Bench, base and patched alternating twice: qwen3-30b-a3b bf16 and deepseek-v3 fp8
-# at 4096 and 16384 tokens.
+# results), so it is measured before it lands. build-gpu has the patch; the base is the commit, call 1's build
+# where the warm machine still has it, else built from a copy of the tree. Tests: the grouped GEMM suite. Bench,
+# base and patched alternating twice: qwen3-30b-a3b bf16 and deepseek-v3 fp8 at 16384 tokens.
 set -u
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1+shuffled-row
 start=$SECONDS
