@@ -81,6 +81,9 @@ struct DecodeShape {
                                       : kCode == WeightCode::Fp4 ? 4
                                       : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr bool kBlocksAtOnce = kFp4E4m3 && !kBlockExact && kTokens == 8 && kCtasPerSm == 4;  // fp4_e4m3_block_pair
+    // Per-32 64-token CTAs two to an SM: a block's MMAs staggered over two sets of sums
+    // (fp4_e4m3_block_staggered)
+    static constexpr bool kStaggered = kFp4E4m3 && !kBlockExact && kTokens == 64 && kCtasPerSm == 2;
     // Two blocks' MMAs interleaved (fp4_exact::stage) where their registers fit without serialising the MMAs
     // (ptxas notice C7512 at five and six CTAs to an SM)
     static constexpr bool kExactPairs = kBlockExact && kBlocks == 2 && kCtasPerSm <= 4;
@@ -171,12 +174,16 @@ struct Fp4E4m3Shapes {
     using Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5, kExact>;       // other decode batches
     using NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16, 0, kExact>;  // STEADYMOE_DECODE_CTAS_PER_SM=fewer
     using Wide = DecodeShape<WeightCode::Fp4, true, 64, 0, kExact>;         // the others
+    // Per-32 only, with STEADYMOE_PER32_STAGGERED=1 (to measure; the same bits): 64-token CTAs two to an SM,
+    // eight stages each, their MMAs staggered (DecodeShape::kStaggered).
+    using WideStaggered = DecodeShape<WeightCode::Fp4, true, 64, 2, kExact>;
 };
 using Fp4E4m3Thin = Fp4E4m3Shapes<false>::Thin;
 using Fp4E4m3ThinFour = Fp4E4m3Shapes<false>::ThinFour;
 constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4E4m3Narrow = Fp4E4m3Shapes<false>::Narrow;
 using Fp4E4m3Wide = Fp4E4m3Shapes<false>::Wide;
+using Fp4E4m3WideStaggered = Fp4E4m3Shapes<false>::WideStaggered;
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8DecodeFewer = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4E4m3NarrowFewer = Fp4E4m3Shapes<false>::NarrowFewer;
@@ -671,6 +678,13 @@ bool fp8_thin() {
     return thin;
 }
 
+// Whether per-32 launches of 64-token CTAs run them two to an SM with their MMAs staggered
+// (STEADYMOE_PER32_STAGGERED=1, to measure: the same bits), rather than three to an SM.
+bool per32_staggered() {
+    static const bool on = env_equals("STEADYMOE_PER32_STAGGERED", "1");
+    return on;
+}
+
 // Whether launches of few CTAs take the shapes with fewer CTAs to an SM and more stages each (Bf16Deep,
 // Fp4E4m3ThinFour): not with STEADYMOE_DEEP_STAGES=0, to compare.
 bool deep_stages() {
@@ -755,7 +769,11 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
         return launch_typed<typename Shapes::Thin, true>(g);
     case Fp4E4m3Narrow::kTokens:
         return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
-    default: return launch_typed<typename Shapes::Wide, true>(g);
+    default:
+        if constexpr (!kExact) {
+            if (per32_staggered()) return launch_typed<typename Shapes::WideStaggered, true>(g);
+        }
+        return launch_typed<typename Shapes::Wide, true>(g);
     }
 }
 
@@ -798,7 +816,7 @@ int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? ctas_per_sm<Fp4E4m3NarrowFewer>() : ctas_per_sm<Fp4E4m3Narrow>();
-    case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
+    case Fp4E4m3Wide::kTokens: return per32_staggered() ? ctas_per_sm<Fp4E4m3WideStaggered>() : ctas_per_sm<Fp4E4m3Wide>();
     }
     return 0;
 }
