@@ -67,8 +67,10 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
 // kSmCtas > 0: that many CTAs to an SM, each with as many stages as its share of shared memory holds; 0: the
 // format's rule below. kExact: FP4 x e4m3 shapes for block-exact weights (the FP8 arithmetic:
-// grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins.
-template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0, bool kExact = false>
+// grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins. kStagger: per-32
+// 64-token CTAs whose blocks' group MMAs are staggered over two sets of sums (fp4_e4m3_block_staggered),
+// where their registers hold those (two CTAs to an SM).
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0, bool kExact = false, bool kStagger = false>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
@@ -81,9 +83,7 @@ struct DecodeShape {
                                       : kCode == WeightCode::Fp4 ? 4
                                       : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr bool kBlocksAtOnce = kFp4E4m3 && !kBlockExact && kTokens == 8 && kCtasPerSm == 4;  // fp4_e4m3_block_pair
-    // Per-32 64-token CTAs two to an SM: a block's MMAs staggered over two sets of sums
-    // (fp4_e4m3_block_staggered)
-    static constexpr bool kStaggered = kFp4E4m3 && !kBlockExact && kTokens == 64 && kCtasPerSm == 2;
+    static constexpr bool kStaggered = kStagger;
     // Two blocks' MMAs interleaved (fp4_exact::stage) where their registers fit without serialising the MMAs
     // (ptxas notice C7512 at five and six CTAs to an SM)
     static constexpr bool kExactPairs = kBlockExact && kBlocks == 2 && kCtasPerSm <= 4;
@@ -122,6 +122,8 @@ struct DecodeShape {
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
     static_assert(!kBlocksAtOnce || kBlocks == 2, "fp4_e4m3_block_pair multiplies a stage's two blocks");
+    static_assert(!kStaggered || (kFp4E4m3 && !kBlockExact && kTokens == 64 && kCtasPerSm <= 2),
+                  "staggered MMAs: per-32 64-token CTAs with the registers of a second set of sums");
     static_assert(!kExactPairs || kBlocks == 2, "fp4_exact::stage multiplies a stage's two blocks at once");
     static_assert(!kHoldsScales || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
     static_assert(kTokenScaleOffset % 8 == 0 && kHeldScaleOffset % 8 == 0 && kScaleLd % 2 == 0, "token scales are read in pairs");
@@ -174,9 +176,11 @@ struct Fp4E4m3Shapes {
     using Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5, kExact>;       // other decode batches
     using NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16, 0, kExact>;  // STEADYMOE_DECODE_CTAS_PER_SM=fewer
     using Wide = DecodeShape<WeightCode::Fp4, true, 64, 0, kExact>;         // the others
-    // Per-32 only, with STEADYMOE_PER32_STAGGERED=1 (to measure; the same bits): 64-token CTAs two to an SM,
-    // eight stages each, their MMAs staggered (DecodeShape::kStaggered).
-    using WideStaggered = DecodeShape<WeightCode::Fp4, true, 64, 2, kExact>;
+    // Per-32 only, to measure (the same bits): 64-token CTAs two to an SM with eight stages each, their group
+    // MMAs staggered (STEADYMOE_PER32_WIDE_CTAS=staggered) or each waited for before its fold, as in Wide (=two:
+    // the control, for what the occupancy alone does).
+    using WideStaggered = DecodeShape<WeightCode::Fp4, true, 64, 2, kExact, true>;
+    using WideTwo = DecodeShape<WeightCode::Fp4, true, 64, 2, kExact>;
 };
 using Fp4E4m3Thin = Fp4E4m3Shapes<false>::Thin;
 using Fp4E4m3ThinFour = Fp4E4m3Shapes<false>::ThinFour;
@@ -184,6 +188,7 @@ constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at mo
 using Fp4E4m3Narrow = Fp4E4m3Shapes<false>::Narrow;
 using Fp4E4m3Wide = Fp4E4m3Shapes<false>::Wide;
 using Fp4E4m3WideStaggered = Fp4E4m3Shapes<false>::WideStaggered;
+using Fp4E4m3WideTwo = Fp4E4m3Shapes<false>::WideTwo;
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8DecodeFewer = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4E4m3NarrowFewer = Fp4E4m3Shapes<false>::NarrowFewer;
@@ -678,11 +683,14 @@ bool fp8_thin() {
     return thin;
 }
 
-// Whether per-32 launches of 64-token CTAs run them two to an SM with their MMAs staggered
-// (STEADYMOE_PER32_STAGGERED=1, to measure: the same bits), rather than three to an SM.
-bool per32_staggered() {
-    static const bool on = env_equals("STEADYMOE_PER32_STAGGERED", "1");
-    return on;
+// How per-32 launches of 64-token CTAs run them, to measure (the same bits): three to an SM (the default),
+// two with their group MMAs staggered (STEADYMOE_PER32_WIDE_CTAS=staggered), or two as the three do (=two).
+enum class Per32Wide { Three, TwoStaggered, Two };
+Per32Wide per32_wide() {
+    static const Per32Wide form = env_equals("STEADYMOE_PER32_WIDE_CTAS", "staggered") ? Per32Wide::TwoStaggered
+                                  : env_equals("STEADYMOE_PER32_WIDE_CTAS", "two")     ? Per32Wide::Two
+                                                                                       : Per32Wide::Three;
+    return form;
 }
 
 // Whether launches of few CTAs take the shapes with fewer CTAs to an SM and more stages each (Bf16Deep,
@@ -771,7 +779,8 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
         return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
     default:
         if constexpr (!kExact) {
-            if (per32_staggered()) return launch_typed<typename Shapes::WideStaggered, true>(g);
+            if (per32_wide() == Per32Wide::TwoStaggered) return launch_typed<typename Shapes::WideStaggered, true>(g);
+            if (per32_wide() == Per32Wide::Two) return launch_typed<typename Shapes::WideTwo, true>(g);
         }
         return launch_typed<typename Shapes::Wide, true>(g);
     }
@@ -816,7 +825,10 @@ int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? ctas_per_sm<Fp4E4m3NarrowFewer>() : ctas_per_sm<Fp4E4m3Narrow>();
-    case Fp4E4m3Wide::kTokens: return per32_staggered() ? ctas_per_sm<Fp4E4m3WideStaggered>() : ctas_per_sm<Fp4E4m3Wide>();
+    case Fp4E4m3Wide::kTokens:  // (the per-32 arithmetic's: block-exact weights run Wide whatever STEADYMOE_PER32_WIDE_CTAS says)
+        return per32_wide() == Per32Wide::TwoStaggered ? ctas_per_sm<Fp4E4m3WideStaggered>()
+               : per32_wide() == Per32Wide::Two        ? ctas_per_sm<Fp4E4m3WideTwo>()
+                                                       : ctas_per_sm<Fp4E4m3Wide>();
     }
     return 0;
 }

@@ -131,8 +131,8 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // and waited for, the next set's fragments widened while it multiplies. kSets is as many as the CTA's
 // registers hold without ptxas serialising the MMAs (notice C7512, which makes each MMA wait for the one
 // before it): all four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM),
-// one on 64-token ones (32 accumulators). One wait for four MMAs against a wait after each:
-// deepseek-v4-flash's one-token gate/up took 35.4 against 43.7 µs
+// one on 64-token ones (32 accumulators; two to an SM can stagger them: fp4_e4m3_block_staggered). One wait
+// for four MMAs against a wait after each: deepseek-v4-flash's one-token gate/up took 35.4 against 43.7 µs
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on 8-token CTAs six to an SM,
 // block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised every MMA of
 // the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256 tokens and the same
@@ -208,8 +208,8 @@ __device__ __forceinline__ void fp4_e4m3_block_pair(float (&total)[S::kAcc], con
     }
 }
 
-// One block with its groups' MMAs staggered over two sets of sums (S::kStaggered: 64-token CTAs two to an SM,
-// whose registers hold them): group g's MMA is issued before group g - 1's sums are folded, so that a
+// One block with its groups' MMAs staggered over two sets of sums (S::kStaggered: per-32 64-token CTAs two to
+// an SM, whose registers hold them): group g's MMA is issued before group g - 1's sums are folded, so that a
 // warpgroup's folds overlap its own MMAs. (fp4_e4m3_block waits for each MMA before its fold and leaves that
 // overlap to the SM's other CTAs.) The same MMAs and the same folds in the same order: the same bits.
 template <class S>
