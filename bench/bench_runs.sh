@@ -7,6 +7,8 @@
 # an older commit, to compare): the table's header line names it.
 # compare_named NAME... then writes $OUT/compare.md (bench/compare_runs.py) and $OUT/stages.md
 # (bench/stage_table.py) over those runs that left a record, in that order, and prints both.
+# bench_points prints a line per point of every record in $OUT/t: the run, tokens, output digest, the layer as
+# served (untimed), the routed stage and its gate/up and down GEMMs (µs).
 bench_run() {
   local name=$1 knob=$2 cli=${BENCH_CLI:-./build-gpu/steadymoe}; shift 2
   if (( SECONDS - start >= ${BENCH_BUDGET_S:-480} )); then
@@ -26,4 +28,13 @@ compare_named() {
   python3 bench/compare_runs.py "${runs[@]}" > "$OUT/compare.md" 2>&1
   python3 bench/stage_table.py "${runs[@]}" > "$OUT/stages.md" 2>&1
   cat "$OUT/compare.md" "$OUT/stages.md"
+}
+bench_points() {
+  python3 - "$OUT"/t/*.json <<'POINTS'
+import json, os, sys
+for path in sys.argv[1:]:
+    for p in json.load(open(path))["points"]:
+        print(os.path.basename(path), p["tokens"], p.get("output_fnv1a"), "untimed", round(p["layer_untimed_us"], 1),
+              "routed", round(p["routed_us"], 1), round(p["gate_up_us"], 1), round(p["down_us"], 1))
+POINTS
 }

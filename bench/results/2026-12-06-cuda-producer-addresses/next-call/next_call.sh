@@ -37,9 +37,6 @@ for r in 1 2; do
   bench_run v4-staggered-$r STEADYMOE_PER32_WIDE_CTAS=staggered --workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384
   bench_run v4-two-$r STEADYMOE_PER32_WIDE_CTAS=two --workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384
 done
-for f in $OUT/t/*.json; do python3 -c "
-import json; d=json.load(open('$f'))
-for p in d['points']:
-    print('$f'.split('/')[-1], p['tokens'], p.get('output_fnv1a'), 'untimed', round(p.get('layer_untimed_us'),1), 'routed', round(p.get('routed_us'),1), round(p.get('gate_up_us'),1), round(p.get('down_us'),1))"; done
+bench_points
 echo "call done at $((SECONDS - start)) s"
 cd $OUT && tar czf t.tgz t && rm -rf t
