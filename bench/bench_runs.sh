@@ -30,11 +30,13 @@ compare_named() {
   cat "$OUT/compare.md" "$OUT/stages.md"
 }
 bench_points() {
-  python3 - "$OUT"/t/*.json <<'POINTS'
-import json, os, sys
-for path in sys.argv[1:]:
+  python3 - "$OUT"/t <<'POINTS'
+import glob, json, os, sys
+def us(p, key):  # (an older build's record may lack a field)
+    return round(p[key], 1) if key in p else "-"
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     for p in json.load(open(path))["points"]:
-        print(os.path.basename(path), p["tokens"], p.get("output_fnv1a"), "untimed", round(p["layer_untimed_us"], 1),
-              "routed", round(p["routed_us"], 1), round(p["gate_up_us"], 1), round(p["down_us"], 1))
+        print(os.path.basename(path), p["tokens"], p.get("output_fnv1a"),
+              "untimed", us(p, "layer_untimed_us"), "routed", us(p, "routed_us"), us(p, "gate_up_us"), us(p, "down_us"))
 POINTS
 }

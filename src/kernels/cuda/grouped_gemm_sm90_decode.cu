@@ -67,9 +67,9 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
 // kSmCtas > 0: that many CTAs to an SM, each with as many stages as its share of shared memory holds; 0: the
 // format's rule below. kExact: FP4 x e4m3 shapes for block-exact weights (the FP8 arithmetic:
-// grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins. kStagger: per-32
-// 64-token CTAs whose blocks' group MMAs are staggered over two sets of sums (fp4_e4m3_block_staggered),
-// where their registers hold those (two CTAs to an SM).
+// grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins (but for the per-32
+// shapes to measure below). kStagger: per-32 64-token CTAs whose blocks' group MMAs are staggered over two
+// sets of sums (fp4_e4m3_block_staggered), where their registers hold those (two CTAs to an SM).
 template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0, bool kExact = false, bool kStagger = false>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
@@ -159,7 +159,7 @@ using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
 constexpr int kBf16DeepLaunchCtasPerSm = 2;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 // The FP4 x e4m3 shapes, for the per-32 arithmetic (kExact false) and for block-exact weights (true): the same
-// shapes, taken by the same rules (launch_fp4_e4m3).
+// shapes, taken by the same rules (launch_fp4_e4m3), but for the per-32 shapes to measure after them.
 template <bool kExact>
 struct Fp4E4m3Shapes {
     using Thin = DecodeShape<WeightCode::Fp4, true, 8, 6, kExact>;  // decode batches of at most 4 rows per expert
@@ -176,19 +176,17 @@ struct Fp4E4m3Shapes {
     using Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5, kExact>;       // other decode batches
     using NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16, 0, kExact>;  // STEADYMOE_DECODE_CTAS_PER_SM=fewer
     using Wide = DecodeShape<WeightCode::Fp4, true, 64, 0, kExact>;         // the others
-    // Per-32 only, to measure (the same bits): 64-token CTAs two to an SM with eight stages each, their group
-    // MMAs staggered (STEADYMOE_PER32_WIDE_CTAS=staggered) or each waited for before its fold, as in Wide (=two:
-    // the control, for what the occupancy alone does).
-    using WideStaggered = DecodeShape<WeightCode::Fp4, true, 64, 2, kExact, true>;
-    using WideTwo = DecodeShape<WeightCode::Fp4, true, 64, 2, kExact>;
 };
+// Per-32 only, to measure (the same bits): 64-token CTAs two to an SM with eight stages each, their group
+// MMAs staggered (STEADYMOE_PER32_WIDE_CTAS=staggered) or each waited for before its fold, as in Wide (=two:
+// the control, for what the occupancy alone does). Block-exact weights keep Wide.
+using Fp4E4m3WideStaggered = DecodeShape<WeightCode::Fp4, true, 64, 2, false, true>;
+using Fp4E4m3WideTwo = DecodeShape<WeightCode::Fp4, true, 64, 2, false>;
 using Fp4E4m3Thin = Fp4E4m3Shapes<false>::Thin;
 using Fp4E4m3ThinFour = Fp4E4m3Shapes<false>::ThinFour;
 constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4E4m3Narrow = Fp4E4m3Shapes<false>::Narrow;
 using Fp4E4m3Wide = Fp4E4m3Shapes<false>::Wide;
-using Fp4E4m3WideStaggered = Fp4E4m3Shapes<false>::WideStaggered;
-using Fp4E4m3WideTwo = Fp4E4m3Shapes<false>::WideTwo;
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8DecodeFewer = DecodeShape<WeightCode::Fp8, true, 32>;
 using Fp4E4m3NarrowFewer = Fp4E4m3Shapes<false>::NarrowFewer;
@@ -764,8 +762,9 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 
 namespace {
 
-// FP4 x e4m3 launches, per-32 or block-exact, on the same shapes by the same rules. (Block-exact weights on
-// four to an SM in every decode launch, two blocks' MMAs interleaved, were slower than on six at 8 tokens:
+// FP4 x e4m3 launches, per-32 or block-exact, on the same shapes by the same rules (but for the per-32 shapes
+// to measure, STEADYMOE_PER32_WIDE_CTAS). (Block-exact weights on four to an SM in every decode launch, two
+// blocks' MMAs interleaved, were slower than on six at 8 tokens:
 // bench/results/2026-12-04-cuda-fp4-block-exact.md, call 2.)
 template <bool kExact>
 cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
@@ -779,8 +778,8 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
         return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
     default:
         if constexpr (!kExact) {
-            if (per32_wide() == Per32Wide::TwoStaggered) return launch_typed<typename Shapes::WideStaggered, true>(g);
-            if (per32_wide() == Per32Wide::Two) return launch_typed<typename Shapes::WideTwo, true>(g);
+            if (per32_wide() == Per32Wide::TwoStaggered) return launch_typed<Fp4E4m3WideStaggered, true>(g);
+            if (per32_wide() == Per32Wide::Two) return launch_typed<Fp4E4m3WideTwo, true>(g);
         }
         return launch_typed<typename Shapes::Wide, true>(g);
     }

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Prepared for the next session's first call, at $1 (the commit that added STEADYMOE_PER32_WIDE_CTAS, or a later
-# one with the same kernels): per-32 64-token CTAs two to an SM with eight stages, each block's four group MMAs
-# staggered over two sets of sums (fp4_e4m3_block_staggered: =staggered), against the default three to an SM
-# that wait for each group's MMA before its fold, and against two to an SM that do so (=two: what the occupancy
-# alone does). A local compile: the staggered kernels 156 and 158 registers (cp.async rows, rows by tensor
-# copies), no spills, no MMA serialised; in their machine code MMA 0, MMA 1, a wait for all but one, fold 0,
-# MMA 2, a wait for all but one, fold 1, MMA 3, a wait for all but one, fold 2, a wait for all, fold 3. One
-# build, the knob switching. Tests: test_cuda_grouped_gemm whole, with each value and without
-# (Fp4MeetingE4m3GivesTheSameBitsInEveryBatch compares the 64-token CTAs with the decode forms bit for bit, and
-# checks two CTAs an SM with the knob); test_cuda_layer and memcheck on the FP4 x e4m3 test with =staggered.
-# Bench, the three ways alternating twice: deepseek-v4-flash fp4 at 2048, 4096 and 16384 tokens (6 routed
-# rows a token: 2048 tokens is the first of these past the decode batches' 8192 rows, which take 16-token
-# CTAs). About 7 minutes. Make one the default only if faster with the same digests; else take them out.
+# Prepared for the next session's first call, at $1 (the commit that added STEADYMOE_PER32_WIDE_CTAS, or a
+# later one with the same kernels). Per-32 64-token CTAs two to an SM with eight stages, each block's four
+# group MMAs staggered over two sets of sums (fp4_e4m3_block_staggered: =staggered), against the default three
+# to an SM that wait for each group's MMA before its fold, and against two to an SM that do so (=two: what
+# the occupancy alone does). A local compile: the staggered kernels 156 and 158 registers (cp.async rows,
+# rows by tensor copies), no spills, no MMA serialised; in their machine code MMA 0, MMA 1, a wait for all
+# but one, fold 0, MMA 2, a wait for all but one, fold 1, MMA 3, a wait for all but one, fold 2, a wait for
+# all, fold 3. One build, the knob switching. Tests: test_cuda_grouped_gemm whole without the knob and with
+# =staggered; its FP4 x e4m3 and indexed-rows tests with =two (Fp4MeetingE4m3GivesTheSameBitsInEveryBatch
+# compares the 64-token CTAs, rows by tensor copies, with the decode forms bit for bit and checks two CTAs an
+# SM with the knob; IndexedRowsGiveTheBitsOfRowsInOrder takes the cp.async form); test_cuda_layer with
+# =staggered; memcheck on those two tests with =staggered. Bench, the three ways alternating twice:
+# deepseek-v4-flash fp4 at 2048, 4096 and 16384 tokens (6 routed rows a token: 2048 tokens is the first of
+# these past the decode batches' 8192 rows, which take 16-token CTAs). About 7 minutes. Make one the default
+# only if faster with the same digests; else take them out.
 set -u
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1
 start=$SECONDS
@@ -22,19 +24,21 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 build_gpu steadymoe_cli test_cuda_grouped_gemm test_cuda_layer || exit 1
 run_test test_cuda_grouped_gemm
 run_test test_cuda_grouped_gemm STEADYMOE_PER32_WIDE_CTAS=staggered
-run_test test_cuda_grouped_gemm STEADYMOE_PER32_WIDE_CTAS=two "*Fp4MeetingE4m3*"
+run_test test_cuda_grouped_gemm STEADYMOE_PER32_WIDE_CTAS=two "*Fp4MeetingE4m3*:*IndexedRows*"
 run_test test_cuda_layer STEADYMOE_PER32_WIDE_CTAS=staggered
-STEADYMOE_PER32_WIDE_CTAS=staggered memcheck test_cuda_grouped_gemm "*Fp4MeetingE4m3*"
+echo "memcheck with STEADYMOE_PER32_WIDE_CTAS=staggered:"
+STEADYMOE_PER32_WIDE_CTAS=staggered memcheck test_cuda_grouped_gemm "*Fp4MeetingE4m3*:*IndexedRows*"
 echo "tests done at $((SECONDS-start)) s"
 } > $OUT/tests.txt 2>&1
 cat $OUT/tests.txt
-grep -q "of 64" $OUT/t/gpu-tests.log && grep "CTAs per SM on this GPU" $OUT/t/gpu-tests.log
+grep -E "^=== |CTAs per SM on this GPU" $OUT/t/gpu-tests.log
 tests_passed $OUT/tests.txt || exit 1
 source bench/bench_runs.sh
 BENCH_BUDGET_S=${BUDGET:-480}
 for r in 1 2; do
   bench_run v4-three-$r - --workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384
-  bench_run v4-staggered-$r STEADYMOE_PER32_WIDE_CTAS=staggered --workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384
+  bench_run v4-staggered-$r STEADYMOE_PER32_WIDE_CTAS=staggered \
+    --workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384
   bench_run v4-two-$r STEADYMOE_PER32_WIDE_CTAS=two --workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384
 done
 bench_points
