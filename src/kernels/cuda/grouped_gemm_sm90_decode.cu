@@ -690,6 +690,16 @@ Per32Wide per32_wide() {
                                                                                        : Per32Wide::Three;
     return form;
 }
+// f(shape) for the per-32 64-token shape that per32_wide picks: the one place that maps it to a shape.
+template <class F>
+auto with_per32_wide_shape(F&& f) {
+    switch (per32_wide()) {
+    case Per32Wide::TwoStaggered: return f(Fp4E4m3WideStaggered{});
+    case Per32Wide::Two: return f(Fp4E4m3WideTwo{});
+    case Per32Wide::Three: break;
+    }
+    return f(Fp4E4m3Wide{});
+}
 
 // Whether launches of few CTAs take the shapes with fewer CTAs to an SM and more stages each (Bf16Deep,
 // Fp4E4m3ThinFour): not with STEADYMOE_DEEP_STAGES=0, to compare.
@@ -777,11 +787,8 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
     case Fp4E4m3Narrow::kTokens:
         return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
     default:
-        if constexpr (!kExact) {
-            if (per32_wide() == Per32Wide::TwoStaggered) return launch_typed<Fp4E4m3WideStaggered, true>(g);
-            if (per32_wide() == Per32Wide::Two) return launch_typed<Fp4E4m3WideTwo, true>(g);
-        }
-        return launch_typed<typename Shapes::Wide, true>(g);
+        if constexpr (!kExact) return with_per32_wide_shape([&](auto shape) { return launch_typed<decltype(shape), true>(g); });
+        else return launch_typed<typename Shapes::Wide, true>(g);
     }
 }
 
@@ -825,9 +832,7 @@ int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? ctas_per_sm<Fp4E4m3NarrowFewer>() : ctas_per_sm<Fp4E4m3Narrow>();
     case Fp4E4m3Wide::kTokens:  // (the per-32 arithmetic's: block-exact weights run Wide whatever STEADYMOE_PER32_WIDE_CTAS says)
-        return per32_wide() == Per32Wide::TwoStaggered ? ctas_per_sm<Fp4E4m3WideStaggered>()
-               : per32_wide() == Per32Wide::Two        ? ctas_per_sm<Fp4E4m3WideTwo>()
-                                                       : ctas_per_sm<Fp4E4m3Wide>();
+        return with_per32_wide_shape([](auto shape) { return ctas_per_sm<decltype(shape)>(); });
     }
     return 0;
 }
