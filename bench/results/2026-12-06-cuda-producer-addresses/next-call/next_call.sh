@@ -49,11 +49,11 @@ if [[ ${TESTS:-all} != none ]]; then
 fi
 source bench/bench_runs.sh
 BENCH_BUDGET_S=${BUDGET:-480}
+v4=(--workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384)
 for r in 1 2; do
-  bench_run v4-three-$r - --workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384
-  bench_run v4-staggered-$r STEADYMOE_PER32_WIDE_CTAS=staggered \
-    --workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384
-  bench_run v4-two-$r STEADYMOE_PER32_WIDE_CTAS=two --workload deepseek-v4-flash --format fp4 --tokens 2048,4096,16384
+  bench_run v4-three-$r - "${v4[@]}"
+  bench_run v4-staggered-$r STEADYMOE_PER32_WIDE_CTAS=staggered "${v4[@]}"
+  bench_run v4-two-$r STEADYMOE_PER32_WIDE_CTAS=two "${v4[@]}"
 done
 bench_points
 echo "call done at $((SECONDS - start)) s"
