@@ -128,7 +128,9 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 }
 
 // One block (b of its stage): its four groups' MMAs, kSets at once into sums of their own, each set committed
-// and waited for, the next set's fragments widened while it multiplies. kSets is as many as the CTA's
+// and waited for, the next set's fragments widened while it multiplies (on 64-token CTAs the compilers put
+// that widening after the wait wherever it is written, ten integer operations a group:
+// bench/results/2026-12-06-cuda-producer-addresses.md). kSets is as many as the CTA's
 // registers hold without ptxas serialising the MMAs (notice C7512, which makes each MMA wait for the one
 // before it): all four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM),
 // one on 64-token ones (32 accumulators; two to an SM can stagger them: fp4_e4m3_block_staggered). One wait
