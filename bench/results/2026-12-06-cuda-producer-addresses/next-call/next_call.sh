@@ -19,6 +19,7 @@
 # BUDGET=190) builds the CLI alone and runs no tests, the records' digests comparing the bits. BUDGET: seconds
 # from the start after which the remaining timings are skipped (480 unless set).
 set -u
+case ${TESTS:-all} in all | short | none) ;; *) echo "TESTS=$TESTS: expected all, short or none" >&2; exit 2 ;; esac
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1
 start=$SECONDS
 mkdir -p $OUT/t
