@@ -22,6 +22,8 @@ set -u
 case ${TESTS:-all} in all | short | none) ;; *) echo "TESTS=$TESTS: expected all, short or none" >&2; exit 2 ;; esac
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1
 start=$SECONDS
+# the FP4 x e4m3 test (it checks the CTAs an SM the knob gives) and the cp.async rows' test
+knob_tests="*Fp4MeetingE4m3*:*IndexedRows*"
 mkdir -p $OUT/t
 source bench/device_tests.sh
 {
@@ -31,14 +33,14 @@ all)
   build_gpu steadymoe_cli test_cuda_grouped_gemm test_cuda_layer || exit 1
   run_test test_cuda_grouped_gemm
   run_test test_cuda_grouped_gemm STEADYMOE_PER32_WIDE_CTAS=staggered
-  run_test test_cuda_grouped_gemm STEADYMOE_PER32_WIDE_CTAS=two "*Fp4MeetingE4m3*:*IndexedRows*"
+  run_test test_cuda_grouped_gemm STEADYMOE_PER32_WIDE_CTAS=two "$knob_tests"
   run_test test_cuda_layer STEADYMOE_PER32_WIDE_CTAS=staggered
   echo "memcheck with STEADYMOE_PER32_WIDE_CTAS=staggered:"
-  STEADYMOE_PER32_WIDE_CTAS=staggered memcheck test_cuda_grouped_gemm "*Fp4MeetingE4m3*:*IndexedRows*" ;;
+  STEADYMOE_PER32_WIDE_CTAS=staggered memcheck test_cuda_grouped_gemm "$knob_tests" ;;
 short)
   build_gpu steadymoe_cli test_cuda_grouped_gemm || exit 1
   run_test test_cuda_grouped_gemm STEADYMOE_PER32_WIDE_CTAS=staggered "*Fp4*:*IndexedRows*"
-  run_test test_cuda_grouped_gemm STEADYMOE_PER32_WIDE_CTAS=two "*Fp4MeetingE4m3*:*IndexedRows*" ;;
+  run_test test_cuda_grouped_gemm STEADYMOE_PER32_WIDE_CTAS=two "$knob_tests" ;;
 none) build_gpu steadymoe_cli || exit 1 ;;
 esac
 echo "tests done at $((SECONDS-start)) s"
