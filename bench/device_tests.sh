@@ -1,7 +1,9 @@
 # Sourced by a device call's script (after `start=$SECONDS`):
 # - build_gpu TARGET... configures build-gpu (Release, Ninja) and builds the targets, logging to
 #   $OUT/t/configure-build.log and $OUT/t/build.log; on a failure it prints the errors and returns 1 (the script then
-#   stops: `build_gpu ... || exit 1`), else prints when the build was done;
+#   stops: `build_gpu ... || exit 1`), else prints when the build was done. Where the call carries build-carry/
+#   (bench/carry_build.sh) with this tree's source stamp and the targets' programs, and they start on this
+#   machine, it takes those in place of building (build-gpu then links to build-carry) and says so;
 # - build_base PATCH TARGET... builds the targets in build-base from the tree with PATCH (a `git diff OLD NEW`
 #   of the call's tree, saved beside the script) taken back, then puts the tree back: the older build to run
 #   beside this one on the same machine (bench_runs.sh's BENCH_CLI); logs $OUT/t/build-base.log;
@@ -10,6 +12,7 @@
 #   the environment KNOB sets (NAME=VALUE, several separated by spaces; none if empty), appending what it
 #   prints to $OUT/t/gpu-tests.log under a line naming the run, and prints its exit status and the passed
 #   tests so far;
+# - program_of TARGET prints where a target's program lies in a build folder (the CLI and the tests);
 # - memcheck BINARY [FILTER] runs it under compute-sanitizer's memcheck into $OUT/t/memcheck-BINARY.log and
 #   prints the error summary;
 # - tests_passed FILE prints the failures logged and returns 1 where FILE (what the call's tests printed)
@@ -25,7 +28,34 @@ configure_and_build() {
   cmake --build "$dir" -j "$(nproc)" --target "$@" > "$OUT/t/$log.log" 2>&1 \
     || { grep -E error -A5 "$OUT/t/$log.log" | head -40; return 1; }
 }
+program_of() {
+  case $1 in
+    steadymoe_cli) echo steadymoe ;;
+    test_*) echo "tests/$1" ;;
+    *) return 1 ;;
+  esac
+}
+# Whether build-carry/ holds this tree's build of every target, each starting here; says why not where it was
+# carried and does not serve.
+carried_build_serves() {
+  [[ -f build-carry/source-stamp ]] || return 1
+  [[ $(< build-carry/source-stamp) == $(bash bench/source_stamp.sh) ]] \
+    || { echo "build-carry/ is another tree's build: building"; return 1; }
+  local t p
+  for t in "$@"; do
+    p=$(program_of "$t") && [[ -x build-carry/$p ]] || { echo "build-carry/ lacks $t: building"; return 1; }
+    if [[ $t == steadymoe_cli ]]; then build-carry/$p --version; else build-carry/$p --gtest_list_tests; fi \
+      > /dev/null 2>&1 || { echo "build-carry/$p does not start here: building"; return 1; }
+  done
+}
 build_gpu() {
+  mkdir -p "$OUT/t"
+  if carried_build_serves "$@"; then
+    rm -rf build-gpu && ln -s build-carry build-gpu
+    echo "carried build taken at $((SECONDS - start)) s"
+    return 0
+  fi
+  [[ -L build-gpu ]] && rm build-gpu  # an earlier carried build's link: build here, not into build-carry/
   configure_and_build build-gpu build "$@" || return 1
   echo "built at $((SECONDS - start)) s"
 }

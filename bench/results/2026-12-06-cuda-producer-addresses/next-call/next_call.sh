@@ -18,6 +18,9 @@
 # and runs only the FP4 and indexed-rows tests under =staggered and =two; TESTS=none (about 300 s with
 # BUDGET=190) builds the CLI alone and runs no tests, the records' digests comparing the bits. BUDGET: seconds
 # from the start after which the remaining timings are skipped (480 unless set).
+# Its build can come along (added 2026-12-07, a later session): `bash bench/carry_build.sh steadymoe_cli
+# test_cuda_grouped_gemm test_cuda_layer` here, then the call with `carry: ["build-carry"]`; build_gpu takes
+# those programs where their source stamp matches (first calls' builds took 73-103 s on 2026-12-06).
 set -u
 case ${TESTS:-all} in all | short | none) ;; *) echo "TESTS=$TESTS: expected all, short or none" >&2; exit 2 ;; esac
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1
