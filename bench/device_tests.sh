@@ -1,9 +1,10 @@
 # Sourced by a device call's script (after `start=$SECONDS`):
 # - build_gpu TARGET... configures build-gpu (Release, Ninja) and builds the targets, logging to
 #   $OUT/t/configure-build.log and $OUT/t/build.log; on a failure it prints the errors and returns 1 (the script then
-#   stops: `build_gpu ... || exit 1`), else prints when the build was done. Where the call carries build-carry/
-#   (bench/carry_build.sh) with this tree's source stamp and the targets' programs, and they start on this
-#   machine, it takes those in place of building (build-gpu then links to build-carry) and says so;
+#   stops: `build_gpu ... || exit 1`), else prints when the build was done. Where the call carries
+#   build-carry/ (bench/carry_build.sh) with this tree's source stamp and the targets' programs, and they
+#   start on this machine, it takes those in place of building (build-gpu then links to build-carry) and
+#   says so;
 # - build_base PATCH TARGET... builds the targets in build-base from the tree with PATCH (a `git diff OLD NEW`
 #   of the call's tree, saved beside the script) taken back, then puts the tree back: the older build to run
 #   beside this one on the same machine (bench_runs.sh's BENCH_CLI); logs $OUT/t/build-base.log;
@@ -31,6 +32,7 @@ configure_and_build() {
 program_of() {
   case $1 in
     steadymoe_cli) echo steadymoe ;;
+    test_cli) return 1 ;;  # runs the CLI by the path it was built with
     test_*) echo "tests/$1" ;;
     *) return 1 ;;
   esac
@@ -38,7 +40,8 @@ program_of() {
 # Whether build-carry/ holds this tree's build of every target, each starting here; says why not where it was
 # carried and does not serve.
 carried_build_serves() {
-  [[ -f build-carry/source-stamp ]] || return 1
+  [[ -d build-carry ]] || return 1
+  [[ -f build-carry/source-stamp ]] || { echo "build-carry/ has no source stamp: building"; return 1; }
   [[ $(< build-carry/source-stamp) == $(bash bench/source_stamp.sh) ]] \
     || { echo "build-carry/ is another tree's build: building"; return 1; }
   local t p
