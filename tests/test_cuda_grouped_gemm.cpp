@@ -698,11 +698,10 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact);
 // 16 tokens (over 128-row tiles in chunks, or over 16-row tiles) or 8 (8-row tiles: six CTAs to an SM, or
 // four, a stage's two blocks multiplied at once, in launches of at most three CTAs an SM — here all but those
 // with k split in eight; with STEADYMOE_DEEP_STAGES=0 six, with STEADYMOE_FP4_THIN_CTAS_PER_SM=4 four in
-// every launch; with STEADYMOE_PER32_WIDE_CTAS=staggered or =two the per-32 64-token CTAs two to an SM). The
-// same bits every way — with activation scales that are not powers of two, with a partial last n-tile (200
-// features), with k split in two and in eight (a split of one block: a stage half filled), with thirteen
-// blocks (every stage ring wraps), with token scales held per CTA and copied per stage — and within the FP8
-// tensor cores' rounding of float64.
+// every launch). The same bits every way — with activation scales that are not powers of two, with a partial
+// last n-tile (200 features), with k split in two and in eight (a split of one block: a stage half filled),
+// with thirteen blocks (every stage ring wraps), with token scales held per CTA and copied per stage — and
+// within the FP8 tensor cores' rounding of float64.
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
@@ -711,8 +710,7 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 64\n", thin, narrow, wide);
     EXPECT_EQ(thin, cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4") ? 4 : 6);
     EXPECT_EQ(narrow, cuda::env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "fewer") ? 4 : 5);
-    const bool wide_two = cuda::env_equals("STEADYMOE_PER32_WIDE_CTAS", "staggered") || cuda::env_equals("STEADYMOE_PER32_WIDE_CTAS", "two");
-    EXPECT_EQ(wide, wide_two ? 2 : 3);
+    EXPECT_EQ(wide, 3);
     // launches of at most three 8-token CTAs an SM take four to an SM, unless every launch runs so or none does
     const cuda::FewCtaShape four = cuda::grouped_gemm_few_cta_shape(cuda::WeightCode::Fp4, true);
     const bool four_on = !cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4") && !cuda::env_equals("STEADYMOE_DEEP_STAGES", "0") &&

@@ -67,10 +67,8 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
 // kSmCtas > 0: that many CTAs to an SM, each with as many stages as its share of shared memory holds; 0: the
 // format's rule below. kExact: FP4 x e4m3 shapes for block-exact weights (the FP8 arithmetic:
-// grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins (but for the per-32
-// shapes to measure below). kStagger: per-32 64-token CTAs whose blocks' group MMAs are staggered over two
-// sets of sums (fp4_e4m3_block_staggered), where their registers hold those (two CTAs to an SM).
-template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0, bool kExact = false, bool kStagger = false>
+// grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins.
+template <WeightCode kCode, bool kE4m3, int kTokensPerCta, int kSmCtas = 0, bool kExact = false>
 struct DecodeShape {
     static constexpr WeightCode kFormat = kCode;
     static constexpr bool kE4m3Tokens = kE4m3;
@@ -83,7 +81,6 @@ struct DecodeShape {
                                       : kCode == WeightCode::Fp4 ? 4
                                       : kCode == WeightCode::Bf16 ? 3 : 5;
     static constexpr bool kBlocksAtOnce = kFp4E4m3 && !kBlockExact && kTokens == 8 && kCtasPerSm == 4;  // fp4_e4m3_block_pair
-    static constexpr bool kStaggered = kStagger;
     // Two blocks' MMAs interleaved (fp4_exact::stage) where their registers fit without serialising the MMAs
     // (ptxas notice C7512 at five and six CTAs to an SM)
     static constexpr bool kExactPairs = kBlockExact && kBlocks == 2 && kCtasPerSm <= 4;
@@ -122,8 +119,6 @@ struct DecodeShape {
     static constexpr int kSmemBytes = kHeldScaleOffset + kHeldBlocks * kScaleLd * 4 + 1024;  // + alignment
     static_assert(kBlocks == 1 || kFp4E4m3, "other stages hold one block");
     static_assert(!kBlocksAtOnce || kBlocks == 2, "fp4_e4m3_block_pair multiplies a stage's two blocks");
-    static_assert(!kStaggered || (kFp4E4m3 && !kBlockExact && kTokens == 64 && kCtasPerSm <= 2),
-                  "staggered MMAs: per-32 64-token CTAs with the registers of a second set of sums");
     static_assert(!kExactPairs || kBlocks == 2, "fp4_exact::stage multiplies a stage's two blocks at once");
     static_assert(!kHoldsScales || kHeldBlocks >= 16, "held scales cover a 2048-wide k at least");
     static_assert(kTokenScaleOffset % 8 == 0 && kHeldScaleOffset % 8 == 0 && kScaleLd % 2 == 0, "token scales are read in pairs");
@@ -159,7 +154,7 @@ using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
 constexpr int kBf16DeepLaunchCtasPerSm = 2;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 // The FP4 x e4m3 shapes, for the per-32 arithmetic (kExact false) and for block-exact weights (true): the same
-// shapes, taken by the same rules (launch_fp4_e4m3), but for the per-32 shapes to measure after them.
+// shapes, taken by the same rules (launch_fp4_e4m3).
 template <bool kExact>
 struct Fp4E4m3Shapes {
     using Thin = DecodeShape<WeightCode::Fp4, true, 8, 6, kExact>;  // decode batches of at most 4 rows per expert
@@ -177,11 +172,6 @@ struct Fp4E4m3Shapes {
     using NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16, 0, kExact>;  // STEADYMOE_DECODE_CTAS_PER_SM=fewer
     using Wide = DecodeShape<WeightCode::Fp4, true, 64, 0, kExact>;         // the others
 };
-// Per-32 only, to measure (the same bits): 64-token CTAs two to an SM with eight stages each, their group
-// MMAs staggered (STEADYMOE_PER32_WIDE_CTAS=staggered) or each waited for before its fold, as in Wide (=two:
-// the control, for what the occupancy alone does). Block-exact weights keep Wide.
-using Fp4E4m3WideStaggered = DecodeShape<WeightCode::Fp4, true, 64, 2, false, true>;
-using Fp4E4m3WideTwo = DecodeShape<WeightCode::Fp4, true, 64, 2, false>;
 using Fp4E4m3Thin = Fp4E4m3Shapes<false>::Thin;
 using Fp4E4m3ThinFour = Fp4E4m3Shapes<false>::ThinFour;
 constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
@@ -681,26 +671,6 @@ bool fp8_thin() {
     return thin;
 }
 
-// How per-32 launches of 64-token CTAs run them, to measure (the same bits): three to an SM (the default),
-// two with their group MMAs staggered (STEADYMOE_PER32_WIDE_CTAS=staggered), or two as the three do (=two).
-enum class Per32Wide { Three, TwoStaggered, Two };
-Per32Wide per32_wide() {
-    static const Per32Wide form = env_equals("STEADYMOE_PER32_WIDE_CTAS", "staggered") ? Per32Wide::TwoStaggered
-                                  : env_equals("STEADYMOE_PER32_WIDE_CTAS", "two")     ? Per32Wide::Two
-                                                                                       : Per32Wide::Three;
-    return form;
-}
-// f(shape) for the per-32 64-token shape that per32_wide picks: the one place that maps it to a shape.
-template <class F>
-auto with_per32_wide_shape(F&& f) {
-    switch (per32_wide()) {
-    case Per32Wide::TwoStaggered: return f(Fp4E4m3WideStaggered{});
-    case Per32Wide::Two: return f(Fp4E4m3WideTwo{});
-    case Per32Wide::Three: break;
-    }
-    return f(Fp4E4m3Wide{});
-}
-
 // Whether launches of few CTAs take the shapes with fewer CTAs to an SM and more stages each (Bf16Deep,
 // Fp4E4m3ThinFour): not with STEADYMOE_DEEP_STAGES=0, to compare.
 bool deep_stages() {
@@ -772,9 +742,8 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
 
 namespace {
 
-// FP4 x e4m3 launches, per-32 or block-exact, on the same shapes by the same rules (but for the per-32 shapes
-// to measure, STEADYMOE_PER32_WIDE_CTAS). (Block-exact weights on four to an SM in every decode launch, two
-// blocks' MMAs interleaved, were slower than on six at 8 tokens:
+// FP4 x e4m3 launches, per-32 or block-exact, on the same shapes by the same rules. (Block-exact weights on
+// four to an SM in every decode launch, two blocks' MMAs interleaved, were slower than on six at 8 tokens:
 // bench/results/2026-12-04-cuda-fp4-block-exact.md, call 2.)
 template <bool kExact>
 cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
@@ -786,9 +755,7 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
         return launch_typed<typename Shapes::Thin, true>(g);
     case Fp4E4m3Narrow::kTokens:
         return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
-    default:
-        if constexpr (!kExact) return with_per32_wide_shape([&](auto shape) { return launch_typed<decltype(shape), true>(g); });
-        else return launch_typed<typename Shapes::Wide, true>(g);
+    default: return launch_typed<typename Shapes::Wide, true>(g);
     }
 }
 
@@ -831,8 +798,7 @@ int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? ctas_per_sm<Fp4E4m3NarrowFewer>() : ctas_per_sm<Fp4E4m3Narrow>();
-    case Fp4E4m3Wide::kTokens:  // (the per-32 arithmetic's: block-exact weights run Wide whatever STEADYMOE_PER32_WIDE_CTAS says)
-        return with_per32_wide_shape([](auto shape) { return ctas_per_sm<decltype(shape)>(); });
+    case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
     return 0;
 }

@@ -133,8 +133,9 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // bench/results/2026-12-06-cuda-producer-addresses.md). kSets is as many as the CTA's
 // registers hold without ptxas serialising the MMAs (notice C7512, which makes each MMA wait for the one
 // before it): all four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM),
-// one on 64-token ones (32 accumulators; two to an SM can stagger them: fp4_e4m3_block_staggered). One wait
-// for four MMAs against a wait after each: deepseek-v4-flash's one-token gate/up took 35.4 against 43.7 µs
+// one on 64-token ones (32 accumulators; two sets staggered, two CTAs to an SM, were 14-16% slower than three
+// CTAs of one set: bench/results/2026-12-07-cuda-per32-staggered.md). One wait for four MMAs against a wait
+// after each: deepseek-v4-flash's one-token gate/up took 35.4 against 43.7 µs
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on 8-token CTAs six to an SM,
 // block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised every MMA of
 // the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256 tokens and the same
@@ -210,47 +211,13 @@ __device__ __forceinline__ void fp4_e4m3_block_pair(float (&total)[S::kAcc], con
     }
 }
 
-// One block with its groups' MMAs staggered over two sets of sums (S::kStaggered: per-32 64-token CTAs two to
-// an SM, whose registers hold them): group g's MMA is issued before group g - 1's sums are folded, so that a
-// warpgroup's folds overlap its own MMAs. (fp4_e4m3_block waits for each MMA before its fold and leaves that
-// overlap to the SM's other CTAs.) The same MMAs and the same folds in the same order: the same bits.
-template <class S>
-__device__ __forceinline__ void fp4_e4m3_block_staggered(float (&total)[S::kAcc], const char* stage, StageScales sc, int b, int row,
-                                                         int lane) {
-    static_assert(S::kFp4E4m3 && S::kStaggered);
-    const Fp4Block blk = load_fp4_block<S>(stage, b, row, lane & 3);
-    const uint64_t tokens = stage_tokens<S>(stage, b);
-    uint32_t a[2][4];
-    float sums[2][S::kAcc], block[S::kAcc];
-#pragma unroll
-    for (int g = 0; g <= kFp4Groups; ++g) {
-        if (g < kFp4Groups) {
-            // set g % 2 held group g - 2's: its MMA was waited for and its sums folded a step ago
-            widen_group(blk, g, a[g % 2]);
-            order_mma_registers(sums[g % 2], a[g % 2]);
-            wgmma_fence();
-            group_mma<S>(sums[g % 2], a[g % 2], tokens, g);
-            wgmma_commit();
-        }
-        if (g == 0) continue;
-        if (g < kFp4Groups) wgmma_wait<1>();  // group g - 1's MMA is done (g's may run on)
-        else wgmma_wait<0>();
-        order_mma_registers(sums[(g - 1) % 2], a[(g - 1) % 2]);
-        fold_group(block, sums[(g - 1) % 2], blk, g - 1);
-    }
-    fold_block<S>(total, block, sc.scales + b * sc.ld, lane & 3);
-}
-
 // A stage's `count` blocks (a split's last stage may have one).
 template <class S>
 __device__ __forceinline__ void fp4_e4m3_stage(float (&total)[S::kAcc], const char* stage, StageScales sc, int count, int row, int lane) {
     if constexpr (S::kBlocksAtOnce) {
         if (count == 2) return fp4_e4m3_block_pair<S>(total, stage, sc, row, lane);
     }
-    for (int b = 0; b < count; ++b) {
-        if constexpr (S::kStaggered) fp4_e4m3_block_staggered<S>(total, stage, sc, b, row, lane);
-        else fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
-    }
+    for (int b = 0; b < count; ++b) fp4_e4m3_block<S>(total, stage, sc, b, row, lane);
 }
 #endif
 
