@@ -2,9 +2,9 @@
 # - build_gpu TARGET... configures build-gpu (Release, Ninja) and builds the targets, logging to
 #   $OUT/t/configure-build.log and $OUT/t/build.log; on a failure it prints the errors and returns 1 (the script then
 #   stops: `build_gpu ... || exit 1`), else prints when the build was done. Where the call carries
-#   build-carry/ (bench/carry_build.sh) with this tree's source stamp and the targets' programs, and they
-#   start on this machine, it takes those in place of building (build-gpu then links to build-carry) and
-#   says so;
+#   build-carry-packed/ (bench/carry_build.sh: build-carry/ packed) with this tree's source stamp and the
+#   targets' programs, and they start on this machine, it unpacks and takes those in place of building
+#   (build-gpu then links to build-carry) and says so;
 # - build_base PATCH TARGET... builds the targets in build-base from the tree with PATCH (a `git diff OLD NEW`
 #   of the call's tree, saved beside the script) taken back, then puts the tree back: the older build to run
 #   beside this one on the same machine (bench_runs.sh's BENCH_CLI); logs $OUT/t/build-base.log;
@@ -40,6 +40,10 @@ program_of() {
 # Whether build-carry/ holds this tree's build of every target, each starting here; says why not where it was
 # carried and does not serve.
 carried_build_serves() {
+  if [[ -f build-carry-packed/programs.tar.gz ]]; then
+    rm -rf build-carry
+    tar xzf build-carry-packed/programs.tar.gz || { echo "build-carry-packed/ does not unpack: building"; return 1; }
+  fi
   [[ -d build-carry ]] || return 1
   [[ -f build-carry/source-stamp ]] || { echo "build-carry/ has no source stamp: building"; return 1; }
   [[ $(< build-carry/source-stamp) == $(bash bench/source_stamp.sh) ]] \
