@@ -1,0 +1,137 @@
+// Probe: how fast do an H100's or H200's SMs stream weights they read once, by each way a kernel can bring
+// them in? The decode kernel streams each CTA's weights by one bulk copy a stage (cp.async.bulk, issued by
+// one producer lane, completing on the stage's barrier); at one token qwen3-30b-a3b's routed gate/up moved
+// 2.30 TB/s that way on an H100 with its caches flushed (bench/results/2026-12-07-cuda-one-token-profile.md),
+// its consumers waiting for full stages 56% of their time, and in 2026-12-01's experiments more stages in
+// flight did not help. Each way here reads a buffer with nothing else in the loop (a consumer touches one
+// word a stage, or the loads' values are XORed into a sink):
+//   bulk:   a producer warp's first `pieces` lanes each copy 1/pieces of a stage (cp.async.bulk) into a ring
+//           of `depth` stages; one consumer warp waits for each stage and hands it back;
+//   ldg:    every thread loads 16 bytes at a time (ld.global.nc, no L1 allocation), `unroll` loads in flight;
+// over shapes of work: the decode layer's (192 CTAs of 256 KiB, like qwen3's one-token gate/up), its bytes
+// over 128 and 256 CTAs, 16 SMs alone, and long streams (every SM `ctas_per_sm` CTAs of 8 MiB each), the
+// caches flushed before each launch by reading another 256 MiB. Reported: µs by events (median of three
+// launches) and TB/s, beside the copy bandwidth (a device-to-device copy of 1 GiB, read + written over its
+// time) and an empty launch's time, measured in the same run.
+// Built as build/probes/probe_weight_stream_rate (CMakeLists.txt); run it on a Hopper.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "stream_kernels.cuh"
+
+using namespace stream_probe;
+
+namespace {
+
+struct Way {
+    const char* name;
+    int stage_bytes, pieces, depth, unroll;  // bulk: the first three; ldg: unroll
+};
+
+struct Work {
+    const char* name;
+    int ctas;                // 0: ctas_per_sm an SM
+    int ctas_per_sm;
+    long long bytes_per_cta;
+};
+
+bool check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    return e == cudaSuccess;
+}
+
+}  // namespace
+
+int main() {
+    cudaDeviceProp prop{};
+    if (!check(cudaGetDeviceProperties(&prop, 0), "device")) return 1;
+    const int sms = prop.multiProcessorCount;
+    const long long buffer_bytes = 3LL << 30, flush_bytes = 256LL << 20;
+    char *buffer = nullptr, *flush = nullptr, *copy_to = nullptr;
+    unsigned* sink = nullptr;
+    if (!check(cudaMalloc(&buffer, buffer_bytes), "buffer") || !check(cudaMalloc(&flush, flush_bytes), "flush") ||
+        !check(cudaMalloc(&copy_to, 1LL << 30), "copy") || !check(cudaMalloc(&sink, 4096 * sizeof(unsigned)), "sink"))
+        return 1;
+    cudaMemset(buffer, 0x11, buffer_bytes);  // no word is the sink's key
+    cudaMemset(flush, 0x11, flush_bytes);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    // The caches flushed by reading another buffer, so that L2 holds clean lines (a memset left it dirty, and
+    // the timed reads then paid for the write-backs)
+    auto flush_caches = [&] {
+        ldg_stream<8><<<2 * sms, 256>>>(reinterpret_cast<const uint4*>(flush), flush_bytes / 16 / (2 * sms), sink);
+    };
+    auto timed = [&](auto launch) {  // median of three, the caches flushed before each
+        std::vector<float> ms;
+        for (int r = 0; r < 3; ++r) {
+            flush_caches();
+            cudaEventRecord(e0);
+            launch();
+            cudaEventRecord(e1);
+            cudaEventSynchronize(e1);
+            float t = 0;
+            cudaEventElapsedTime(&t, e0, e1);
+            ms.push_back(t);
+        }
+        std::sort(ms.begin(), ms.end());
+        return ms[1];
+    };
+    const float copy_ms = timed([&] { cudaMemcpyAsync(copy_to, buffer, 1LL << 30, cudaMemcpyDeviceToDevice); });
+    const double copy_tbs = 2.0 * double(1LL << 30) / (copy_ms * 1e-3) / 1e12;
+    const float empty_ms = timed([&] { ldg_stream<4><<<192, 256>>>(reinterpret_cast<const uint4*>(buffer), 0, sink); });
+    std::printf("%s, %d SMs; copy bandwidth %.0f GB/s (read + written); an empty launch of 192 CTAs %.1f µs by the same "
+                "events\n\n",
+                prop.name, sms, copy_tbs * 1e3, empty_ms * 1e3);
+    std::printf("| work | way | stage KiB | pieces | depth | unroll | CTAs | KiB a CTA | µs | TB/s | of copy bandwidth |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    const Way ways[] = {
+        {"bulk", 16384, 1, 5, 0},  {"bulk", 16384, 1, 10, 0}, {"bulk", 8192, 1, 8, 0},  {"bulk", 32768, 1, 3, 0},
+        {"bulk", 16384, 4, 5, 0},  {"bulk", 16384, 16, 5, 0}, {"bulk", 65536, 16, 3, 0}, {"ldg", 0, 0, 0, 4},
+        {"ldg", 0, 0, 0, 8},
+    };
+    const Work works[] = {
+        {"decode (192 x 256 KiB)", 192, 0, 256LL << 10},
+        {"decode's bytes, 128 x 384 KiB", 128, 0, 384LL << 10},
+        {"decode's bytes, 256 x 192 KiB", 256, 0, 192LL << 10},
+        {"16 SMs, 4 MiB each", 16, 0, 4LL << 20},
+        {"long, 1 an SM", 0, 1, 8LL << 20},
+        {"long, 2 an SM", 0, 2, 8LL << 20},
+    };
+    for (const Work& w : works) {
+        const int ctas = w.ctas > 0 ? w.ctas : sms * w.ctas_per_sm;
+        if (ctas * w.bytes_per_cta > buffer_bytes) continue;
+        for (const Way& way : ways) {
+            const bool bulk = way.name[0] == 'b';
+            const int per_sm = w.ctas > 0 ? 2 : w.ctas_per_sm;  // decode: at most two CTAs an SM, as Bf16Deep
+            const int smem = kRingOffset + way.depth * way.stage_bytes;
+            if (bulk && (smem > int(prop.sharedMemPerMultiprocessor / per_sm) - 1024 || w.bytes_per_cta % way.stage_bytes)) continue;
+            float ms = 0;
+            if (bulk) {
+                if (!check(cudaFuncSetAttribute(bulk_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "attribute"))
+                    continue;
+                ms = timed([&] {
+                    bulk_stream<<<ctas, 64, smem>>>(buffer, w.bytes_per_cta, way.stage_bytes, way.pieces, way.depth, L2Use{}, sink);
+                });
+            } else {
+                const long long vectors = w.bytes_per_cta / 16;
+                ms = timed([&] {
+                    if (way.unroll == 4) ldg_stream<4><<<ctas, 256>>>(reinterpret_cast<const uint4*>(buffer), vectors, sink);
+                    else ldg_stream<8><<<ctas, 256>>>(reinterpret_cast<const uint4*>(buffer), vectors, sink);
+                });
+            }
+            if (!check(cudaGetLastError(), way.name)) return 1;
+            const double tbs = double(ctas) * w.bytes_per_cta / (ms * 1e-3) / 1e12;
+            if (bulk)
+                std::printf("| %s | bulk | %d | %d | %d | - | %d | %lld | %.1f | %.2f | %.2f |\n", w.name, way.stage_bytes / 1024,
+                            way.pieces, way.depth, ctas, w.bytes_per_cta / 1024, ms * 1e3, tbs, tbs / copy_tbs);
+            else
+                std::printf("| %s | ldg | - | - | - | %d | %d | %lld | %.1f | %.2f | %.2f |\n", w.name, way.unroll, ctas,
+                            w.bytes_per_cta / 1024, ms * 1e3, tbs, tbs / copy_tbs);
+        }
+    }
+    return check(cudaDeviceSynchronize(), "run") ? 0 : 1;
+}
