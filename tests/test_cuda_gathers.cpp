@@ -2,8 +2,9 @@
 // copied as they are, by the copy kernel where the rows are 16-byte aligned and by the per-group gather
 // elsewhere, against the codec on the host; rows quantised to e4m3, by the row kernel where the rows are
 // aligned, against the per-group gather and the CPU's quantiser; and FP8 rows quantised once and copied
-// against quantised while gathered. Rows past the live bound are left as they were. Skips, saying so,
-// without a GPU.
+// against quantised while gathered; bf16 tokens and tokens quantised straight into their pairs' rows
+// against the gathers through the permutation's rows. Rows past the live bound are left as they were.
+// Skips, saying so, without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -312,10 +313,39 @@ TEST(CudaGathers, QuantisingOnceThenCopyingCodesGivesTheGatheredBytes) {
 
 // A permutation of `tokens` * top_k pairs as launch_permute_routed leaves one: every pair but one in
 // `dropped` (none for 0) has a row (dest[row] = pair, rows[row] = its token), in a shuffled order; rows past
-// the live bound hold stale destinations. Tokens quantised straight into their pairs' rows give the bytes of
-// quantising through the permutation's rows, from a pair-row scratch holding stale rows (negative ones, ones
-// past every row, live rows of other pairs, and rows past the live bound whose stale destination is the
-// pair), and leave rows past the live bound as they were.
+// the live bound hold stale destinations. With it, a pair-row scratch holding stale rows (negative ones, ones
+// past every row, live rows of other pairs, and rows past the live bound whose stale destination is the pair).
+struct StalePermutation {
+    int32_t live = 0;
+    std::vector<int32_t> rows, stale;
+    std::vector<int64_t> dest;
+};
+StalePermutation stale_permutation(int64_t tokens, int32_t top_k, int dropped, std::mt19937& rng) {
+    const int64_t pairs = tokens * top_k;
+    std::vector<int64_t> present;
+    for (int64_t i = 0; i < pairs; ++i)
+        if (dropped == 0 || i % dropped != 3) present.push_back(i);
+    std::shuffle(present.begin(), present.end(), rng);
+    StalePermutation p;
+    p.live = int32_t(present.size());
+    p.rows.resize(size_t(pairs)), p.stale.resize(size_t(pairs)), p.dest.resize(size_t(pairs));
+    for (int64_t row = 0; row < pairs; ++row) {
+        p.dest[size_t(row)] = row < p.live ? present[size_t(row)] : int64_t(rng() % pairs);
+        p.rows[size_t(row)] = int32_t(p.dest[size_t(row)] / top_k);
+        p.stale[size_t(row)] = int32_t(rng() % (pairs + 10)) - 5;
+    }
+    // Each dropped pair's stale entry names a row past the live bound whose stale destination is that pair:
+    // taken, it would be written (and caught as a row past the bound overwritten).
+    for (int64_t i = 3, row = p.live; dropped > 0 && i < pairs && row < pairs; i += dropped, ++row) {
+        p.dest[size_t(row)] = i;
+        p.rows[size_t(row)] = int32_t(i / top_k);
+        p.stale[size_t(i)] = int32_t(row);
+    }
+    return p;
+}
+
+// Tokens quantised straight into their pairs' rows (stale_permutation's) give the bytes of quantising through
+// the permutation's rows, and leave rows past the live bound as they were.
 void check_quantised_to_pairs(int64_t tokens, int32_t top_k, int64_t width, bool bf16, int dropped) {
     const int64_t pairs = tokens * top_k, groups = width / 128, value_bytes = bf16 ? 2 : 4;
     std::mt19937 rng(uint32_t(tokens * 13 + width));
@@ -330,25 +360,11 @@ void check_quantised_to_pairs(int64_t tokens, int32_t top_k, int64_t width, bool
             std::memcpy(src.data() + i * 4, &v, 4);
         }
     }
-    std::vector<int64_t> present;
-    for (int64_t i = 0; i < pairs; ++i)
-        if (dropped == 0 || i % dropped != 3) present.push_back(i);
-    std::shuffle(present.begin(), present.end(), rng);
-    const int32_t live = int32_t(present.size());
-    std::vector<int32_t> rows(static_cast<size_t>(pairs)), stale(static_cast<size_t>(pairs));
-    std::vector<int64_t> dest(static_cast<size_t>(pairs));
-    for (int64_t row = 0; row < pairs; ++row) {
-        dest[size_t(row)] = row < live ? present[size_t(row)] : int64_t(rng() % pairs);
-        rows[size_t(row)] = int32_t(dest[size_t(row)] / top_k);
-        stale[size_t(row)] = int32_t(rng() % (pairs + 10)) - 5;
-    }
-    // Each dropped pair's stale entry names a row past the live bound whose stale destination is that pair:
-    // taken, it would be written (and caught below as a row past the bound overwritten).
-    for (int64_t i = 3, row = live; dropped > 0 && i < pairs && row < pairs; i += dropped, ++row) {
-        dest[size_t(row)] = i;
-        rows[size_t(row)] = int32_t(i / top_k);
-        stale[size_t(i)] = int32_t(row);
-    }
+    const StalePermutation perm = stale_permutation(tokens, top_k, dropped, rng);
+    const int32_t live = perm.live;
+    const std::vector<int32_t>& rows = perm.rows;
+    const std::vector<int32_t>& stale = perm.stale;
+    const std::vector<int64_t>& dest = perm.dest;
     cuda::DeviceBuffer src_buf(src.size(), "sources"), rows_buf(size_t(pairs) * 4, "rows"),
         dest_buf(size_t(pairs) * 8, "destinations"), live_buf(4, "live"),
         pair_buf(size_t(pairs) * 4, "pair rows"), codes_buf(size_t(2 * pairs * width), "codes"),
@@ -528,6 +544,53 @@ TEST(CudaGathers, BlockMajorScalesAreTheRowMajorOnesTransposed) {
                       cudaSuccess);
         });
     }
+}
+
+// bf16 tokens copied straight into their pairs' rows (stale_permutation's) give the bytes of the gather through
+// the permutation's rows (NaNs made quiet: the sources hold every bf16 bit pattern, then random bits), and
+// leave rows past the live bound as they were.
+void check_copied_to_pairs(int64_t tokens, int32_t top_k, int64_t width, int dropped) {
+    const int64_t pairs = tokens * top_k;
+    std::mt19937 rng(uint32_t(tokens * 7 + width));
+    std::vector<uint16_t> src(size_t(tokens * width));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = i < 65536 ? uint16_t(i * 40503u) : uint16_t(rng());
+    const StalePermutation perm = stale_permutation(tokens, top_k, dropped, rng);
+    cuda::DeviceBuffer src_buf(src.size() * 2, "sources"), rows_buf(size_t(pairs) * 4, "rows"),
+        dest_buf(size_t(pairs) * 8, "destinations"), live_buf(4, "live"), pair_buf(size_t(pairs) * 4, "pair rows"),
+        out_buf(size_t(2 * pairs * width) * 2, "copies");
+    src_buf.upload(src.data(), src.size() * 2);
+    rows_buf.upload(perm.rows.data(), perm.rows.size() * 4);
+    dest_buf.upload(perm.dest.data(), perm.dest.size() * 8);
+    live_buf.upload(&perm.live, 4);
+    pair_buf.upload(perm.stale.data(), perm.stale.size() * 4);
+    std::vector<uint16_t> out(size_t(2 * pairs * width), kSentinel);
+    out_buf.upload(out.data(), out.size() * 2);
+    ASSERT_EQ(cuda::launch_gather_bf16(src_buf.as<uint16_t>(), true, width, rows_buf.as<int32_t>(), pairs,
+                                       live_buf.as<int32_t>(), width, 0, out_buf.as<uint16_t>(), nullptr, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cuda::launch_copy_bf16_to_pairs(src_buf.as<uint16_t>(), width, tokens, top_k, dest_buf.as<int64_t>(), pairs,
+                                              live_buf.as<int32_t>(), width, pair_buf.as<int32_t>(),
+                                              out_buf.as<uint16_t>() + pairs * width, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    out_buf.download(out.data(), out.size() * 2);
+    EXPECT_EQ(std::memcmp(out.data(), out.data() + pairs * width, size_t(perm.live * width) * 2), 0) << "rows differ";
+    int64_t overwritten = 0;
+    for (int64_t i = perm.live * width; i < pairs * width; ++i) overwritten += out[size_t(pairs * width + i)] != kSentinel;
+    EXPECT_EQ(overwritten, 0) << "rows past the live bound were written";
+}
+
+TEST(CudaGathers, Bf16TokensCopiedIntoTheirPairsRowsGiveTheGatheredBytes) {
+    SMOE_SKIP_WITHOUT_GPU();
+    check_copied_to_pairs(600, 8, 2048, 7);  // eight words a lane (512 tokens or more)
+    check_copied_to_pairs(520, 6, 7168, 5);  // rows of several chunks, the last one part filled
+    check_copied_to_pairs(3, 8, 2048, 4);    // a word a lane
+    check_copied_to_pairs(40, 6, 4104, 0);   // no pair dropped; rows not a whole number of 128-value groups
+    // Rows that the copy kernel cannot take are refused, not copied some other way.
+    cuda::DeviceBuffer buf(4096, "rows");
+    EXPECT_EQ(cuda::launch_copy_bf16_to_pairs(buf.as<uint16_t>() + 1, 8, 1, 2, nullptr, 2, nullptr, 8, nullptr,
+                                              buf.as<uint16_t>() + 64, nullptr),
+              cudaErrorInvalidValue);
 }
 
 TEST(CudaGathers, TokensQuantisedIntoTheirPairsRowsGiveTheGatheredBytes) {

@@ -37,10 +37,13 @@ cuda::PermutationOut PermBuffers::view(int64_t tiles_bound, int64_t experts) {
             t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1, chunk_counts.as<int32_t>()};
 }
 
-void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows, int64_t mid_bytes) {
+void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows, int64_t mid_bytes,
+                           bool e4m3_sources) {
     if (source_rows > 0) {
-        grow(source_codes, size_t(source_rows * H), "quantised expert inputs", moved);
-        grow(source_scales, size_t(source_rows * (H / 128)) * 4, "quantised expert input scales", moved);
+        if (e4m3_sources) {
+            grow(source_codes, size_t(source_rows * H), "quantised expert inputs", moved);
+            grow(source_scales, size_t(source_rows * (H / 128)) * 4, "quantised expert input scales", moved);
+        }
         // Every entry is read, those of pairs without a row this batch too: set once, none is read unwritten.
         // (The layer's streams do not wait for the default stream's memset: the device is synchronised.)
         const void* before = pair_rows.get();
@@ -216,6 +219,14 @@ bool quantise_to_pairs() {
     return !off;
 }
 
+// Whether bf16 tokens that the gate/up GEMM takes as they are, in order, are copied straight into their pairs'
+// rows, each read once (launch_copy_bf16_to_pairs), in place of gathered through the permutation's rows, which
+// reads each once a pair. STEADYMOE_COPY_TO_PAIRS=0 gathers, to compare (the same bytes).
+bool copy_to_pairs() {
+    static const bool off = cuda::env_equals("STEADYMOE_COPY_TO_PAIRS", "0");
+    return !off;
+}
+
 // Whether decode CTAs of these weights whose tile list is older than the kernel before them start their first
 // stages' weight copies before waiting for it (GroupedGemmLaunch::tiles_before_wait). At one and eight tokens
 // qwen3's bf16 layer took 1.3-3% less time so, deepseek-v4-flash's fp4 layer 1.4% less at eight tokens (level
@@ -282,8 +293,17 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
         const bool as_they_are = bf16 && up_form.mode == 0 && !up_form.fp8 && r.perm->rows;
         if (as_they_are) g1 = indexed_launch(r, r.group->gate_up, hidden, nullptr, up_form, s);
         gathered = !as_they_are || !cuda::grouped_gemm_reads_indexed_rows(g1);
-        if (gathered)
+        if (gathered && as_they_are && r.source_rows > 0 && r.source_rows < r.max_rows && copy_to_pairs() &&
+            cuda::bf16_rows_copyable(hidden, H, H, b.a1.get())) {
+            SMOE_CHECK(r.max_rows % r.source_rows == 0, Internal,
+                       "{} rows for {} tokens: not K pairs a token", r.max_rows, r.source_rows);
+            g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
+            SMOE_CUDA_CHECK(cuda::launch_copy_bf16_to_pairs(
+                static_cast<const uint16_t*>(hidden), H, r.source_rows, int32_t(r.max_rows / r.source_rows), r.perm->dest,
+                r.max_rows, r.live_rows, H, b.pair_rows.as<int32_t>(), b.a1.as<uint16_t>(), s));
+        } else if (gathered) {
             g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, up_form, b.a1, b.a1_scale, s);
+        }
     }
     g1.epilogue = cuda::GemmEpilogue::SwiGlu;
     const bool mid_bf16 = !direct && bf16_mid(bf16);

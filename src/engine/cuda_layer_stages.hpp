@@ -35,8 +35,10 @@ struct StageBuffers {
     DeviceBuffer source_codes, source_scales;  // the group's source rows quantised once (GroupRun::source_rows)
     DeviceBuffer pair_rows;                    // scratch of cuda::launch_quantise_to_pairs
 
-    // source_rows: see GroupRun; mid_bytes: swiglu_mid_bytes (bytes a SwiGLU output between the GEMMs).
-    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0, int64_t mid_bytes = 4);
+    // source_rows: see GroupRun (pair_rows for that many tokens' pairs; with e4m3_sources, gate_up_takes_e4m3,
+    // their codes quantised once too); mid_bytes: swiglu_mid_bytes (bytes a SwiGLU output between the GEMMs).
+    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0, int64_t mid_bytes = 4,
+                 bool e4m3_sources = false);
 };
 
 // The grouped GEMM over weight set `w` for the tiles of `perm`.
@@ -74,9 +76,9 @@ struct GroupRun {
     bool fp8_tensor_cores = true;  // FP8 weights meet FP8 activations on the FP8 tensor cores where there are some
                                    // (FP4 sets: where uploaded for it, DeviceMatrixSet::fp4_e4m3_order)
     // Rows of the input that perm->rows points into (0: not known): tokens whose pairs t * K + j
-    // (K = max_rows / source_rows) perm->dest names. Where several GEMM rows read each and they go in as
-    // e4m3, each is quantised once, straight into its pairs' rows (or its codes read or copied from one
-    // place).
+    // (K = max_rows / source_rows) perm->dest names. Where several GEMM rows read each, each is read once:
+    // going in as e4m3, quantised once, straight into its pairs' rows (or its codes read or copied from one
+    // place); as bf16 to a GEMM that takes rows in order, copied straight into its pairs' rows.
     int64_t source_rows = 0;
     int32_t tile_m = 0;  // rows per tile of perm (GroupTiles); 0: grouped_gemm_tile_rows()
 };

@@ -135,18 +135,15 @@ bool TensorCorePath::reserve(const Shape& b) const {
     ws.routed_perm.reserve(b.pairs, b.routed_tiles.room, E, moved);
     grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", moved);
     const ActivationQuant aq = layer_.activation_quant();
-    ws.routed.reserve(b.pairs, H, routed_.intermediate, moved, routed_source_rows(T),
-                      tc::swiglu_mid_bytes(routed_, aq, fp8_tensor_cores_, b.bf16));
+    ws.routed.reserve(b.pairs, H, routed_.intermediate, moved, T,
+                      tc::swiglu_mid_bytes(routed_, aq, fp8_tensor_cores_, b.bf16),
+                      tc::gate_up_takes_e4m3(routed_, aq, fp8_tensor_cores_));
     if (shared_) {
         ws.shared_perm.reserve(T, b.shared_tiles.room, 1, moved);
         ws.shared.reserve(T, H, shared_->intermediate, moved, 0, tc::swiglu_mid_bytes(*shared_, aq, fp8_tensor_cores_, b.bf16));
     }
     grow(ws.out, b.out_bytes, "output", moved);
     return moved;
-}
-
-int64_t TensorCorePath::routed_source_rows(int64_t tokens) const {
-    return tc::gate_up_takes_e4m3(routed_, layer_.activation_quant(), fp8_tensor_cores_) ? tokens : 0;
 }
 
 void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool experts_only) const {
@@ -220,7 +217,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
                                                     ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
                                                     int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
     tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed, limit,
-                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, routed_source_rows(T),
+                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, T,
                    b.routed_tiles.tile_m},
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);

@@ -64,9 +64,6 @@ private:
     // The batch's launches from the router through the combine, on the workspace's streams; with
     // `experts_only`, those of the experts alone (routed and shared, on the routing in the workspace).
     void enqueue(const Shape& batch, bool timed, bool capturing, bool experts_only = false) const;
-    // GroupRun::source_rows for the routed experts of a batch of `tokens`: the tokens, where their rows
-    // go in as e4m3 (each quantised once for its K slots), else 0.
-    int64_t routed_source_rows(int64_t tokens) const;
 
     const MoeLayer& layer_;
     tc::RouterStage router_;

@@ -23,6 +23,13 @@ struct PairRows {
     const int32_t* live = nullptr;
 };
 
+// The row of pair i: PairRows::row[i] where that is a live row (below live_pairs) whose dest is i, else -1
+// (the entries of pairs without a row this batch are stale).
+__device__ __forceinline__ int64_t live_pair_row(const PairRows& pairs, int64_t i, int64_t live_pairs) {
+    const int64_t to_row = pairs.row[i];
+    return to_row >= 0 && to_row < live_pairs && pairs.dest[to_row] == i ? to_row : -1;
+}
+
 // One warp per (row, 128-value group): the CPU's quantize_row_fp8, with the group maximum taken by
 // a warp reduction (max is exact in any order; NaN never becomes the maximum, as on the CPU); 4 values
 // per lane. kFp8Out writes the e4m3 codes and keeps the scale (power of two in mode 2); otherwise the
@@ -165,6 +172,39 @@ __global__ void pair_rows_kernel(const int64_t* dest, int64_t bound, const int32
     }
 }
 
+// bf16 tokens copied as they are into the rows of their pairs (PairRows), each token read once:
+// copy_bf16_rows_kernel's bits (NaNs made quiet). Through the permutation's rows that kernel reads a token once
+// for each of its pairs, and from DRAM where the tokens outgrow L2: qwen3-30b-a3b's 16384 tokens are 67 MB,
+// read eight times and written once (1.07 GB in 332 µs on an H100, 3.2 TB/s: the copy bandwidth), where this
+// reads them once (bench/results/2026-12-07-cuda-one-token-profile.md). A warp takes a chunk of 32 * kBatch
+// words of a token, every load in flight, a word past the row's end reading its last word again and not
+// stored (as quantise_rows_kernel).
+template <int kBatch>
+__global__ void copy_bf16_to_pairs_kernel(const uint16_t* src, int64_t stride, int64_t tokens, int64_t k, uint16_t* out,
+                                          const PairRows pairs) {
+    constexpr int64_t kChunkWords = 32 * kBatch;
+    begin_dependent_kernel();
+    const int64_t live_pairs = live_count(pairs.bound, pairs.live);
+    const int64_t words = k / 8, chunks = (words + kChunkWords - 1) / kChunkWords;
+    const int64_t items = tokens * chunks, warps = int64_t(gridDim.x) * blockDim.x / 32;
+    const int lane = threadIdx.x & 31;
+    for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < items; item += warps) {
+        const int64_t t = item / chunks, w0 = (item - t * chunks) * kChunkWords + lane;
+        const uint4* row = reinterpret_cast<const uint4*>(src + t * stride);
+        uint4 v[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) v[j] = quiet_bf16_nans(row[min(w0 + 32 * j, words - 1)]);
+        for (int64_t i = t * pairs.top_k; i < (t + 1) * pairs.top_k; ++i) {
+            const int64_t to_row = live_pair_row(pairs, i, live_pairs);
+            if (to_row < 0) continue;
+            uint4* to = reinterpret_cast<uint4*>(out + to_row * k);
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j)
+                if (w0 + 32 * j < words) to[w0 + 32 * j] = v[j];
+        }
+    }
+}
+
 // Rows quantised to e4m3 codes per 128 values (quant_mode 1, or 2's power-of-two scales, kept in `scales`):
 // gather_group's bytes, from sources whose rows are 16-byte aligned. A warp takes a chunk of a row, kBatch
 // 16-byte words a lane with every load in flight, where gather_group has one 8-byte load a lane in flight and
@@ -239,8 +279,8 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
                 continue;
             }
             for (int64_t i = r * pairs.top_k; i < (r + 1) * pairs.top_k; ++i) {
-                const int64_t to_row = pairs.row[i];
-                if (to_row >= 0 && to_row < live_pairs && pairs.dest[to_row] == i) store(to_row);
+                const int64_t to_row = live_pair_row(pairs, i, live_pairs);
+                if (to_row >= 0) store(to_row);
             }
         }
     }
@@ -285,12 +325,15 @@ cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride,
 
 }  // namespace
 
+bool bf16_rows_copyable(const void* src, int64_t stride, int64_t k, const void* out) {
+    return (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(out)) % 16 == 0 && stride % 8 == 0 &&
+           k % 8 == 0;  // (elements: 16 bytes)
+}
+
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
                                const int32_t* live_rows, int64_t k, int quant_mode, uint16_t* out,
                                float* scales, cudaStream_t stream) {
-    const bool aligned = (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(out)) % 16 == 0 &&
-                         stride % 8 == 0 && k % 8 == 0;  // (elements: 16 bytes)
-    if (quant_mode == 0 && src_bf16 && aligned) {
+    if (quant_mode == 0 && src_bf16 && bf16_rows_copyable(src, stride, k, out)) {
         if (m == 0) return cudaGetLastError();
         return launch_dependent(copy_bf16_rows_kernel, gather_blocks(m * 32), 256, 0, stream,
                                 static_cast<const uint16_t*>(src), stride, rows, m, live_rows, k, out);
@@ -337,6 +380,22 @@ cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t str
     if (err != cudaSuccess) return err;
     return launch_row_quantiser(src, src_bf16, stride, nullptr, tokens, nullptr, k, pow2_scales, out, scales,
                                 scale_layout, PairRows{pair_row, dest, top_k, max_rows, live_rows}, stream);
+}
+
+cudaError_t launch_copy_bf16_to_pairs(const uint16_t* src, int64_t stride, int64_t tokens, int32_t top_k, const int64_t* dest,
+                                      int64_t max_rows, const int32_t* live_rows, int64_t k, int32_t* pair_row, uint16_t* out,
+                                      cudaStream_t stream) {
+    constexpr int64_t kFewTokens = 512;  // fewer take a word a lane: more warps to a row (as launch_row_quantiser)
+    if (!bf16_rows_copyable(src, stride, k, out) || top_k <= 0) return cudaErrorInvalidValue;
+    if (tokens == 0 || max_rows == 0 || k == 0) return cudaGetLastError();
+    const cudaError_t err = launch_dependent(pair_rows_kernel, gather_blocks(max_rows), 256, 0, stream, dest,
+                                             max_rows, live_rows, tokens * top_k, pair_row);
+    if (err != cudaSuccess) return err;
+    const int64_t words = k / 8, batch = tokens < kFewTokens ? 1 : 8;
+    const unsigned blocks = gather_blocks(tokens * ((words + 32 * batch - 1) / (32 * batch)) * 32);
+    const PairRows pairs{pair_row, dest, top_k, max_rows, live_rows};
+    return batch == 1 ? launch_dependent(copy_bf16_to_pairs_kernel<1>, blocks, 256, 0, stream, src, stride, tokens, k, out, pairs)
+                      : launch_dependent(copy_bf16_to_pairs_kernel<8>, blocks, 256, 0, stream, src, stride, tokens, k, out, pairs);
 }
 
 }  // namespace steadymoe::cuda
