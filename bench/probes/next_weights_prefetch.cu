@@ -1,13 +1,15 @@
 // Probe: can a decode GEMM's weight stream pull the next GEMM's weights into L2 for it? In a one-token layer
-// the gate/up's weight stream leaves DRAM a quarter idle (qwen3-30b-a3b's 50 MB at 2.3 TB/s on an H100, where a
-// long stream moves 3.2: bench/results/2026-12-07-cuda-one-token-profile.md), and the down GEMM's weights,
-// which come next, are known once the routing is. Two bulk streams run back to back on one stream, the caches
+// the gate/up's weight stream moves 2.3 TB/s on average (qwen3-30b-a3b's 50 MB on an H100, where a long stream
+// moves 3.2: bench/results/2026-12-07-cuda-one-token-profile.md), and the down GEMM's weights, which come
+// next, are known once the routing is. Two bulk streams run back to back on one stream, the caches
 // flushed before the pair, each pair reading memory no pair before it read (stream_kernels.cuh): A, shaped as a gate/up's, then B, as its down GEMM's. A's CTAs
 // may mark their copies first to go in L2 (evict_first, read once) and may ask L2 to fetch their share of B
 // (cp.async.bulk.prefetch.L2, kept past lines marked first to go), at once or after half their stages.
 // Reported per way: A's and B's µs by events (medians of five pairs) and the pair's, against A then B as they
 // are; and B alone with B already in L2 (run twice, the second timed), the bound for B.
 // Built as build/probes/probe_next_weights_prefetch (CMakeLists.txt); run it on a Hopper.
+// On an H100 (same file, section 3) it could not: A took 7 µs longer for B's 24 MiB, what those bytes cost at
+// the copy bandwidth, and B gained 2 of them; A then B took 15-16% longer than as they are.
 #include <cuda_runtime.h>
 
 #include <algorithm>
