@@ -237,8 +237,6 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
         uint4 v[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) v[j] = row[min(w0 + 32 * j, words - 1)];
-        uint32_t codes[kBatch][kPerWord / 4];
-        float scale[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
             float x[kPerWord];
@@ -256,38 +254,34 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
 #pragma unroll
             for (int offset = kGroupLanes / 2; offset > 0; offset >>= 1)
                 amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-            scale[j] = e4m3_group_scale(amax, pow2);
+            const float s = e4m3_group_scale(amax, pow2);
+            const int64_t w = w0 + 32 * j;
+            if (w >= words) continue;
             // A power of two's reciprocal is exact, so x * (1 / s) rounds the same real number x / s does.
-            const float s = scale[j], inv = pow2 ? 1.0f / s : 0.0f;
+            const float inv = pow2 ? 1.0f / s : 0.0f;
+            uint32_t codes[kPerWord / 4];
 #pragma unroll
             for (int q = 0; q < kPerWord / 4; ++q) {
                 const float* y = x + 4 * q;
-                codes[j][q] = pow2 ? f32x4_to_e4m3x4(y[0] * inv, y[1] * inv, y[2] * inv, y[3] * inv)
-                                   : f32x4_to_e4m3x4(y[0] / s, y[1] / s, y[2] / s, y[3] / s);
+                codes[q] = pow2 ? f32x4_to_e4m3x4(y[0] * inv, y[1] * inv, y[2] * inv, y[3] * inv)
+                                : f32x4_to_e4m3x4(y[0] / s, y[1] / s, y[2] / s, y[3] / s);
             }
-        }
-        // Every word's codes made before any is stored: a pair's row is then looked up once a chunk, not once
-        // a word (its stores may alias the lookups, so each store made the next word look it up again).
-        const auto store = [&](int64_t to_row) {
-#pragma unroll
-            for (int j = 0; j < kBatch; ++j) {
-                const int64_t w = w0 + 32 * j;
-                if (w >= words) continue;
+            const auto store = [&](int64_t to_row) {
                 uint8_t* to = out + to_row * k + w * kPerWord;
                 if constexpr (kPerWord == 8)
-                    *reinterpret_cast<uint2*>(to) = make_uint2(codes[j][0], codes[j][1]);
+                    *reinterpret_cast<uint2*>(to) = make_uint2(codes[0], codes[1]);
                 else
-                    *reinterpret_cast<uint32_t*>(to) = codes[j][0];
-                if (lane % kGroupLanes == 0) scales[layout.at(to_row, w / kGroupLanes, k / 128)] = scale[j];
+                    *reinterpret_cast<uint32_t*>(to) = codes[0];
+                if (lane % kGroupLanes == 0) scales[layout.at(to_row, w / kGroupLanes, k / 128)] = s;
+            };
+            if (!pairs.row) {
+                store(r);
+                continue;
             }
-        };
-        if (!pairs.row) {
-            store(r);
-            continue;
-        }
-        for (int64_t i = r * pairs.top_k; i < (r + 1) * pairs.top_k; ++i) {
-            const int64_t to_row = live_pair_row(pairs, i, live_pairs);
-            if (to_row >= 0) store(to_row);
+            for (int64_t i = r * pairs.top_k; i < (r + 1) * pairs.top_k; ++i) {
+                const int64_t to_row = live_pair_row(pairs, i, live_pairs);
+                if (to_row >= 0) store(to_row);
+            }
         }
     }
 }
