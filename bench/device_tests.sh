@@ -38,11 +38,17 @@ program_of() {
   esac
 }
 # Whether build-carry/ holds this tree's build of every target, each starting here; says why not where it was
-# carried and does not serve.
+# carried and does not serve. A carried build-carry-packed/ is unpacked first, replacing build-carry/ where
+# its stamp is this tree's (a machine kept warm may hold an earlier call's).
 carried_build_serves() {
   if [[ -f build-carry-packed/programs.tar.gz ]]; then
-    rm -rf build-carry
-    tar xzf build-carry-packed/programs.tar.gz || { echo "build-carry-packed/ does not unpack: building"; return 1; }
+    rm -rf build-carry-unpacked && mkdir build-carry-unpacked
+    tar xzf build-carry-packed/programs.tar.gz -C build-carry-unpacked \
+      || echo "build-carry-packed/ does not unpack"
+    if [[ $(cat build-carry-unpacked/build-carry/source-stamp 2>/dev/null) == $(bash bench/source_stamp.sh) ]]; then
+      rm -rf build-carry && mv build-carry-unpacked/build-carry build-carry
+    fi
+    rm -rf build-carry-unpacked
   fi
   [[ -d build-carry ]] || return 1
   [[ -f build-carry/source-stamp ]] || { echo "build-carry/ has no source stamp: building"; return 1; }

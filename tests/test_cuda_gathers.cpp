@@ -313,8 +313,10 @@ TEST(CudaGathers, QuantisingOnceThenCopyingCodesGivesTheGatheredBytes) {
 
 // A permutation of `tokens` * top_k pairs as launch_permute_routed leaves one: every pair but one in
 // `dropped` (none for 0) has a row (dest[row] = pair, rows[row] = its token), in a shuffled order; rows past
-// the live bound hold stale destinations. With it, a pair-row scratch holding stale rows (negative ones, ones
-// past every row, live rows of other pairs, and rows past the live bound whose stale destination is the pair).
+// the live bound hold stale destinations. With it, a pair-row scratch holding stale rows where the pair-row
+// pass leaves them, the dropped pairs' entries: in turn a row past the live bound whose stale destination is
+// the pair, a live row of another pair, a negative row and a row past every row. A copy that took any of them
+// would write a live row twice or a row past the bound (or past every row: memcheck).
 struct StalePermutation {
     int32_t live = 0;
     std::vector<int32_t> rows, stale;
@@ -334,12 +336,25 @@ StalePermutation stale_permutation(int64_t tokens, int32_t top_k, int dropped, s
         p.rows[size_t(row)] = int32_t(p.dest[size_t(row)] / top_k);
         p.stale[size_t(row)] = int32_t(rng() % (pairs + 10)) - 5;
     }
-    // Each dropped pair's stale entry names a row past the live bound whose stale destination is that pair:
-    // taken, it would be written (and caught as a row past the bound overwritten).
-    for (int64_t i = 3, row = p.live; dropped > 0 && i < pairs && row < pairs; i += dropped, ++row) {
-        p.dest[size_t(row)] = i;
-        p.rows[size_t(row)] = int32_t(i / top_k);
-        p.stale[size_t(i)] = int32_t(row);
+    int64_t past = p.live;  // the next row past the live bound to give a stale destination
+    for (int64_t i = 3, n = 0; dropped > 0 && i < pairs; i += dropped, ++n) {
+        switch (n % 4) {
+            case 0:
+                if (past == pairs) break;
+                p.dest[size_t(past)] = i;
+                p.rows[size_t(past)] = int32_t(i / top_k);
+                p.stale[size_t(i)] = int32_t(past++);
+                break;
+            case 1:
+                p.stale[size_t(i)] = int32_t(n % std::max(p.live, 1));
+                break;  // (a pair with a row: its dest)
+            case 2:
+                p.stale[size_t(i)] = -1 - int32_t(n);
+                break;
+            default:
+                p.stale[size_t(i)] = int32_t(pairs + n);
+                break;
+        }
     }
     return p;
 }
@@ -546,18 +561,18 @@ TEST(CudaGathers, BlockMajorScalesAreTheRowMajorOnesTransposed) {
     }
 }
 
-// bf16 tokens copied straight into their pairs' rows (stale_permutation's) give the bytes of the gather through
-// the permutation's rows (NaNs made quiet: the sources hold every bf16 bit pattern, then random bits), and
-// leave rows past the live bound as they were.
-void check_copied_to_pairs(int64_t tokens, int32_t top_k, int64_t width, int dropped) {
+// bf16 tokens (`stride` values apart) copied straight into their pairs' rows (stale_permutation's) give the
+// bytes of the gather through the permutation's rows (NaNs made quiet: the sources hold every bf16 bit
+// pattern, then random bits), and leave rows past the live bound as they were.
+void check_copied_to_pairs(int64_t tokens, int32_t top_k, int64_t width, int64_t stride, int dropped) {
     const int64_t pairs = tokens * top_k;
     std::mt19937 rng(uint32_t(tokens * 7 + width));
-    std::vector<uint16_t> src(size_t(tokens * width));
+    std::vector<uint16_t> src(size_t(tokens * stride));
     for (size_t i = 0; i < src.size(); ++i) src[i] = i < 65536 ? uint16_t(i * 40503u) : uint16_t(rng());
     const StalePermutation perm = stale_permutation(tokens, top_k, dropped, rng);
     cuda::DeviceBuffer src_buf(src.size() * 2, "sources"), rows_buf(size_t(pairs) * 4, "rows"),
-        dest_buf(size_t(pairs) * 8, "destinations"), live_buf(4, "live"), pair_buf(size_t(pairs) * 4, "pair rows"),
-        out_buf(size_t(2 * pairs * width) * 2, "copies");
+        dest_buf(size_t(pairs) * 8, "destinations"), live_buf(4, "live"),
+        pair_buf(size_t(pairs) * 4, "pair rows"), out_buf(size_t(2 * pairs * width) * 2, "copies");
     src_buf.upload(src.data(), src.size() * 2);
     rows_buf.upload(perm.rows.data(), perm.rows.size() * 4);
     dest_buf.upload(perm.dest.data(), perm.dest.size() * 8);
@@ -565,31 +580,34 @@ void check_copied_to_pairs(int64_t tokens, int32_t top_k, int64_t width, int dro
     pair_buf.upload(perm.stale.data(), perm.stale.size() * 4);
     std::vector<uint16_t> out(size_t(2 * pairs * width), kSentinel);
     out_buf.upload(out.data(), out.size() * 2);
-    ASSERT_EQ(cuda::launch_gather_bf16(src_buf.as<uint16_t>(), true, width, rows_buf.as<int32_t>(), pairs,
-                                       live_buf.as<int32_t>(), width, 0, out_buf.as<uint16_t>(), nullptr, nullptr),
-              cudaSuccess);
-    ASSERT_EQ(cuda::launch_copy_bf16_to_pairs(src_buf.as<uint16_t>(), width, tokens, top_k, dest_buf.as<int64_t>(), pairs,
-                                              live_buf.as<int32_t>(), width, pair_buf.as<int32_t>(),
-                                              out_buf.as<uint16_t>() + pairs * width, nullptr),
-              cudaSuccess);
+    ASSERT_EQ(
+        cuda::launch_gather_bf16(src_buf.as<uint16_t>(), true, stride, rows_buf.as<int32_t>(), pairs,
+                                 live_buf.as<int32_t>(), width, 0, out_buf.as<uint16_t>(), nullptr, nullptr),
+        cudaSuccess);
+    ASSERT_EQ(
+        cuda::launch_copy_bf16_to_pairs(src_buf.as<uint16_t>(), stride, tokens, top_k, dest_buf.as<int64_t>(),
+                                        pairs, live_buf.as<int32_t>(), width, pair_buf.as<int32_t>(),
+                                        out_buf.as<uint16_t>() + pairs * width, nullptr),
+        cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     out_buf.download(out.data(), out.size() * 2);
-    EXPECT_EQ(std::memcmp(out.data(), out.data() + pairs * width, size_t(perm.live * width) * 2), 0) << "rows differ";
+    const uint16_t* copied = out.data() + pairs * width;
+    EXPECT_EQ(std::memcmp(out.data(), copied, size_t(perm.live * width) * 2), 0) << "rows differ";
     int64_t overwritten = 0;
-    for (int64_t i = perm.live * width; i < pairs * width; ++i) overwritten += out[size_t(pairs * width + i)] != kSentinel;
+    for (int64_t i = perm.live * width; i < pairs * width; ++i) overwritten += copied[i] != kSentinel;
     EXPECT_EQ(overwritten, 0) << "rows past the live bound were written";
 }
 
 TEST(CudaGathers, Bf16TokensCopiedIntoTheirPairsRowsGiveTheGatheredBytes) {
     SMOE_SKIP_WITHOUT_GPU();
-    check_copied_to_pairs(600, 8, 2048, 7);  // eight words a lane (512 tokens or more)
-    check_copied_to_pairs(520, 6, 7168, 5);  // rows of several chunks, the last one part filled
-    check_copied_to_pairs(3, 8, 2048, 4);    // a word a lane
-    check_copied_to_pairs(40, 6, 4104, 0);   // no pair dropped; rows not a whole number of 128-value groups
+    check_copied_to_pairs(600, 8, 2048, 2048, 7);  // eight words a lane (512 tokens or more)
+    check_copied_to_pairs(520, 6, 7168, 7176, 5);  // rows of several chunks, the last part filled; a stride
+    check_copied_to_pairs(3, 8, 2048, 2048, 4);    // a word a lane
+    check_copied_to_pairs(40, 6, 4104, 4104, 0);   // no pair dropped; rows not whole 128-value groups
     // Rows that the copy kernel cannot take are refused, not copied some other way.
     cuda::DeviceBuffer buf(4096, "rows");
-    EXPECT_EQ(cuda::launch_copy_bf16_to_pairs(buf.as<uint16_t>() + 1, 8, 1, 2, nullptr, 2, nullptr, 8, nullptr,
-                                              buf.as<uint16_t>() + 64, nullptr),
+    EXPECT_EQ(cuda::launch_copy_bf16_to_pairs(buf.as<uint16_t>() + 1, 8, 1, 2, nullptr, 2, nullptr, 8,
+                                              nullptr, buf.as<uint16_t>() + 64, nullptr),
               cudaErrorInvalidValue);
 }
 

@@ -9,10 +9,12 @@
 //           of `depth` stages; one consumer warp waits for each stage and hands it back;
 //   ldg:    every thread loads 16 bytes at a time (ld.global.nc, no L1 allocation), `unroll` loads in flight;
 // over shapes of work: the decode layer's (192 CTAs of 256 KiB, like qwen3's one-token gate/up), its bytes
-// over 128 and 256 CTAs, 16 SMs alone, and long streams (every SM `ctas_per_sm` CTAs of 8 MiB each), the
-// caches flushed before each launch by reading another 256 MiB. Reported: µs by events (median of three
-// launches) and TB/s, beside the copy bandwidth (a device-to-device copy of 1 GiB, read + written over its
-// time) and an empty launch's time, measured in the same run.
+// over 128 and 256 CTAs, 16 SMs alone, and long streams (every SM `ctas_per_sm` CTAs of 8 MiB each), each
+// launch on memory the launches before it did not read, the caches flushed before it by reading another 256
+// MiB. Reported (medians of three launches): µs by events and from the first CTA's start to the last one's
+// end (the global timer, no launch in it), and TB/s by the latter, beside the copy bandwidth (a
+// device-to-device copy of 1 GiB, read + written over its time) and an empty launch's times, measured in the
+// same run.
 // Built as build/probes/probe_weight_stream_rate (CMakeLists.txt); run it on a Hopper.
 // On an H100 (bench/results/2026-12-07-cuda-one-token-profile.md, section 2) every way moved the decode
 // shape's 48 MiB in about 20 µs (2.5 TB/s by events, 19.6-20.5 µs by the profiler's kernel time), however the
@@ -38,7 +40,7 @@ struct Way {
 
 struct Work {
     const char* name;
-    int ctas;                // 0: ctas_per_sm an SM
+    int ctas;  // 0: ctas_per_sm an SM
     int ctas_per_sm;
     long long bytes_per_cta;
 };
@@ -57,45 +59,84 @@ int main() {
     const long long buffer_bytes = 3LL << 30, flush_bytes = 256LL << 20;
     char *buffer = nullptr, *flush = nullptr, *copy_to = nullptr;
     unsigned* sink = nullptr;
-    if (!check(cudaMalloc(&buffer, buffer_bytes), "buffer") || !check(cudaMalloc(&flush, flush_bytes), "flush") ||
-        !check(cudaMalloc(&copy_to, 1LL << 30), "copy") || !check(cudaMalloc(&sink, 4096 * sizeof(unsigned)), "sink"))
+    long long* span = nullptr;
+    if (!check(cudaMalloc(&buffer, buffer_bytes), "buffer") ||
+        !check(cudaMalloc(&flush, flush_bytes), "flush") || !check(cudaMalloc(&copy_to, 1LL << 30), "copy") ||
+        !check(cudaMalloc(&sink, 4096 * sizeof(unsigned)), "sink") ||
+        !check(cudaMalloc(&span, 2 * 4096 * sizeof(long long)), "spans"))
         return 1;
     cudaMemset(buffer, 0x11, buffer_bytes);  // no word is the sink's key
     cudaMemset(flush, 0x11, flush_bytes);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    // Each launch reads memory the launches just before it did not (until the buffer wraps, 3 GiB later): a
+    // reused buffer kept lines in L2 past a flush (bench/results/2026-12-07-cuda-one-token-profile.md, call
+    // 7).
+    long long next_free = 0;
+    auto fresh = [&](long long bytes) {
+        if (next_free + bytes > buffer_bytes) next_free = 0;
+        char* p = buffer + next_free;
+        next_free += (bytes + 4095) / 4096 * 4096;
+        return p;
+    };
     // The caches flushed by reading another buffer, so that L2 holds clean lines (a memset left it dirty, and
     // the timed reads then paid for the write-backs)
     auto flush_caches = [&] {
-        ldg_stream<8><<<2 * sms, 256>>>(reinterpret_cast<const uint4*>(flush), flush_bytes / 16 / (2 * sms), sink);
+        ldg_stream<8>
+            <<<2 * sms, 256>>>(reinterpret_cast<const uint4*>(flush), flush_bytes / 16 / (2 * sms), sink);
     };
-    auto timed = [&](auto launch) {  // median of three, the caches flushed before each
-        std::vector<float> ms;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    struct Time {
+        float event_ms, span_ms;  // by events around the launch; the CTAs' first start to last end
+    };
+    // Medians of three launches, each on fresh memory with the caches flushed before it.
+    auto timed = [&](int ctas, long long bytes, auto launch) {
+        std::vector<float> ev, sp;
         for (int r = 0; r < 3; ++r) {
+            const char* src = fresh(bytes);
             flush_caches();
             cudaEventRecord(e0);
-            launch();
+            launch(src);
             cudaEventRecord(e1);
             cudaEventSynchronize(e1);
             float t = 0;
             cudaEventElapsedTime(&t, e0, e1);
-            ms.push_back(t);
+            ev.push_back(t);
+            std::vector<long long> marks(size_t(2 * ctas));
+            cudaMemcpy(marks.data(), span, marks.size() * sizeof(long long), cudaMemcpyDeviceToHost);
+            long long first = marks[0], last = marks[1];
+            for (int c = 0; c < ctas; ++c)
+                first = std::min(first, marks[2 * c]), last = std::max(last, marks[2 * c + 1]);
+            sp.push_back(float(last - first) * 1e-6f);
         }
-        std::sort(ms.begin(), ms.end());
-        return ms[1];
+        std::sort(ev.begin(), ev.end()), std::sort(sp.begin(), sp.end());
+        return Time{ev[1], sp[1]};
     };
-    const float copy_ms = timed([&] { cudaMemcpyAsync(copy_to, buffer, 1LL << 30, cudaMemcpyDeviceToDevice); });
-    const double copy_tbs = 2.0 * double(1LL << 30) / (copy_ms * 1e-3) / 1e12;
-    const float empty_ms = timed([&] { ldg_stream<4><<<192, 256>>>(reinterpret_cast<const uint4*>(buffer), 0, sink); });
-    std::printf("%s, %d SMs; copy bandwidth %.0f GB/s (read + written); an empty launch of 192 CTAs %.1f µs by the same "
-                "events\n\n",
-                prop.name, sms, copy_tbs * 1e3, empty_ms * 1e3);
-    std::printf("| work | way | stage KiB | pieces | depth | unroll | CTAs | KiB a CTA | µs | TB/s | of copy bandwidth |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::vector<float> copies;
+    for (int r = 0; r < 3; ++r) {
+        flush_caches();
+        cudaEventRecord(e0);
+        cudaMemcpyAsync(copy_to, fresh(1LL << 30), 1LL << 30, cudaMemcpyDeviceToDevice);
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float t = 0;
+        cudaEventElapsedTime(&t, e0, e1);
+        copies.push_back(t);
+    }
+    std::sort(copies.begin(), copies.end());
+    const double copy_tbs = 2.0 * double(1LL << 30) / (copies[1] * 1e-3) / 1e12;
+    const Time empty =
+        timed(192, 0, [&](const char*) { ldg_stream<4><<<192, 256>>>(nullptr, 0, sink, span); });
+    std::printf(
+        "%s, %d SMs; copy bandwidth %.0f GB/s (read + written); an empty launch of 192 CTAs %.1f µs by "
+        "events, %.1f µs from its first CTA's start to its last one's end\n\n",
+        prop.name, sms, copy_tbs * 1e3, empty.event_ms * 1e3, empty.span_ms * 1e3);
+    std::printf(
+        "| work | way | stage KiB | pieces | depth | unroll | CTAs | KiB a CTA | µs (events) | µs (CTAs) "
+        "| TB/s (CTAs) | of copy bandwidth |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     const Way ways[] = {
-        {"bulk", 16384, 1, 5, 0},  {"bulk", 16384, 1, 10, 0}, {"bulk", 8192, 1, 8, 0},  {"bulk", 32768, 1, 3, 0},
-        {"bulk", 16384, 4, 5, 0},  {"bulk", 16384, 16, 5, 0}, {"bulk", 65536, 16, 3, 0}, {"ldg", 0, 0, 0, 4},
-        {"ldg", 0, 0, 0, 8},
+        {"bulk", 16384, 1, 5, 0},  {"bulk", 16384, 1, 10, 0}, {"bulk", 8192, 1, 8, 0},
+        {"bulk", 32768, 1, 3, 0},  {"bulk", 16384, 4, 5, 0},  {"bulk", 16384, 16, 5, 0},
+        {"bulk", 65536, 16, 3, 0}, {"ldg", 0, 0, 0, 4},       {"ldg", 0, 0, 0, 8},
     };
     const Work works[] = {
         {"decode (192 x 256 KiB)", 192, 0, 256LL << 10},
@@ -107,34 +148,44 @@ int main() {
     };
     for (const Work& w : works) {
         const int ctas = w.ctas > 0 ? w.ctas : sms * w.ctas_per_sm;
-        if (ctas * w.bytes_per_cta > buffer_bytes) continue;
+        const long long bytes = ctas * w.bytes_per_cta;
+        if (bytes > buffer_bytes || ctas > 4096) continue;
         for (const Way& way : ways) {
             const bool bulk = way.name[0] == 'b';
             const int per_sm = w.ctas > 0 ? 2 : w.ctas_per_sm;  // decode: at most two CTAs an SM, as Bf16Deep
             const int smem = kRingOffset + way.depth * way.stage_bytes;
-            if (bulk && (smem > int(prop.sharedMemPerMultiprocessor / per_sm) - 1024 || w.bytes_per_cta % way.stage_bytes)) continue;
-            float ms = 0;
+            if (bulk && (smem > int(prop.sharedMemPerMultiprocessor / per_sm) - 1024 ||
+                         w.bytes_per_cta % way.stage_bytes))
+                continue;
+            Time t{};
             if (bulk) {
-                if (!check(cudaFuncSetAttribute(bulk_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "attribute"))
+                if (!check(
+                        cudaFuncSetAttribute(bulk_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                        "attribute"))
                     continue;
-                ms = timed([&] {
-                    bulk_stream<<<ctas, 64, smem>>>(buffer, w.bytes_per_cta, way.stage_bytes, way.pieces, way.depth, L2Use{}, sink);
+                t = timed(ctas, bytes, [&](const char* src) {
+                    bulk_stream<<<ctas, 64, smem>>>(src, w.bytes_per_cta, way.stage_bytes, way.pieces,
+                                                    way.depth, L2Use{}, sink, span);
                 });
             } else {
                 const long long vectors = w.bytes_per_cta / 16;
-                ms = timed([&] {
-                    if (way.unroll == 4) ldg_stream<4><<<ctas, 256>>>(reinterpret_cast<const uint4*>(buffer), vectors, sink);
-                    else ldg_stream<8><<<ctas, 256>>>(reinterpret_cast<const uint4*>(buffer), vectors, sink);
+                t = timed(ctas, bytes, [&](const char* src) {
+                    const auto* from = reinterpret_cast<const uint4*>(src);
+                    if (way.unroll == 4)
+                        ldg_stream<4><<<ctas, 256>>>(from, vectors, sink, span);
+                    else
+                        ldg_stream<8><<<ctas, 256>>>(from, vectors, sink, span);
                 });
             }
             if (!check(cudaGetLastError(), way.name)) return 1;
-            const double tbs = double(ctas) * w.bytes_per_cta / (ms * 1e-3) / 1e12;
+            const double tbs = double(bytes) / (t.span_ms * 1e-3) / 1e12;
+            std::printf("| %s | %s | ", w.name, way.name);
             if (bulk)
-                std::printf("| %s | bulk | %d | %d | %d | - | %d | %lld | %.1f | %.2f | %.2f |\n", w.name, way.stage_bytes / 1024,
-                            way.pieces, way.depth, ctas, w.bytes_per_cta / 1024, ms * 1e3, tbs, tbs / copy_tbs);
+                std::printf("%d | %d | %d | - | ", way.stage_bytes / 1024, way.pieces, way.depth);
             else
-                std::printf("| %s | ldg | - | - | - | %d | %d | %lld | %.1f | %.2f | %.2f |\n", w.name, way.unroll, ctas,
-                            w.bytes_per_cta / 1024, ms * 1e3, tbs, tbs / copy_tbs);
+                std::printf("- | - | - | %d | ", way.unroll);
+            std::printf("%d | %lld | %.1f | %.1f | %.2f | %.2f |\n", ctas, w.bytes_per_cta / 1024,
+                        t.event_ms * 1e3, t.span_ms * 1e3, tbs, tbs / copy_tbs);
         }
     }
     return check(cudaDeviceSynchronize(), "run") ? 0 : 1;

@@ -37,8 +37,8 @@ cuda::PermutationOut PermBuffers::view(int64_t tiles_bound, int64_t experts) {
             t + 2 * tiles_bound, t + 3 * tiles_bound, load.as<int32_t>(), o, o + experts + 1, chunk_counts.as<int32_t>()};
 }
 
-void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows, int64_t mid_bytes,
-                           bool e4m3_sources) {
+void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows,
+                           int64_t mid_bytes, bool e4m3_sources) {
     if (source_rows > 0) {
         if (e4m3_sources) {
             grow(source_codes, size_t(source_rows * H), "quantised expert inputs", moved);
@@ -219,9 +219,9 @@ bool quantise_to_pairs() {
     return !off;
 }
 
-// Whether bf16 tokens that the gate/up GEMM takes as they are, in order, are copied straight into their pairs'
-// rows, each read once (launch_copy_bf16_to_pairs), in place of gathered through the permutation's rows, which
-// reads each once a pair. STEADYMOE_COPY_TO_PAIRS=0 gathers, to compare (the same bytes).
+// Whether bf16 tokens that the gate/up GEMM takes as they are, in order, are copied straight into their
+// pairs' rows, each read once (launch_copy_bf16_to_pairs), in place of gathered through the permutation's
+// rows, which reads each once a pair. STEADYMOE_COPY_TO_PAIRS=0 gathers, to compare (the same bytes).
 bool copy_to_pairs() {
     static const bool off = cuda::env_equals("STEADYMOE_COPY_TO_PAIRS", "0");
     return !off;
@@ -299,8 +299,8 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
                        "{} rows for {} tokens: not K pairs a token", r.max_rows, r.source_rows);
             g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
             SMOE_CUDA_CHECK(cuda::launch_copy_bf16_to_pairs(
-                static_cast<const uint16_t*>(hidden), H, r.source_rows, int32_t(r.max_rows / r.source_rows), r.perm->dest,
-                r.max_rows, r.live_rows, H, b.pair_rows.as<int32_t>(), b.a1.as<uint16_t>(), s));
+                static_cast<const uint16_t*>(hidden), H, r.source_rows, int32_t(r.max_rows / r.source_rows),
+                r.perm->dest, r.max_rows, r.live_rows, H, b.pair_rows.as<int32_t>(), b.a1.as<uint16_t>(), s));
         } else if (gathered) {
             g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, up_form, b.a1, b.a1_scale, s);
         }

@@ -33,12 +33,13 @@ struct PermBuffers {
 struct StageBuffers {
     DeviceBuffer a1, a1_scale, mid, a2, a2_scale;
     DeviceBuffer source_codes, source_scales;  // the group's source rows quantised once (GroupRun::source_rows)
-    DeviceBuffer pair_rows;                    // scratch of cuda::launch_quantise_to_pairs
+    DeviceBuffer pair_rows;  // scratch of cuda::launch_quantise_to_pairs and launch_copy_bf16_to_pairs
 
-    // source_rows: see GroupRun (pair_rows for that many tokens' pairs; with e4m3_sources, gate_up_takes_e4m3,
-    // their codes quantised once too); mid_bytes: swiglu_mid_bytes (bytes a SwiGLU output between the GEMMs).
-    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0, int64_t mid_bytes = 4,
-                 bool e4m3_sources = false);
+    // source_rows: see GroupRun (pair_rows for that many tokens' pairs; with e4m3_sources,
+    // gate_up_takes_e4m3, their codes quantised once too); mid_bytes: swiglu_mid_bytes (bytes a SwiGLU output
+    // between the GEMMs).
+    void reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int64_t source_rows = 0,
+                 int64_t mid_bytes = 4, bool e4m3_sources = false);
 };
 
 // The grouped GEMM over weight set `w` for the tiles of `perm`.
@@ -99,7 +100,8 @@ struct ContributionRows {
 int64_t swiglu_mid_bytes(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16);
 
 // Whether the group's gate/up GEMM takes its input rows as e4m3 codes (FP8 or FP4 weights meeting
-// FP8-quantised activations on FP8 tensor cores): then GroupRun::source_rows saves quantising a row once per slot.
+// FP8-quantised activations on FP8 tensor cores): then each of GroupRun::source_rows is quantised once, not
+// once a slot (StageBuffers::reserve's e4m3_sources).
 bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores);
 
 // The expert stages of one group on stream `s`: gather (and quantise) its rows of `hidden`, gate/up with

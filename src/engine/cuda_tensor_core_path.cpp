@@ -216,8 +216,8 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
         SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),
                                                     ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
                                                     int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
-    tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed, limit,
-                   before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, T,
+    tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed,
+                   limit, before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, T,
                    b.routed_tiles.tile_m},
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);

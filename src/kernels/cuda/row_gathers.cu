@@ -13,8 +13,9 @@ namespace steadymoe::cuda {
 
 namespace {
 
-// Where quantise_rows_kernel puts a token's codes: the rows of its pairs i = token * top_k + j, row[i] where
-// that is a live row (below *live, or bound) whose dest is i. row == nullptr: row r of the output.
+// Where quantise_rows_kernel and copy_bf16_to_pairs_kernel put a token's bytes: the rows of its pairs
+// i = token * top_k + j, row[i] where that is a live row (below *live, or bound) whose dest is i.
+// row == nullptr (quantise_rows_kernel): row r of the output.
 struct PairRows {
     const int32_t* row = nullptr;
     const int64_t* dest = nullptr;
@@ -173,15 +174,16 @@ __global__ void pair_rows_kernel(const int64_t* dest, int64_t bound, const int32
 }
 
 // bf16 tokens copied as they are into the rows of their pairs (PairRows), each token read once:
-// copy_bf16_rows_kernel's bits (NaNs made quiet). Through the permutation's rows that kernel reads a token once
-// for each of its pairs, and from DRAM where the tokens outgrow L2: qwen3-30b-a3b's 16384 tokens are 67 MB,
-// read eight times and written once (1.07 GB in 332 µs on an H100, 3.2 TB/s: the copy bandwidth), where this
-// reads them once (bench/results/2026-12-07-cuda-one-token-profile.md). A warp takes a chunk of 32 * kBatch
-// words of a token, every load in flight, a word past the row's end reading its last word again and not
-// stored (as quantise_rows_kernel).
+// copy_bf16_rows_kernel's bits (NaNs made quiet). Through the permutation's rows that kernel reads a token
+// once for each of its pairs, most of them from DRAM where the tokens outgrow L2: qwen3-30b-a3b's 16384
+// tokens are 67 MB, read eight times for 537 MB written (1.07 GB in 332 µs on an H100, 3.2 TB/s, above
+// the 3.0 the bench measures for a copy: some reads hit L2), where this reads them once, 217 µs
+// (bench/results/2026-12-07-cuda-copy-to-pairs.md). A warp takes a chunk of 32 * kBatch words of a token,
+// every load in flight, a word past the row's end reading its last word again and not stored (as
+// quantise_rows_kernel).
 template <int kBatch>
-__global__ void copy_bf16_to_pairs_kernel(const uint16_t* src, int64_t stride, int64_t tokens, int64_t k, uint16_t* out,
-                                          const PairRows pairs) {
+__global__ void copy_bf16_to_pairs_kernel(const uint16_t* src, int64_t stride, int64_t tokens, int64_t k,
+                                          uint16_t* out, const PairRows pairs) {
     constexpr int64_t kChunkWords = 32 * kBatch;
     begin_dependent_kernel();
     const int64_t live_pairs = live_count(pairs.bound, pairs.live);
@@ -326,8 +328,8 @@ cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride,
 }  // namespace
 
 bool bf16_rows_copyable(const void* src, int64_t stride, int64_t k, const void* out) {
-    return (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(out)) % 16 == 0 && stride % 8 == 0 &&
-           k % 8 == 0;  // (elements: 16 bytes)
+    return (reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(out)) % 16 == 0 &&
+           stride % 8 == 0 && k % 8 == 0;  // (elements: 16 bytes)
 }
 
 cudaError_t launch_gather_bf16(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,
@@ -382,10 +384,11 @@ cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t str
                                 scale_layout, PairRows{pair_row, dest, top_k, max_rows, live_rows}, stream);
 }
 
-cudaError_t launch_copy_bf16_to_pairs(const uint16_t* src, int64_t stride, int64_t tokens, int32_t top_k, const int64_t* dest,
-                                      int64_t max_rows, const int32_t* live_rows, int64_t k, int32_t* pair_row, uint16_t* out,
-                                      cudaStream_t stream) {
-    constexpr int64_t kFewTokens = 512;  // fewer take a word a lane: more warps to a row (as launch_row_quantiser)
+cudaError_t launch_copy_bf16_to_pairs(const uint16_t* src, int64_t stride, int64_t tokens, int32_t top_k,
+                                      const int64_t* dest, int64_t max_rows, const int32_t* live_rows,
+                                      int64_t k, int32_t* pair_row, uint16_t* out, cudaStream_t stream) {
+    constexpr int64_t kFewTokens =
+        512;  // fewer take a word a lane: more warps to a row (as launch_row_quantiser)
     if (!bf16_rows_copyable(src, stride, k, out) || top_k <= 0) return cudaErrorInvalidValue;
     if (tokens == 0 || max_rows == 0 || k == 0) return cudaGetLastError();
     const cudaError_t err = launch_dependent(pair_rows_kernel, gather_blocks(max_rows), 256, 0, stream, dest,
@@ -394,8 +397,10 @@ cudaError_t launch_copy_bf16_to_pairs(const uint16_t* src, int64_t stride, int64
     const int64_t words = k / 8, batch = tokens < kFewTokens ? 1 : 8;
     const unsigned blocks = gather_blocks(tokens * ((words + 32 * batch - 1) / (32 * batch)) * 32);
     const PairRows pairs{pair_row, dest, top_k, max_rows, live_rows};
-    return batch == 1 ? launch_dependent(copy_bf16_to_pairs_kernel<1>, blocks, 256, 0, stream, src, stride, tokens, k, out, pairs)
-                      : launch_dependent(copy_bf16_to_pairs_kernel<8>, blocks, 256, 0, stream, src, stride, tokens, k, out, pairs);
+    const auto launch = [&](auto kernel) {
+        return launch_dependent(kernel, blocks, 256, 0, stream, src, stride, tokens, k, out, pairs);
+    };
+    return batch == 1 ? launch(copy_bf16_to_pairs_kernel<1>) : launch(copy_bf16_to_pairs_kernel<8>);
 }
 
 }  // namespace steadymoe::cuda

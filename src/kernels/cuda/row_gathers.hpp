@@ -50,17 +50,17 @@ cudaError_t launch_gather_e4m3_rows(const uint8_t* src, const float* src_scales,
                                     int64_t m, const int32_t* live_rows, int64_t k, uint8_t* out,
                                     float* scales, cudaStream_t stream, ScaleLayout scale_layout = {});
 
-// Whether bf16 rows at src (stride values apart, k values each) and out are 16-byte aligned: the copy kernels'
-// condition (launch_gather_bf16's copy, launch_copy_bf16_to_pairs).
+// Whether bf16 rows at src (stride values apart, k values each) and out are 16-byte aligned: the copy
+// kernels' condition (launch_gather_bf16's copy, launch_copy_bf16_to_pairs).
 bool bf16_rows_copyable(const void* src, int64_t stride, int64_t k, const void* out);
 
-// bf16 tokens copied as they are (NaNs made quiet) straight into the rows of their pairs, each token read once:
-// the bytes launch_gather_bf16 (quant_mode 0) gives through the permutation's rows, which reads a token once for
-// each of its pairs. Pairs, live rows, pair_row scratch and rows past the live bound as
+// bf16 tokens copied as they are (NaNs made quiet) straight into the rows of their pairs, each token read
+// once: the bytes launch_gather_bf16 (quant_mode 0) gives through the permutation's rows, which reads a token
+// once for each of its pairs. Pairs, live rows, pair_row scratch and rows past the live bound as
 // launch_quantise_to_pairs; rows as bf16_rows_copyable, cudaErrorInvalidValue otherwise.
-cudaError_t launch_copy_bf16_to_pairs(const uint16_t* src, int64_t stride, int64_t tokens, int32_t top_k, const int64_t* dest,
-                                      int64_t max_rows, const int32_t* live_rows, int64_t k, int32_t* pair_row, uint16_t* out,
-                                      cudaStream_t stream);
+cudaError_t launch_copy_bf16_to_pairs(const uint16_t* src, int64_t stride, int64_t tokens, int32_t top_k,
+                                      const int64_t* dest, int64_t max_rows, const int32_t* live_rows,
+                                      int64_t k, int32_t* pair_row, uint16_t* out, cudaStream_t stream);
 
 // A's rows as bf16 bits (the first paragraph above launch_gather_fp8). quant_mode 0 from bf16 rows that
 // bf16_rows_copyable takes runs a copy kernel: the same bits, a row at a time.
