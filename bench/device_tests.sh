@@ -45,7 +45,9 @@ carried_build_serves() {
     rm -rf build-carry-unpacked && mkdir build-carry-unpacked
     tar xzf build-carry-packed/programs.tar.gz -C build-carry-unpacked \
       || echo "build-carry-packed/ does not unpack"
-    if [[ $(cat build-carry-unpacked/build-carry/source-stamp 2>/dev/null) == $(bash bench/source_stamp.sh) ]]; then
+    local unpacked
+    unpacked=$(cat build-carry-unpacked/build-carry/source-stamp 2>/dev/null)
+    if [[ $unpacked == $(bash bench/source_stamp.sh) ]]; then
       rm -rf build-carry && mv build-carry-unpacked/build-carry build-carry
     fi
     rm -rf build-carry-unpacked

@@ -17,9 +17,9 @@
 // same run.
 // Built as build/probes/probe_weight_stream_rate (CMakeLists.txt); run it on a Hopper.
 // On an H100 (bench/results/2026-12-07-cuda-one-token-profile.md, section 2) every way moved the decode
-// shape's 48 MiB in about 20 µs (2.5 TB/s by events, 19.6-20.5 µs by the profiler's kernel time), however the
-// bytes were cut, and long streams 3.2 TB/s, 1.05 times the copy bandwidth: what a short stream loses is its
-// start and end, not a limit of the copies or of an SM (one SM alone moved 46-97 GB/s by bulk copies).
+// shape's 48 MiB in 16.9-17.7 µs from the first CTA's start to the last one's end (2.8-3.0 TB/s, 0.94-0.98 of
+// the copy bandwidth; about 3 µs more by events), however the bytes were cut (loads over 128 CTAs excepted),
+// and long streams by bulk copies 3.2 TB/s, 1.05-1.07 of it: a copy's shape does not bound the stream.
 #include <cuda_runtime.h>
 
 #include <algorithm>
