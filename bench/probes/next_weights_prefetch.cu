@@ -63,13 +63,8 @@ int main() {
         !check(cudaMalloc(&sink, 4096 * sizeof(unsigned)), "sink"))
         return 1;
     cudaMemset(pool, 0x11, pool_bytes), cudaMemset(flush, 0x11, flush_bytes);
-    long long next_free = 0;
-    auto fresh = [&](long long bytes) {
-        if (next_free + bytes > pool_bytes) next_free = 0;
-        char* p = pool + next_free;
-        next_free += (bytes + 4095) / 4096 * 4096;
-        return p;
-    };
+    FreshRegions regions{pool, pool_bytes};
+    auto fresh = [&](long long bytes) { return regions.take(bytes); };
     if (!check(cudaFuncSetAttribute(bulk_stream, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024),
                "attribute"))
         return 1;

@@ -15,6 +15,20 @@ namespace barrier = steadymoe::cuda::barrier;
 
 constexpr int kRingOffset = 1024;  // the barriers first, then the stages (1 KB aligned)
 
+// Regions of a buffer, each past the one before, wrapping at the buffer's end: a launch on a region reads
+// memory that the launches just before it did not, so that nothing they left in L2 serves it.
+struct FreshRegions {
+    char* base;
+    long long bytes;
+    long long next = 0;
+    char* take(long long n) {
+        if (next + n > bytes) next = 0;
+        char* p = base + next;
+        next += (n + 4095) / 4096 * 4096;
+        return p;
+    }
+};
+
 // How a bulk stream treats L2: its copies' eviction priority, and another region it asks L2 to fetch.
 struct L2Use {
     bool evict_first = false;  // the stream's copies marked first to go (they are read once)

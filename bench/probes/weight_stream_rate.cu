@@ -70,13 +70,8 @@ int main() {
     // Each launch reads memory the launches just before it did not (until the buffer wraps, 3 GiB later): a
     // reused buffer kept lines in L2 past a flush (bench/results/2026-12-07-cuda-one-token-profile.md, call
     // 7).
-    long long next_free = 0;
-    auto fresh = [&](long long bytes) {
-        if (next_free + bytes > buffer_bytes) next_free = 0;
-        char* p = buffer + next_free;
-        next_free += (bytes + 4095) / 4096 * 4096;
-        return p;
-    };
+    FreshRegions regions{buffer, buffer_bytes};
+    auto fresh = [&](long long bytes) { return regions.take(bytes); };
     // The caches flushed by reading another buffer, so that L2 holds clean lines (a memset left it dirty, and
     // the timed reads then paid for the write-backs)
     auto flush_caches = [&] {
