@@ -34,9 +34,10 @@ rm -rf build-carry-packed && mkdir build-carry-packed
 tar czf build-carry-packed/programs.tar.gz build-carry
 packed=$(du -sb build-carry-packed | cut -f1)
 # A call carries the tree (tracked files and untracked ones git does not ignore, the goldens among them)
-# beside it, 64 MiB in all.
-tree=$({ git ls-files -z; git ls-files -z --others --exclude-standard; } | du -cb --files0-from=- | tail -1 |
-  cut -f1)
+# beside it, 64 MiB in all; 4 MiB are left for other carried paths (a probe's programs). (Files git tracks
+# but the tree has lost are not counted.)
+tree=$({ git ls-files -z; git ls-files -z --others --exclude-standard; } | du -cb --files0-from=- 2>/dev/null |
+  tail -1 | cut -f1 || true)
 echo "build-carry-packed/programs.tar.gz: $* ($((packed >> 20)) MiB; the tree $((tree >> 20)) MiB)," \
   "stamp $stamp"
-(( packed + tree < (63 << 20) )) || { echo "carry_build: with the tree, more than a call carries" >&2; exit 1; }
+(( packed + tree < (60 << 20) )) || { echo "carry_build: with the tree, more than a call carries" >&2; exit 1; }

@@ -43,12 +43,16 @@ program_of() {
 carried_build_serves() {
   if [[ -f build-carry-packed/programs.tar.gz ]]; then
     rm -rf build-carry-unpacked && mkdir build-carry-unpacked
-    tar xzf build-carry-packed/programs.tar.gz -C build-carry-unpacked \
-      || echo "build-carry-packed/ does not unpack"
-    local unpacked
-    unpacked=$(cat build-carry-unpacked/build-carry/source-stamp 2>/dev/null)
-    if [[ $unpacked == $(bash bench/source_stamp.sh) ]]; then
+    local unpacked=""
+    if tar xzf build-carry-packed/programs.tar.gz -C build-carry-unpacked; then
+      unpacked=$(cat build-carry-unpacked/build-carry/source-stamp 2>/dev/null)
+    else
+      echo "build-carry-packed/ does not unpack"
+    fi
+    if [[ -n $unpacked && $unpacked == "$(bash bench/source_stamp.sh)" ]]; then
       rm -rf build-carry && mv build-carry-unpacked/build-carry build-carry
+    elif [[ -n $unpacked ]]; then
+      echo "build-carry-packed/ is another tree's build"
     fi
     rm -rf build-carry-unpacked
   fi

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -315,8 +316,9 @@ TEST(CudaGathers, QuantisingOnceThenCopyingCodesGivesTheGatheredBytes) {
 // `dropped` (none for 0) has a row (dest[row] = pair, rows[row] = its token), in a shuffled order; rows past
 // the live bound hold stale destinations. With it, a pair-row scratch holding stale rows where the pair-row
 // pass leaves them, the dropped pairs' entries: in turn a row past the live bound whose stale destination is
-// the pair, a live row of another pair, a negative row and a row past every row. A copy that took any of them
-// would write a live row twice or a row past the bound (or past every row: memcheck).
+// the pair, a live row of another pair, a row far below 0 and one far past every row. A kernel that took the
+// first would write a row past the bound; the second, a live row twice; the last two, it would read their
+// destinations out of every allocation and fail the launch.
 struct StalePermutation {
     int32_t live = 0;
     std::vector<int32_t> rows, stale;
@@ -349,10 +351,10 @@ StalePermutation stale_permutation(int64_t tokens, int32_t top_k, int dropped, s
                 p.stale[size_t(i)] = int32_t(n % std::max(p.live, 1));
                 break;  // (a pair with a row: its dest)
             case 2:
-                p.stale[size_t(i)] = -1 - int32_t(n);
+                p.stale[size_t(i)] = std::numeric_limits<int32_t>::min() + int32_t(n);
                 break;
             default:
-                p.stale[size_t(i)] = int32_t(pairs + n);
+                p.stale[size_t(i)] = std::numeric_limits<int32_t>::max() - int32_t(n);
                 break;
         }
     }

@@ -15,8 +15,9 @@ namespace barrier = steadymoe::cuda::barrier;
 
 constexpr int kRingOffset = 1024;  // the barriers first, then the stages (1 KB aligned)
 
-// Regions of a buffer, each past the one before, wrapping at the buffer's end: a launch on a region reads
-// memory that the launches just before it did not, so that nothing they left in L2 serves it.
+// Regions of a buffer, each past the one before, wrapping to its start where the next would pass its end: a
+// launch on a region reads memory that the launch just before it did not (unless the regions are over half
+// the buffer), so that nothing it left in L2 serves this one.
 struct FreshRegions {
     char* base;
     long long bytes;

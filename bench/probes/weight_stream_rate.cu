@@ -10,11 +10,11 @@
 //   ldg:    every thread loads 16 bytes at a time (ld.global.nc, no L1 allocation), `unroll` loads in flight;
 // over shapes of work: the decode layer's (192 CTAs of 256 KiB, like qwen3's one-token gate/up), its bytes
 // over 128 and 256 CTAs, 16 SMs alone, and long streams (every SM `ctas_per_sm` CTAs of 8 MiB each), each
-// launch on memory the launches before it did not read, the caches flushed before it by reading another 256
-// MiB. Reported (medians of three launches): µs by events and from the first CTA's start to the last one's
-// end (the global timer, no launch in it), and TB/s by the latter, beside the copy bandwidth (a
-// device-to-device copy of 1 GiB, read + written over its time) and an empty launch's times, measured in the
-// same run.
+// launch on memory the launch before it did not read (but for the 2.1 GiB streams of two CTAs an SM), the
+// caches flushed before it by reading another 256 MiB. Reported (medians of three launches): µs by events
+// and from the first CTA's start to the last one's end (the global timer, no launch in it), and TB/s by the
+// latter, beside the copy bandwidth (a device-to-device copy of 1 GiB, read + written over its time) and an
+// empty launch's times, measured in the same run.
 // Built as build/probes/probe_weight_stream_rate (CMakeLists.txt); run it on a Hopper.
 // On an H100 (bench/results/2026-12-07-cuda-one-token-profile.md, section 2) every way moved the decode
 // shape's 48 MiB in 16.9-17.7 µs from the first CTA's start to the last one's end (2.8-3.0 TB/s, 0.94-0.98 of
@@ -67,7 +67,7 @@ int main() {
         return 1;
     cudaMemset(buffer, 0x11, buffer_bytes);  // no word is the sink's key
     cudaMemset(flush, 0x11, flush_bytes);
-    // Each launch reads memory the launches just before it did not (until the buffer wraps, 3 GiB later): a
+    // Each launch reads memory the launch just before it did not (FreshRegions; not the 2.1 GiB streams): a
     // reused buffer kept lines in L2 past a flush (bench/results/2026-12-07-cuda-one-token-profile.md, call
     // 7).
     FreshRegions regions{buffer, buffer_bytes};

@@ -133,7 +133,7 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // bench/results/2026-12-06-cuda-producer-addresses.md). kSets is as many as the CTA's
 // registers hold without ptxas serialising the MMAs (notice C7512, which makes each MMA wait for the one
 // before it): all four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM),
-// one on 64-token ones (32 accumulators; two sets staggered, two CTAs to an SM, were 14-16% slower than three
+// one on 64-token ones (32 accumulators; two sets staggered, two CTAs to an SM, were 15-17% slower than three
 // CTAs of one set: bench/results/2026-12-07-cuda-per32-staggered.md). One wait for four MMAs against a wait
 // after each: deepseek-v4-flash's one-token gate/up took 35.4 against 43.7 µs
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on 8-token CTAs six to an SM,
