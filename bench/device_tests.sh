@@ -41,6 +41,8 @@ program_of() {
 # carried and does not serve. A carried build-carry-packed/ is unpacked first, replacing build-carry/ where
 # its stamp is this tree's (a machine kept warm may hold an earlier call's).
 carried_build_serves() {
+  local stamp
+  stamp=$(bash bench/source_stamp.sh)
   if [[ -f build-carry-packed/programs.tar.gz ]]; then
     rm -rf build-carry-unpacked && mkdir build-carry-unpacked
     local unpacked=""
@@ -49,7 +51,7 @@ carried_build_serves() {
     else
       echo "build-carry-packed/ does not unpack"
     fi
-    if [[ -n $unpacked && $unpacked == "$(bash bench/source_stamp.sh)" ]]; then
+    if [[ -n $unpacked && $unpacked == "$stamp" ]]; then
       rm -rf build-carry && mv build-carry-unpacked/build-carry build-carry
     elif [[ -n $unpacked ]]; then
       echo "build-carry-packed/ is another tree's build"
@@ -58,7 +60,7 @@ carried_build_serves() {
   fi
   [[ -d build-carry ]] || return 1
   [[ -f build-carry/source-stamp ]] || { echo "build-carry/ has no source stamp: building"; return 1; }
-  [[ $(< build-carry/source-stamp) == $(bash bench/source_stamp.sh) ]] \
+  [[ $(< build-carry/source-stamp) == "$stamp" ]] \
     || { echo "build-carry/ is another tree's build: building"; return 1; }
   local t p
   for t in "$@"; do

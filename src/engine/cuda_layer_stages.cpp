@@ -219,6 +219,13 @@ bool quantise_to_pairs() {
     return !off;
 }
 
+// K, the pairs of each of the group's source_rows tokens (GroupRun::source_rows), checked.
+int32_t pairs_a_token(const GroupRun& r) {
+    SMOE_CHECK(r.max_rows % r.source_rows == 0, Internal, "{} rows for {} tokens: not K pairs a token",
+               r.max_rows, r.source_rows);
+    return int32_t(r.max_rows / r.source_rows);
+}
+
 // Whether bf16 tokens that the gate/up GEMM takes as they are, in order, are copied straight into their
 // pairs' rows, each read once (launch_copy_bf16_to_pairs), in place of gathered through the permutation's
 // rows, which reads each once a pair. STEADYMOE_COPY_TO_PAIRS=0 gathers, to compare (the same bytes).
@@ -270,9 +277,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
         const bool in_order =
             !cuda::grouped_gemm_reads_indexed_rows(g1) || cuda::grouped_gemm_prefers_rows_in_order(g1);
         if (in_order && quantise_to_pairs() && cuda::row_quantiser_takes(hidden, bf16, H, H, b.a1.get())) {
-            SMOE_CHECK(r.max_rows % r.source_rows == 0, Internal,
-                       "{} rows for {} tokens: not K pairs a token", r.max_rows, r.source_rows);
-            const int32_t top_k = int32_t(r.max_rows / r.source_rows);
+            const int32_t top_k = pairs_a_token(r);
             g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
             SMOE_CUDA_CHECK(cuda::launch_quantise_to_pairs(
                 hidden, bf16, H, r.source_rows, top_k, r.perm->dest, r.max_rows, r.live_rows, H, pow2,
@@ -295,12 +300,10 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
         gathered = !as_they_are || !cuda::grouped_gemm_reads_indexed_rows(g1);
         if (gathered && as_they_are && r.source_rows > 0 && r.source_rows < r.max_rows && copy_to_pairs() &&
             cuda::bf16_rows_copyable(hidden, H, H, b.a1.get())) {
-            SMOE_CHECK(r.max_rows % r.source_rows == 0, Internal,
-                       "{} rows for {} tokens: not K pairs a token", r.max_rows, r.source_rows);
             g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
             SMOE_CUDA_CHECK(cuda::launch_copy_bf16_to_pairs(
-                static_cast<const uint16_t*>(hidden), H, r.source_rows, int32_t(r.max_rows / r.source_rows),
-                r.perm->dest, r.max_rows, r.live_rows, H, b.pair_rows.as<int32_t>(), b.a1.as<uint16_t>(), s));
+                static_cast<const uint16_t*>(hidden), H, r.source_rows, pairs_a_token(r), r.perm->dest,
+                r.max_rows, r.live_rows, H, b.pair_rows.as<int32_t>(), b.a1.as<uint16_t>(), s));
         } else if (gathered) {
             g1 = gathered_launch(r, r.group->gate_up, hidden, bf16, H, r.perm->rows, up_form, b.a1, b.a1_scale, s);
         }

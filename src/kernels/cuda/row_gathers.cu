@@ -302,13 +302,23 @@ cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const 
                             stride, rows, m, live_rows, k, quant_mode, out, scales, layout);
 }
 
+// Batches of fewer rows (or tokens) than this take a word a lane in the row kernels (quantise_rows_kernel,
+// copy_bf16_to_pairs_kernel): more warps to a row.
+constexpr int64_t kFewRows = 512;
+
+// pair_rows_kernel for launch_quantise_to_pairs and launch_copy_bf16_to_pairs: each live row's pair.
+cudaError_t launch_pair_rows(const int64_t* dest, int64_t max_rows, const int32_t* live_rows, int64_t pairs,
+                             int32_t* pair_row, cudaStream_t stream) {
+    return launch_dependent(pair_rows_kernel, gather_blocks(max_rows), 256, 0, stream, dest, max_rows,
+                            live_rows, pairs, pair_row);
+}
+
 // quantise_rows_kernel over `m` rows (sources that row_quantiser_takes): batches of fewer than kFewRows rows
 // take a word a lane, others four; the grid covers every row's chunks of 32 * kBatch words.
 cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
                                  int64_t m, const int32_t* live_rows, int64_t k, bool pow2_scales,
                                  uint8_t* out, float* scales, ScaleLayout layout, const PairRows& pairs,
                                  cudaStream_t stream) {
-    constexpr int64_t kFewRows = 512;
     if (m == 0 || k == 0) return cudaGetLastError();
     const int64_t words = k * (src_bf16 ? 2 : 4) / 16, batch = m < kFewRows ? 1 : 4;
     const unsigned blocks = gather_blocks(m * ((words + 32 * batch - 1) / (32 * batch)) * 32);
@@ -377,8 +387,7 @@ cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t str
                                      uint8_t* out, float* scales, cudaStream_t stream, ScaleLayout scale_layout) {
     if (!row_quantiser_takes(src, src_bf16, stride, k, out) || top_k <= 0) return cudaErrorInvalidValue;
     if (tokens == 0 || max_rows == 0) return cudaGetLastError();
-    const cudaError_t err = launch_dependent(pair_rows_kernel, gather_blocks(max_rows), 256, 0, stream, dest,
-                                             max_rows, live_rows, tokens * top_k, pair_row);
+    const cudaError_t err = launch_pair_rows(dest, max_rows, live_rows, tokens * top_k, pair_row, stream);
     if (err != cudaSuccess) return err;
     return launch_row_quantiser(src, src_bf16, stride, nullptr, tokens, nullptr, k, pow2_scales, out, scales,
                                 scale_layout, PairRows{pair_row, dest, top_k, max_rows, live_rows}, stream);
@@ -387,14 +396,11 @@ cudaError_t launch_quantise_to_pairs(const void* src, bool src_bf16, int64_t str
 cudaError_t launch_copy_bf16_to_pairs(const uint16_t* src, int64_t stride, int64_t tokens, int32_t top_k,
                                       const int64_t* dest, int64_t max_rows, const int32_t* live_rows,
                                       int64_t k, int32_t* pair_row, uint16_t* out, cudaStream_t stream) {
-    constexpr int64_t kFewTokens =
-        512;  // fewer take a word a lane: more warps to a row (as launch_row_quantiser)
     if (!bf16_rows_copyable(src, stride, k, out) || top_k <= 0) return cudaErrorInvalidValue;
     if (tokens == 0 || max_rows == 0 || k == 0) return cudaGetLastError();
-    const cudaError_t err = launch_dependent(pair_rows_kernel, gather_blocks(max_rows), 256, 0, stream, dest,
-                                             max_rows, live_rows, tokens * top_k, pair_row);
+    const cudaError_t err = launch_pair_rows(dest, max_rows, live_rows, tokens * top_k, pair_row, stream);
     if (err != cudaSuccess) return err;
-    const int64_t words = k / 8, batch = tokens < kFewTokens ? 1 : 8;
+    const int64_t words = k / 8, batch = tokens < kFewRows ? 1 : 8;
     const unsigned blocks = gather_blocks(tokens * ((words + 32 * batch - 1) / (32 * batch)) * 32);
     const PairRows pairs{pair_row, dest, top_k, max_rows, live_rows};
     const auto launch = [&](auto kernel) {
