@@ -208,73 +208,89 @@ __global__ void copy_bf16_to_pairs_kernel(const uint16_t* src, int64_t stride, i
 }
 
 // Rows quantised to e4m3 codes per 128 values (quant_mode 1, or 2's power-of-two scales, kept in `scales`):
-// gather_group's bytes, from sources whose rows are 16-byte aligned. A warp takes a chunk of a row, kBatch
-// 16-byte words a lane with every load in flight, where gather_group has one 8-byte load a lane in flight and
-// a 64-bit division an item (deepseek-v3 at 16384 tokens: 223-228 µs for the bf16 hidden states, 511 µs for
-// the SwiGLU outputs in f32). A group's 128 values are 16 lanes' words (bf16) or 32 lanes' (f32); they take
-// its maximum by shuffles (exact in any order; fmaxf, as the CPU's std::max from 0, never takes a NaN). Every
-// word is loaded, one past the row's end reading its last word again: words past the end fill whole groups
-// (a row is whole groups, and a warp's 32 words are two or one), which are not stored. Few rows take kBatch
-// 1: more warps to a row, and a loop body small enough to stay in the instruction cache (a first version,
-// eight words a lane for every batch, took 14-19 µs for one token's rows, the per-group gather 4).
+// gather_group's bytes, from sources whose rows are 16-byte aligned. A lane takes kUnit values at a time
+// (whole 16-byte source words) and stores their codes as one word of kUnit bytes. A warp takes a chunk of a
+// row, kBatch such units a lane with every load in flight, where gather_group has one 8-byte load a lane in
+// flight and a 64-bit division an item. A group's 128 values are 128 / kUnit lanes' units; they take its
+// maximum by shuffles (exact in any order; fmaxf, as the CPU's std::max from 0, never takes a NaN). Every
+// unit is loaded, one past the row's end reading its last word again: units past the end fill whole groups (a
+// row is whole groups), which are not stored.
+// - Many rows take units of 16 values, two a lane: deepseek-v3's shared-expert rows and SwiGLU outputs took
+//   10-12% less time at 16384 tokens than with a source word a lane (8 bf16 values, 8 bytes of codes), its
+//   tokens into their pairs' rows the same (bench/results/2026-12-07-cuda-quantise-units.md).
+// - Few rows take a source word a lane, one a chunk: more warps to a row, and a loop body small enough to
+//   stay in the instruction cache (a first version, eight words a lane for every batch, took 14-19 µs for
+//   one token's rows, the per-group gather 4); with units of 16 values deepseek-v4-flash's one-token layer
+//   took about 1 µs more. This mixed form: prefill's routed experts 0.4-0.5% faster, one token level.
 //
 // With `pairs.row` set, row r is a token whose codes go to the rows of its pairs r * top_k + j instead (at
 // PairRows::row, those of this batch: PairRows).
-template <typename Source, int kBatch>
+template <typename Source, int kBatch, int kUnit>
 __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const int32_t* rows, int64_t m,
                                      const int32_t* live_rows, int64_t k, bool pow2, uint8_t* out,
                                      float* scales, ScaleLayout layout, const PairRows pairs) {
     constexpr int kPerWord = 16 / int(sizeof(Source));  // values a 16-byte word: 8 bf16 or 4 f32
-    constexpr int kGroupLanes = 128 / kPerWord;
-    constexpr int64_t kChunkWords = 32 * kBatch;
+    static_assert(kUnit % kPerWord == 0 && (kUnit == 4 || kUnit == 8 || kUnit == 16),
+                  "whole words, one store");
+    constexpr int kUnitWords = kUnit / kPerWord;  // source words of a lane's unit
+    constexpr int kGroupLanes = 128 / kUnit;
+    constexpr int64_t kChunkUnits = 32 * kBatch;
     begin_dependent_kernel();
     const int64_t live = live_count(m, live_rows);
     const int64_t live_pairs = live_count(pairs.bound, pairs.live);
-    const int64_t words = k / kPerWord, chunks = (words + kChunkWords - 1) / kChunkWords;
+    const int64_t words = k / kPerWord, units = k / kUnit, chunks = (units + kChunkUnits - 1) / kChunkUnits;
     const int64_t items = live * chunks, warps = int64_t(gridDim.x) * blockDim.x / 32;
     const int lane = threadIdx.x & 31;
     for (int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; item < items; item += warps) {
-        const int64_t r = item / chunks, w0 = (item - r * chunks) * kChunkWords + lane;
+        const int64_t r = item / chunks, u0 = (item - r * chunks) * kChunkUnits + lane;
         const uint4* row = reinterpret_cast<const uint4*>(src + (rows ? int64_t(rows[r]) : r) * stride);
-        uint4 v[kBatch];
+        uint4 v[kBatch][kUnitWords];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) v[j] = row[min(w0 + 32 * j, words - 1)];
+        for (int j = 0; j < kBatch; ++j)
+#pragma unroll
+            for (int q = 0; q < kUnitWords; ++q)
+                v[j][q] = row[min((u0 + 32 * j) * kUnitWords + q, words - 1)];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
-            float x[kPerWord];
-            const uint32_t u[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+            float x[kUnit];
 #pragma unroll
-            for (int i = 0; i < kPerWord; ++i) {
-                if constexpr (kPerWord == 8)
-                    x[i] = bf16_to_f32(uint16_t(u[i / 2] >> (16 * (i % 2))));
-                else
-                    x[i] = f32_from_bits(u[i]);
+            for (int q = 0; q < kUnitWords; ++q) {
+                const uint32_t w[4] = {v[j][q].x, v[j][q].y, v[j][q].z, v[j][q].w};
+#pragma unroll
+                for (int i = 0; i < kPerWord; ++i) {
+                    if constexpr (kPerWord == 8)
+                        x[q * 8 + i] = bf16_to_f32(uint16_t(w[i / 2] >> (16 * (i % 2))));
+                    else
+                        x[q * 4 + i] = f32_from_bits(w[i]);
+                }
             }
             float amax = 0.0f;
 #pragma unroll
-            for (int i = 0; i < kPerWord; ++i) amax = fmaxf(amax, abs_f32(x[i]));
+            for (int i = 0; i < kUnit; ++i) amax = fmaxf(amax, abs_f32(x[i]));
 #pragma unroll
             for (int offset = kGroupLanes / 2; offset > 0; offset >>= 1)
                 amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
             const float s = e4m3_group_scale(amax, pow2);
-            const int64_t w = w0 + 32 * j;
-            if (w >= words) continue;
+            const int64_t u = u0 + 32 * j;
+            if (u >= units) continue;
             // A power of two's reciprocal is exact, so x * (1 / s) rounds the same real number x / s does.
             const float inv = pow2 ? 1.0f / s : 0.0f;
-            uint32_t codes[kPerWord / 4];
+            uint32_t codes[kUnit / 4];
 #pragma unroll
-            for (int q = 0; q < kPerWord / 4; ++q) {
+            for (int q = 0; q < kUnit / 4; ++q) {
                 const float* y = x + 4 * q;
                 codes[q] = pow2 ? f32x4_to_e4m3x4(y[0] * inv, y[1] * inv, y[2] * inv, y[3] * inv)
                                 : f32x4_to_e4m3x4(y[0] / s, y[1] / s, y[2] / s, y[3] / s);
             }
             const auto store = [&](int64_t to_row) {
-                uint8_t* to = out + to_row * k + w * kPerWord;
-                if constexpr (kPerWord == 8)
+                uint8_t* to = out + to_row * k + u * kUnit;
+                if constexpr (kUnit == 16)
+                    *reinterpret_cast<uint4*>(to) = make_uint4(codes[0], codes[1], codes[2], codes[3]);
+                else if constexpr (kUnit == 8)
                     *reinterpret_cast<uint2*>(to) = make_uint2(codes[0], codes[1]);
                 else
                     *reinterpret_cast<uint32_t*>(to) = codes[0];
-                if (lane % kGroupLanes == 0) scales[layout.at(to_row, w / kGroupLanes, k / 128)] = s;
+                if (lane % kGroupLanes == 0) scales[layout.at(to_row, u / kGroupLanes, k / 128)] = s;
             };
             if (!pairs.row) {
                 store(r);
@@ -314,14 +330,16 @@ cudaError_t launch_pair_rows(const int64_t* dest, int64_t max_rows, const int32_
 }
 
 // quantise_rows_kernel over `m` rows (sources that row_quantiser_takes): batches of fewer than kFewRows rows
-// take a word a lane, others four; the grid covers every row's chunks of 32 * kBatch words.
+// take a source word a lane, others two units of 16 values; the grid covers every row's chunks.
 cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride, const int32_t* rows,
                                  int64_t m, const int32_t* live_rows, int64_t k, bool pow2_scales,
                                  uint8_t* out, float* scales, ScaleLayout layout, const PairRows& pairs,
                                  cudaStream_t stream) {
     if (m == 0 || k == 0) return cudaGetLastError();
-    const int64_t words = k * (src_bf16 ? 2 : 4) / 16, batch = m < kFewRows ? 1 : 4;
-    const unsigned blocks = gather_blocks(m * ((words + 32 * batch - 1) / (32 * batch)) * 32);
+    const bool few = m < kFewRows;
+    // (a chunk: one source word a lane, or two units of 16 values)
+    const int64_t chunk_values = few ? 32 * (src_bf16 ? 8 : 4) : 32 * 2 * 16;
+    const unsigned blocks = gather_blocks(m * ((k + chunk_values - 1) / chunk_values) * 32);
     const auto launch = [&](auto kernel, const auto* source) {
         return launch_dependent(kernel, blocks, 256, 0, stream, source, stride, rows, m, live_rows, k,
                                 pow2_scales, out, scales, layout, pairs);
@@ -329,10 +347,10 @@ cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride,
     const auto* bf16 = static_cast<const uint16_t*>(src);
     const auto* f32 = static_cast<const float*>(src);
     if (src_bf16)
-        return batch == 1 ? launch(quantise_rows_kernel<uint16_t, 1>, bf16)
-                          : launch(quantise_rows_kernel<uint16_t, 4>, bf16);
-    return batch == 1 ? launch(quantise_rows_kernel<float, 1>, f32)
-                      : launch(quantise_rows_kernel<float, 4>, f32);
+        return few ? launch(quantise_rows_kernel<uint16_t, 1, 8>, bf16)
+                   : launch(quantise_rows_kernel<uint16_t, 2, 16>, bf16);
+    return few ? launch(quantise_rows_kernel<float, 1, 4>, f32)
+               : launch(quantise_rows_kernel<float, 2, 16>, f32);
 }
 
 }  // namespace
@@ -368,7 +386,7 @@ bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t
     static const bool by_group = env_equals("STEADYMOE_QUANTISE_ROWS", "group");
     const int64_t value_bytes = src_bf16 ? 2 : 4;
     return !by_group && reinterpret_cast<uintptr_t>(src) % 16 == 0 && stride * value_bytes % 16 == 0 &&
-           k % 128 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0;
+           k % 128 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
 }
 
 cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, const int32_t* rows, int64_t m,

@@ -24,7 +24,7 @@ cudaError_t launch_gather_fp8(const void* src, bool src_bf16, int64_t stride, co
                               float* scales, cudaStream_t stream, ScaleLayout scale_layout = {});
 
 // Whether launch_gather_fp8 quantises these rows by its row kernel (else by a group at a time, the same
-// bytes): sources and their stride 16-byte aligned, k a multiple of 128, out 8-byte aligned, and
+// bytes): sources and their stride 16-byte aligned, k a multiple of 128, out 16-byte aligned, and
 // STEADYMOE_QUANTISE_ROWS=group not set (it keeps the group gather everywhere, to compare).
 // launch_quantise_to_pairs needs it.
 bool row_quantiser_takes(const void* src, bool src_bf16, int64_t stride, int64_t k, const void* out);

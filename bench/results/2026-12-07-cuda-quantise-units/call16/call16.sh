@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared for a later session (not run: the session's device time ran out): the row quantiser taking 16
+# Call 16 (prepared in the sixtieth session, run in the sixty-first as
+# `bash .../call16/call16.sh 07ac4ab+quantise-units.patch`, the patch since committed): the row quantiser taking 16
 # values a lane in batches of 512 rows or more and a source word a lane below (as before call 14's form), at
 # $1 = a tree with `git apply bench/results/2026-12-07-cuda-quantise-units/next-call/quantise-units.patch`,
 # against $2 = the same tree without it (its CLI carried in build-base-carry/base.tar.gz, built here by
