@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared for a later session (not run): a decode step's routing asks L2 for the routed gate/up GEMM's first
+# Call 16 (prepared in the sixtieth session, run in the sixty-first as `bash .../call16/call16.sh
+# 5bd8d30+route-prefetch.patch`): a decode step's routing asks L2 for the routed gate/up GEMM's first
 # weights of each chosen expert (route-prefetch.patch: WeightPrefetch in routing.hpp, 128 KiB a 128-feature
 # region, or a 64-feature run in e4m3 order), where in the one-token traces DRAM idles from the routing's
 # choice to the gate/up's first copies (bench/results/2026-12-07-cuda-one-token-profile.md: qwen3's gate/up
