@@ -579,6 +579,13 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
         EXPECT_EQ(deep.ctas_per_sm, deep_on ? 2 : 0);
         EXPECT_EQ(deep.launch_ctas_per_sm, deep_on ? 2 : 0);
         EXPECT_EQ(cuda::grouped_gemm_few_cta_shape(cuda::WeightCode::Fp8, true).ctas_per_sm, 0);  // none of its own
+        // bf16 decode batches: 16-row tiles up to 8 rows an expert on average, 32-row ones above, unless
+        // STEADYMOE_BF16_WIDE_DECODE=0
+        if (!tiled) {
+            const bool wide_on = !cuda::env_equals("STEADYMOE_BF16_WIDE_DECODE", "0");
+            EXPECT_EQ(cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Bf16, false, 8 * 128, 128), 16);
+            EXPECT_EQ(cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Bf16, false, 8 * 128 + 1, 128), wide_on ? 32 : 16);
+        }
     }
     const std::vector<float> e4m3 = every_e4m3_value();
     Problem p = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 15);
@@ -594,9 +601,18 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
                      " activations");
         const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
         EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
-        // and in tiles as tall as the decode kernel's CTAs (a decode batch's tile list): 10 or 5 tiles
-        const int32_t decode_tm = cuda::grouped_gemm_decode_tile_rows(p.bf16 ? cuda::WeightCode::Bf16 : cuda::WeightCode::Fp8, fp8_a, kRows, 1);
-        for (int32_t tm : {decode_tm, 2 * decode_tm}) {  // one chunk a tile, two (where tiles that tall exist)
+        // and in tiles as tall as the decode kernel's CTAs, as a decode batch of one row an expert and one of
+        // kRows cut them (bf16 weights: 16-row tiles on 16-token CTAs, 32-row ones on 32-token CTAs; FP8: 8 and
+        // 32), then twice as tall
+        const cuda::WeightCode code = p.bf16 ? cuda::WeightCode::Bf16 : cuda::WeightCode::Fp8;
+        std::vector<int32_t> tile_heights;
+        for (const int64_t rows : {int64_t(1), kRows}) {
+            const int32_t tm = cuda::grouped_gemm_decode_tile_rows(code, fp8_a, rows, 1);
+            if (std::find(tile_heights.begin(), tile_heights.end(), tm) != tile_heights.end()) continue;
+            tile_heights.push_back(tm);      // one chunk a tile
+            tile_heights.push_back(2 * tm);  // two (where tiles that tall exist)
+        }
+        for (int32_t tm : tile_heights) {
             if (tm > cuda::grouped_gemm_tile_rows()) continue;
             const std::vector<float> short_tiles = run(p, fp8_a, true, true, {}, 1, tm);
             EXPECT_EQ(std::memcmp(full.data(), short_tiles.data(), full.size() * 4), 0) << tm << "-row tiles";

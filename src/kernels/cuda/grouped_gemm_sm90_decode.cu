@@ -152,6 +152,13 @@ using Fp8Thin = DecodeShape<WeightCode::Fp8, true, 8, 7>;
 // took 0.4-0.7 µs less (bench/results/2026-12-03-cuda-thin-fp8.md). The same MMAs: the same bits.
 using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
 constexpr int kBf16DeepLaunchCtasPerSm = 2;  // the launches that take it: at most this many CTAs an SM (few_ctas)
+// BF16 decode batches whose experts average more than kBf16WideAbove rows (qwen3's at 256 tokens: 16 an
+// expert): tiles of 32 rows on 32-token CTAs, four to an SM with two stages. On 16-token CTAs an expert of 17
+// to 32 rows takes two CTAs per 64 features, each streaming the same weights. The MMAs' sums do not depend
+// on their width (docs/determinism.md): the same bits. STEADYMOE_BF16_WIDE_DECODE=0 keeps 16-row tiles, to
+// compare.
+using Bf16Wide = DecodeShape<WeightCode::Bf16, false, 32, 4>;
+constexpr int64_t kBf16WideAbove = 8;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 // The FP4 x e4m3 shapes, for the per-32 arithmetic (kExact false) and for block-exact weights (true): the same
 // shapes, taken by the same rules (launch_fp4_e4m3).
@@ -393,6 +400,7 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
                 const uint64_t a = desc_w + (h * S::kHalfTileBytes + 32 * step) / 16, b = desc_t + (h * S::kTokenTileBytes + 32 * step) / 16;
                 if constexpr (S::kE4m3Tokens && S::kTokens == 8) wgmma_m64n8k32_e4m3(acc, a, b, h > 0 || step > 0);  // the first starts the block's sum
                 else if constexpr (S::kE4m3Tokens) wgmma_m64n32k32_e4m3(acc, a, b, h > 0 || step > 0);
+                else if constexpr (S::kTokens == 32) wgmma_m64n32k16(acc, a, b);
                 else wgmma_m64n16k16(acc, a, b);
             }
     }
@@ -684,9 +692,21 @@ bool few_ctas(const GroupedGemmLaunch& g, int tokens, int per_sm) {
     return deep_stages() && int64_t(grid.x) * grid.y * grid.z <= int64_t(per_sm) * hopper_sm_count();
 }
 
-// The tokens per CTA of the other formats' decode shapes.
-int decode_tokens(WeightCode code) {
-    return code == WeightCode::Bf16 ? Bf16Decode::kTokens : code == WeightCode::Fp8 ? Fp8Decode::kTokens : Fp4Decode::kTokens;
+// Whether decode batches of BF16 weights whose experts average more than kBf16WideAbove rows take 32-row
+// tiles (not with STEADYMOE_BF16_WIDE_DECODE=0).
+bool bf16_wide_decode() {
+    static const bool on = !env_equals("STEADYMOE_BF16_WIDE_DECODE", "0");
+    return on;
+}
+
+// Whether a BF16 launch takes 32-token CTAs: its tiles hold more rows than a 16-token CTA and at most 32
+// (hopper_decode_tile_rows cut them so).
+bool bf16_wide(const GroupedGemmLaunch& g) { return g.tile_m > Bf16Decode::kTokens && g.tile_m <= Bf16Wide::kTokens; }
+
+// The tokens per CTA of the other formats' decode shapes (BF16's: bf16_wide).
+int decode_tokens(const GroupedGemmLaunch& g) {
+    if (g.code == WeightCode::Bf16) return bf16_wide(g) ? Bf16Wide::kTokens : Bf16Decode::kTokens;
+    return g.code == WeightCode::Fp8 ? Fp8Decode::kTokens : Fp4Decode::kTokens;
 }
 
 }  // namespace
@@ -702,8 +722,8 @@ bool hopper_decode_takes(WeightCode code) {
 
 namespace {
 
-// Whether decode batches of weights `code` meeting e4m3 (a_fp8) or bf16 tokens take this kernel's shape of
-// decode_tokens(code): FP8 weights with e4m3 tokens, BF16 and FP4 weights with bf16 ones. (FP4 weights
+// Whether decode batches of weights `code` meeting e4m3 (a_fp8) or bf16 tokens take this kernel's shapes of
+// decode_tokens: FP8 weights with e4m3 tokens, BF16 and FP4 weights with bf16 ones. (FP4 weights
 // meeting e4m3 tokens take it in every batch, in shapes of their own: fp4_e4m3_tokens.)
 bool decode_form(WeightCode code, bool a_fp8) { return hopper_decode_takes(code) && (code == WeightCode::Fp8) == a_fp8; }
 
@@ -722,7 +742,9 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
     if (code == WeightCode::Fp4 && a_fp8) return thin && rows <= 4 * experts ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
     if (!decode_form(code, a_fp8)) return 0;
     // (FP8 weights take this kernel with e4m3 tokens only: decode_form)
-    return code == WeightCode::Fp8 && fp8_thin() && rows <= Fp8Thin::kTokens ? Fp8Thin::kTokens : decode_tokens(code);
+    if (code == WeightCode::Fp8) return fp8_thin() && rows <= Fp8Thin::kTokens ? Fp8Thin::kTokens : Fp8Decode::kTokens;
+    if (code == WeightCode::Bf16) return bf16_wide_decode() && rows > kBf16WideAbove * experts ? Bf16Wide::kTokens : Bf16Decode::kTokens;
+    return Fp4Decode::kTokens;
 }
 
 bool hopper_decode_prefers_rows_in_order(const GroupedGemmLaunch& g) {
@@ -737,7 +759,7 @@ bool hopper_decode(const GroupedGemmLaunch& g) {
         return g.a_scale && int64_t(g.max_tiles) * decode_chunks(g, fp4_e4m3_tokens(g)) <= 65535;
     }
     if (!g.few_rows || !decode_form(g.code, g.a_fp8) || (g.a_fp8 && !g.a_scale)) return false;
-    return int64_t(g.max_tiles) * decode_chunks(g, decode_tokens(g.code)) <= 65535;  // grid.y
+    return int64_t(g.max_tiles) * decode_chunks(g, decode_tokens(g)) <= 65535;  // grid.y
 }
 
 namespace {
@@ -764,6 +786,7 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
     case WeightCode::Bf16:
+        if (bf16_wide(g)) return g.scaled ? launch_typed<Bf16Wide, true>(g) : launch_typed<Bf16Wide, false>(g);
         if (few_ctas(g, Bf16Deep::kTokens, kBf16DeepLaunchCtasPerSm))
             return g.scaled ? launch_typed<Bf16Deep, true>(g) : launch_typed<Bf16Deep, false>(g);
         if (fewer_ctas()) return g.scaled ? launch_typed<Bf16DecodeFewer, true>(g) : launch_typed<Bf16DecodeFewer, false>(g);
