@@ -579,12 +579,20 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
         EXPECT_EQ(deep.ctas_per_sm, deep_on ? 2 : 0);
         EXPECT_EQ(deep.launch_ctas_per_sm, deep_on ? 2 : 0);
         EXPECT_EQ(cuda::grouped_gemm_few_cta_shape(cuda::WeightCode::Fp8, true).ctas_per_sm, 0);  // none of its own
-        // bf16 decode batches: 16-row tiles up to 8 rows an expert on average, 32-row ones above, unless
-        // STEADYMOE_BF16_WIDE_DECODE=0
+        // bf16 decode batches: 16-row tiles up to 8 rows an expert on average, 32-row ones up to 24, 64-row
+        // ones above (STEADYMOE_BF16_WIDE_DECODE=0: 16 throughout, =32: at most 32)
         if (!tiled) {
-            const bool wide_on = !cuda::env_equals("STEADYMOE_BF16_WIDE_DECODE", "0");
-            EXPECT_EQ(cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Bf16, false, 8 * 128, 128), 16);
-            EXPECT_EQ(cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Bf16, false, 8 * 128 + 1, 128), wide_on ? 32 : 16);
+            const bool narrow = cuda::env_equals("STEADYMOE_BF16_WIDE_DECODE", "0");
+            const bool at_most_32 = cuda::env_equals("STEADYMOE_BF16_WIDE_DECODE", "32");
+            const auto tile_rows = [](int64_t rows) { return cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Bf16, false, rows, 128); };
+            EXPECT_EQ(tile_rows(8 * 128), 16);
+            EXPECT_EQ(tile_rows(8 * 128 + 1), narrow ? 16 : 32);
+            EXPECT_EQ(tile_rows(24 * 128), narrow ? 16 : 32);
+            EXPECT_EQ(tile_rows(24 * 128 + 1), narrow ? 16 : at_most_32 ? 32 : 64);
+            // FP8 weights meeting e4m3 rows: 64-row tiles past 24 rows an expert (STEADYMOE_FP8_WIDE_DECODE=0: 32)
+            const bool fp8_wide = !cuda::env_equals("STEADYMOE_FP8_WIDE_DECODE", "0");
+            EXPECT_EQ(cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Fp8, true, 24 * 256, 256), 32);
+            EXPECT_EQ(cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Fp8, true, 24 * 256 + 1, 256), fp8_wide ? 64 : 32);
         }
     }
     const std::vector<float> e4m3 = every_e4m3_value();
@@ -601,12 +609,12 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
                      " activations");
         const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
         EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
-        // and in tiles as tall as the decode kernel's CTAs, as a decode batch of one row an expert and one of
-        // kRows cut them (bf16 weights: 16-row tiles on 16-token CTAs, 32-row ones on 32-token CTAs; FP8: 8 and
-        // 32), then twice as tall
+        // and in tiles as tall as the decode kernel's CTAs, as decode batches of 1, 9 and kRows rows of one
+        // expert cut them (bf16 weights: 16, 32 and 64-row tiles on CTAs of as many tokens; FP8: 8, 32, 64),
+        // then twice as tall (taken in two chunks)
         const cuda::WeightCode code = p.bf16 ? cuda::WeightCode::Bf16 : cuda::WeightCode::Fp8;
         std::vector<int32_t> tile_heights;
-        for (const int64_t rows : {int64_t(1), kRows}) {
+        for (const int64_t rows : {int64_t(1), int64_t(9), kRows}) {
             const int32_t tm = cuda::grouped_gemm_decode_tile_rows(code, fp8_a, rows, 1);
             if (std::find(tile_heights.begin(), tile_heights.end(), tm) != tile_heights.end()) continue;
             tile_heights.push_back(tm);      // one chunk a tile

@@ -147,18 +147,27 @@ using Fp8Decode = DecodeShape<WeightCode::Fp8, true, 32, 7>;
 // The MMAs' sums do not depend on their width (docs/determinism.md), the folds are the same per element: the
 // same bits. STEADYMOE_FP8_THIN_CTAS=0 keeps 32-token CTAs, to compare.
 using Fp8Thin = DecodeShape<WeightCode::Fp8, true, 8, 7>;
+// FP8 weights meeting e4m3 tokens in decode batches whose experts average more than kFp8WiderAbove rows
+// (deepseek-v3's at 1024 tokens: 32 an expert): tiles of 64 rows on 64-token CTAs, four to an SM (their
+// registers) with three stages, where 32-token CTAs took each expert past 32 rows in two, each streaming the
+// same weights (as bf16's Bf16Wider). The same bits. STEADYMOE_FP8_WIDE_DECODE=0 keeps 32-row tiles, to
+// compare.
+using Fp8Wider = DecodeShape<WeightCode::Fp8, true, 64, 4>;
+constexpr int64_t kFp8WiderAbove = 24;
 // BF16 launches of at most two CTAs an SM (qwen3's experts at one token: 192 and 256 CTAs; routers): two to
 // an SM with five stages (80 KB of weights in flight a CTA) in place of five with two: qwen3's one-token layer
 // took 0.4-0.7 µs less (bench/results/2026-12-03-cuda-thin-fp8.md). The same MMAs: the same bits.
 using Bf16Deep = DecodeShape<WeightCode::Bf16, false, 16, 2>;
 constexpr int kBf16DeepLaunchCtasPerSm = 2;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 // BF16 decode batches whose experts average more than kBf16WideAbove rows (qwen3's at 256 tokens: 16 an
-// expert): tiles of 32 rows on 32-token CTAs, four to an SM with two stages. On 16-token CTAs an expert of 17
-// to 32 rows takes two CTAs per 64 features, each streaming the same weights. The MMAs' sums do not depend
-// on their width (docs/determinism.md): the same bits. STEADYMOE_BF16_WIDE_DECODE=0 keeps 16-row tiles, to
+// expert): tiles of 32 rows on 32-token CTAs, four to an SM with two stages; more than kBf16WiderAbove: 64
+// rows on 64-token CTAs, three to an SM with two stages. On 16-token CTAs an expert of 17 to 32 rows takes
+// two CTAs per 64 features, each streaming the same weights. The MMAs' sums do not depend on their width
+// (docs/determinism.md): the same bits. STEADYMOE_BF16_WIDE_DECODE=0 keeps 16-row tiles, =32 at most 32, to
 // compare.
 using Bf16Wide = DecodeShape<WeightCode::Bf16, false, 32, 4>;
-constexpr int64_t kBf16WideAbove = 8;
+using Bf16Wider = DecodeShape<WeightCode::Bf16, false, 64, 3>;
+constexpr int64_t kBf16WideAbove = 8, kBf16WiderAbove = 24;
 using Fp4Decode = DecodeShape<WeightCode::Fp4, false, 32>;
 // The FP4 x e4m3 shapes, for the per-32 arithmetic (kExact false) and for block-exact weights (true): the same
 // shapes, taken by the same rules (launch_fp4_e4m3).
@@ -399,7 +408,9 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
             for (int step = 0; step < kBK / kStep; ++step) {
                 const uint64_t a = desc_w + (h * S::kHalfTileBytes + 32 * step) / 16, b = desc_t + (h * S::kTokenTileBytes + 32 * step) / 16;
                 if constexpr (S::kE4m3Tokens && S::kTokens == 8) wgmma_m64n8k32_e4m3(acc, a, b, h > 0 || step > 0);  // the first starts the block's sum
+                else if constexpr (S::kE4m3Tokens && S::kTokens == 64) wgmma_m64n64k32_e4m3(acc, a, b, h > 0 || step > 0);
                 else if constexpr (S::kE4m3Tokens) wgmma_m64n32k32_e4m3(acc, a, b, h > 0 || step > 0);
+                else if constexpr (S::kTokens == 64) wgmma_m64n64k16(acc, a, b);
                 else if constexpr (S::kTokens == 32) wgmma_m64n32k16(acc, a, b);
                 else wgmma_m64n16k16(acc, a, b);
             }
@@ -692,21 +703,30 @@ bool few_ctas(const GroupedGemmLaunch& g, int tokens, int per_sm) {
     return deep_stages() && int64_t(grid.x) * grid.y * grid.z <= int64_t(per_sm) * hopper_sm_count();
 }
 
-// Whether decode batches of BF16 weights whose experts average more than kBf16WideAbove rows take 32-row
-// tiles (not with STEADYMOE_BF16_WIDE_DECODE=0).
-bool bf16_wide_decode() {
-    static const bool on = !env_equals("STEADYMOE_BF16_WIDE_DECODE", "0");
-    return on;
+// The rows of a BF16 decode batch's tiles for `rows` rows over `experts` experts (Bf16Wide, Bf16Wider).
+int bf16_decode_tile_rows(int64_t rows, int64_t experts) {
+    static const bool narrow = env_equals("STEADYMOE_BF16_WIDE_DECODE", "0");
+    static const bool at_most_32 = env_equals("STEADYMOE_BF16_WIDE_DECODE", "32");
+    if (!narrow && !at_most_32 && rows > kBf16WiderAbove * experts) return Bf16Wider::kTokens;
+    return !narrow && rows > kBf16WideAbove * experts ? Bf16Wide::kTokens : Bf16Decode::kTokens;
 }
 
-// Whether a BF16 launch takes 32-token CTAs: its tiles hold more rows than a 16-token CTA and at most 32
-// (hopper_decode_tile_rows cut them so).
-bool bf16_wide(const GroupedGemmLaunch& g) { return g.tile_m > Bf16Decode::kTokens && g.tile_m <= Bf16Wide::kTokens; }
+// The tokens of a BF16 launch's CTAs: as many as its tiles hold where they are cut for 32 or 64-token
+// CTAs (bf16_decode_tile_rows), else 16 (a CTA takes a taller tile in chunks).
+int bf16_decode_tokens(const GroupedGemmLaunch& g) {
+    return g.tile_m > Bf16Wide::kTokens && g.tile_m <= Bf16Wider::kTokens ? Bf16Wider::kTokens
+           : g.tile_m > Bf16Decode::kTokens && g.tile_m <= Bf16Wide::kTokens ? Bf16Wide::kTokens
+                                                                            : Bf16Decode::kTokens;
+}
 
-// The tokens per CTA of the other formats' decode shapes (BF16's: bf16_wide).
+// Whether an FP8 launch takes 64-token CTAs: its tiles are cut for them (hopper_decode_tile_rows).
+bool fp8_wider(const GroupedGemmLaunch& g) { return g.tile_m > Fp8Decode::kTokens && g.tile_m <= Fp8Wider::kTokens; }
+
+// The tokens per CTA of the other formats' decode shapes (BF16's: bf16_decode_tokens).
 int decode_tokens(const GroupedGemmLaunch& g) {
-    if (g.code == WeightCode::Bf16) return bf16_wide(g) ? Bf16Wide::kTokens : Bf16Decode::kTokens;
-    return g.code == WeightCode::Fp8 ? Fp8Decode::kTokens : Fp4Decode::kTokens;
+    if (g.code == WeightCode::Bf16) return bf16_decode_tokens(g);
+    if (g.code == WeightCode::Fp8) return fp8_wider(g) ? Fp8Wider::kTokens : Fp8Decode::kTokens;
+    return Fp4Decode::kTokens;
 }
 
 }  // namespace
@@ -742,8 +762,12 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
     if (code == WeightCode::Fp4 && a_fp8) return thin && rows <= 4 * experts ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
     if (!decode_form(code, a_fp8)) return 0;
     // (FP8 weights take this kernel with e4m3 tokens only: decode_form)
-    if (code == WeightCode::Fp8) return fp8_thin() && rows <= Fp8Thin::kTokens ? Fp8Thin::kTokens : Fp8Decode::kTokens;
-    if (code == WeightCode::Bf16) return bf16_wide_decode() && rows > kBf16WideAbove * experts ? Bf16Wide::kTokens : Bf16Decode::kTokens;
+    if (code == WeightCode::Fp8) {
+        static const bool wider = !env_equals("STEADYMOE_FP8_WIDE_DECODE", "0");
+        if (fp8_thin() && rows <= Fp8Thin::kTokens) return Fp8Thin::kTokens;
+        return wider && rows > kFp8WiderAbove * experts ? Fp8Wider::kTokens : Fp8Decode::kTokens;
+    }
+    if (code == WeightCode::Bf16) return bf16_decode_tile_rows(rows, experts);
     return Fp4Decode::kTokens;
 }
 
@@ -786,13 +810,17 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
     case WeightCode::Bf16:
-        if (bf16_wide(g)) return g.scaled ? launch_typed<Bf16Wide, true>(g) : launch_typed<Bf16Wide, false>(g);
+        if (bf16_decode_tokens(g) == Bf16Wider::kTokens)
+            return g.scaled ? launch_typed<Bf16Wider, true>(g) : launch_typed<Bf16Wider, false>(g);
+        if (bf16_decode_tokens(g) == Bf16Wide::kTokens)
+            return g.scaled ? launch_typed<Bf16Wide, true>(g) : launch_typed<Bf16Wide, false>(g);
         if (few_ctas(g, Bf16Deep::kTokens, kBf16DeepLaunchCtasPerSm))
             return g.scaled ? launch_typed<Bf16Deep, true>(g) : launch_typed<Bf16Deep, false>(g);
         if (fewer_ctas()) return g.scaled ? launch_typed<Bf16DecodeFewer, true>(g) : launch_typed<Bf16DecodeFewer, false>(g);
         return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
     case WeightCode::Fp8:
         if (g.tile_m > 0 && g.tile_m <= Fp8Thin::kTokens) return launch_typed<Fp8Thin, true>(g);
+        if (fp8_wider(g)) return launch_typed<Fp8Wider, true>(g);
         return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g) : launch_typed<Fp8Decode, true>(g);
     case WeightCode::Fp4:
         if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
