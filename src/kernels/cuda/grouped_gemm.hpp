@@ -111,8 +111,8 @@ struct GroupedGemmLaunch {
     int64_t identity_rows = 0;
     int32_t identity_tile_rows = 0;
     // A hint that the tiles hold few rows (a decode batch): Hopper then runs the decode kernel (the
-    // weights as the MMAs' first operand, 16 or 32 tokens per CTA), or two 64-row CTAs per tile where
-    // that kernel does not take the launch. FP4 weights meeting e4m3 activations take the decode kernel
+    // weights as the MMAs' first operand, 8 to 64 tokens per CTA, by tile_m), or two 64-row CTAs per tile
+    // where that kernel does not take the launch. FP4 weights meeting e4m3 activations take the decode kernel
     // in every launch: 8 or 16 tokens per CTA with the hint (by tile_m), 64 without. Each row's MMAs and
     // folds are the same either way, so the hint may follow the batch size.
     bool few_rows = false;
