@@ -730,11 +730,23 @@ TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
     const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8), narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
-              wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
-    std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 64\n", thin, narrow, wide);
+              mid = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(32), wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
+    std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 32, %d of 64\n", thin, narrow, mid, wide);
     EXPECT_EQ(thin, cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4") ? 4 : 6);
     EXPECT_EQ(narrow, cuda::env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "fewer") ? 4 : 5);
+    EXPECT_EQ(mid, 4);
     EXPECT_EQ(wide, 3);
+    // decode batches' tiles: 8 rows up to 4 an expert on average, 16 up to 12, 32 up to 24, 64 above
+    // (STEADYMOE_FP4_WIDE_DECODE=0: 16 past 4, =32: at most 32)
+    if (!cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0") && !cuda::env_equals("STEADYMOE_FP4_THIN_CTAS", "0")) {
+        const bool narrow_only = cuda::env_equals("STEADYMOE_FP4_WIDE_DECODE", "0");
+        const bool at_most_32 = cuda::env_equals("STEADYMOE_FP4_WIDE_DECODE", "32");
+        const auto tile_rows = [](int64_t rows) { return cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Fp4, true, rows, 256); };
+        EXPECT_EQ(tile_rows(4 * 256), 8);
+        EXPECT_EQ(tile_rows(12 * 256), 16);
+        EXPECT_EQ(tile_rows(12 * 256 + 1), narrow_only ? 16 : 32);
+        EXPECT_EQ(tile_rows(24 * 256 + 1), narrow_only ? 16 : at_most_32 ? 32 : 64);
+    }
     // launches of at most three 8-token CTAs an SM take four to an SM, unless every launch runs so or none does
     const cuda::FewCtaShape four = cuda::grouped_gemm_few_cta_shape(cuda::WeightCode::Fp4, true);
     const bool four_on = !cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4") && !cuda::env_equals("STEADYMOE_DEEP_STAGES", "0") &&
@@ -762,7 +774,7 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact) {
     // The decode batches' forms against the others' (64-token CTAs over 128-row tiles).
     const auto every_decode_form = [](const Problem& q, const std::vector<float>& want, const char* what,
                                       const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}, int32_t splits = 1) {
-        for (int32_t tile_m : {0, 16, 8}) {
+        for (int32_t tile_m : {0, 64, 32, 16, 8}) {
             const std::vector<float> got = run(q, true, true, true, adjust, splits, tile_m);
             EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << what << ", tiles of " << tile_m << " rows (0: 128)";
         }

@@ -185,6 +185,11 @@ struct Fp4E4m3Shapes {
     // CTAs six to an SM, to compare (the same bits).
     using ThinFour = DecodeShape<WeightCode::Fp4, true, 8, 0, kExact>;
     using Narrow = DecodeShape<WeightCode::Fp4, true, 16, 5, kExact>;       // other decode batches
+    // Decode batches whose experts average more than kFp4MidAbove rows (deepseek-v4-flash's at 768 tokens:
+    // 18): 32-token CTAs, four to an SM, where 16-token ones took each expert past 16 rows in two, each
+    // streaming the expert's weights; more than kFp4WideAbove, the 64-token ones (Wide) as in other batches.
+    // STEADYMOE_FP4_WIDE_DECODE=0 keeps 16, =32 at most 32, to compare (the same bits).
+    using Mid = DecodeShape<WeightCode::Fp4, true, 32, 4, kExact>;
     using NarrowFewer = DecodeShape<WeightCode::Fp4, true, 16, 0, kExact>;  // STEADYMOE_DECODE_CTAS_PER_SM=fewer
     using Wide = DecodeShape<WeightCode::Fp4, true, 64, 0, kExact>;         // the others
 };
@@ -192,6 +197,8 @@ using Fp4E4m3Thin = Fp4E4m3Shapes<false>::Thin;
 using Fp4E4m3ThinFour = Fp4E4m3Shapes<false>::ThinFour;
 constexpr int kThinFourLaunchCtasPerSm = 3;  // the launches that take it: at most this many CTAs an SM (few_ctas)
 using Fp4E4m3Narrow = Fp4E4m3Shapes<false>::Narrow;
+using Fp4E4m3Mid = Fp4E4m3Shapes<false>::Mid;
+constexpr int64_t kFp4MidAbove = 12, kFp4WideAbove = 24;
 using Fp4E4m3Wide = Fp4E4m3Shapes<false>::Wide;
 using Bf16DecodeFewer = DecodeShape<WeightCode::Bf16, false, 16>;
 using Fp8DecodeFewer = DecodeShape<WeightCode::Fp8, true, 32>;
@@ -663,10 +670,13 @@ int ctas_per_sm() {
 }
 
 // The tokens per CTA of a launch of FP4 weights meeting e4m3 tokens: in decode batches where few-row
-// kernels are on, 8 in tiles of at most 8 rows, else 16; 64 in others — the same bits.
+// kernels are on, as many as its tiles hold (8, 16, 32 or 64: hopper_decode_tile_rows), 16 in taller tiles;
+// 64 in others — the same bits.
 int fp4_e4m3_tokens(const GroupedGemmLaunch& g) {
     if (!g.few_rows || !hopper_few_row_kernels()) return Fp4E4m3Wide::kTokens;
-    return g.tile_m > 0 && g.tile_m <= Fp4E4m3Thin::kTokens ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
+    for (const int tokens : {Fp4E4m3Thin::kTokens, Fp4E4m3Narrow::kTokens, Fp4E4m3Mid::kTokens, Fp4E4m3Wide::kTokens})
+        if (g.tile_m > 0 && g.tile_m <= tokens) return tokens;
+    return Fp4E4m3Narrow::kTokens;
 }
 
 // Whether every launch of 8-token CTAs runs them four to an SM of four stages (STEADYMOE_FP4_THIN_CTAS_PER_SM=4,
@@ -759,7 +769,13 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
     // 8-token CTAs where experts average at most 4 rows: deepseek-v4-flash's gate/up at 8 and 128 tokens
     // (about 0.2 and 3 rows an expert) ran 8% and 7% faster on them than on 16-token ones, at 256 (6 an
     // expert, so more experts past 8 rows: two CTAs) 4% slower (bench/results/2026-12-02-cuda-decode-tiles.md).
-    if (code == WeightCode::Fp4 && a_fp8) return thin && rows <= 4 * experts ? Fp4E4m3Thin::kTokens : Fp4E4m3Narrow::kTokens;
+    if (code == WeightCode::Fp4 && a_fp8) {
+        static const bool narrow = env_equals("STEADYMOE_FP4_WIDE_DECODE", "0");
+        static const bool at_most_32 = env_equals("STEADYMOE_FP4_WIDE_DECODE", "32");
+        if (thin && rows <= 4 * experts) return Fp4E4m3Thin::kTokens;
+        if (narrow || rows <= kFp4MidAbove * experts) return Fp4E4m3Narrow::kTokens;
+        return !at_most_32 && rows > kFp4WideAbove * experts ? Fp4E4m3Wide::kTokens : Fp4E4m3Mid::kTokens;
+    }
     if (!decode_form(code, a_fp8)) return 0;
     // (FP8 weights take this kernel with e4m3 tokens only: decode_form)
     if (code == WeightCode::Fp8) {
@@ -801,6 +817,7 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
         return launch_typed<typename Shapes::Thin, true>(g);
     case Fp4E4m3Narrow::kTokens:
         return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
+    case Fp4E4m3Mid::kTokens: return launch_typed<typename Shapes::Mid, true>(g);
     default: return launch_typed<typename Shapes::Wide, true>(g);
     }
 }
@@ -849,6 +866,7 @@ int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? ctas_per_sm<Fp4E4m3NarrowFewer>() : ctas_per_sm<Fp4E4m3Narrow>();
+    case Fp4E4m3Mid::kTokens: return ctas_per_sm<Fp4E4m3Mid>();
     case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
     return 0;

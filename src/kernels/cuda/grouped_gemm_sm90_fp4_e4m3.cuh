@@ -71,6 +71,7 @@ __device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t
     tokens += (g / 2) * (S::kTokenTileBytes / 16) + (32 * (g % 2)) / 16;
     if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs<kScaleD>(sums, a, tokens);
     else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs<kScaleD>(sums, a, tokens);
+    else if constexpr (S::kTokens == 32) wgmma_m64n32k32_e4m3_rs<kScaleD>(sums, a, tokens);
     else wgmma_m64n64k32_e4m3_rs<kScaleD>(sums, a, tokens);
 }
 
