@@ -555,9 +555,9 @@ TEST(CudaGroupedGemm, TallTilesGiveTheBitsOfTilesOf128Rows) {
 // The decode hint changes how rows and features are spread over CTAs, never a row's arithmetic: the same
 // bits, for FP8 weights with e4m3 activations and for bf16 weights (e4m3 values, then full-mantissa bf16
 // activations). On a Hopper those take the decode kernel (the weights as the MMAs' first operand, 64 of
-// them and 8, 16 or 32 tokens to a CTA; the second tile's 22 rows in a full chunk and a partial one; and over
-// tiles as tall as those CTAs, as decode batches are cut), or with STEADYMOE_DECODE_KERNEL=tiled the tiled
-// kernel's 64-row CTAs. (FP8 weights with bf16 activations keep their 128-row CTAs.)
+// them and 8 to 64 tokens to a CTA; the second tile's 22 rows in a full chunk and a partial one; and over
+// tiles as tall as each of those CTAs and taller), or with STEADYMOE_DECODE_KERNEL=tiled the tiled kernel's
+// 64-row CTAs. (FP8 weights with bf16 activations keep their 128-row CTAs.)
 TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
     SMOE_SKIP_WITHOUT_GPU();
     const int per_sm = cuda::grouped_gemm_few_row_ctas_per_sm();
@@ -580,19 +580,24 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
         EXPECT_EQ(deep.launch_ctas_per_sm, deep_on ? 2 : 0);
         EXPECT_EQ(cuda::grouped_gemm_few_cta_shape(cuda::WeightCode::Fp8, true).ctas_per_sm, 0);  // none of its own
         // bf16 decode batches: 16-row tiles up to 8 rows an expert on average, 32-row ones up to 24, 64-row
-        // ones above (STEADYMOE_BF16_WIDE_DECODE=0: 16 throughout, =32: at most 32)
-        if (!tiled) {
+        // ones above (STEADYMOE_BF16_WIDE_DECODE=0: 16 throughout, =32: at most 32;
+        // STEADYMOE_DECODE_TILES=full keeps the GPU's tiles, checked by the rows below)
+        if (!tiled && !cuda::env_equals("STEADYMOE_DECODE_TILES", "full")) {
             const bool narrow = cuda::env_equals("STEADYMOE_BF16_WIDE_DECODE", "0");
             const bool at_most_32 = cuda::env_equals("STEADYMOE_BF16_WIDE_DECODE", "32");
-            const auto tile_rows = [](int64_t rows) { return cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Bf16, false, rows, 128); };
+            const auto tile_rows = [](int64_t rows) {
+                return cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Bf16, false, rows, 128);
+            };
             EXPECT_EQ(tile_rows(8 * 128), 16);
             EXPECT_EQ(tile_rows(8 * 128 + 1), narrow ? 16 : 32);
             EXPECT_EQ(tile_rows(24 * 128), narrow ? 16 : 32);
             EXPECT_EQ(tile_rows(24 * 128 + 1), narrow ? 16 : at_most_32 ? 32 : 64);
-            // FP8 weights meeting e4m3 rows: 64-row tiles past 24 rows an expert (STEADYMOE_FP8_WIDE_DECODE=0: 32)
+            // FP8 weights meeting e4m3 rows: 64-row tiles past 24 rows an expert
+            // (STEADYMOE_FP8_WIDE_DECODE=0: 32)
             const bool fp8_wide = !cuda::env_equals("STEADYMOE_FP8_WIDE_DECODE", "0");
             EXPECT_EQ(cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Fp8, true, 24 * 256, 256), 32);
-            EXPECT_EQ(cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Fp8, true, 24 * 256 + 1, 256), fp8_wide ? 64 : 32);
+            EXPECT_EQ(cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Fp8, true, 24 * 256 + 1, 256),
+                      fp8_wide ? 64 : 32);
         }
     }
     const std::vector<float> e4m3 = every_e4m3_value();
@@ -609,18 +614,10 @@ TEST(CudaGroupedGemm, FewRowCtasGiveTheSameBits) {
                      " activations");
         const std::vector<float> full = run(p, fp8_a, false), halves = run(p, fp8_a, true);
         EXPECT_EQ(std::memcmp(full.data(), halves.data(), full.size() * 4), 0);
-        // and in tiles as tall as the decode kernel's CTAs, as decode batches of 1, 9 and kRows rows of one
-        // expert cut them (bf16 weights: 16, 32 and 64-row tiles on CTAs of as many tokens; FP8: 8, 32, 64),
-        // then twice as tall (taken in two chunks)
-        const cuda::WeightCode code = p.bf16 ? cuda::WeightCode::Bf16 : cuda::WeightCode::Fp8;
-        std::vector<int32_t> tile_heights;
-        for (const int64_t rows : {int64_t(1), int64_t(9), kRows}) {
-            const int32_t tm = cuda::grouped_gemm_decode_tile_rows(code, fp8_a, rows, 1);
-            if (std::find(tile_heights.begin(), tile_heights.end(), tm) != tile_heights.end()) continue;
-            tile_heights.push_back(tm);      // one chunk a tile
-            tile_heights.push_back(2 * tm);  // two (where tiles that tall exist)
-        }
-        for (int32_t tm : tile_heights) {
+        // and in tiles of every height a decode batch is cut in (as tall as a CTA of 8, 16, 32 or 64 tokens:
+        // one chunk a tile) and of heights no CTA has (48: a 64-token CTA partly filled; 96 and 128: 16- or
+        // 32-token CTAs taking a tile in chunks)
+        for (int32_t tm : {8, 16, 32, 48, 64, 96, 128}) {
             if (tm > cuda::grouped_gemm_tile_rows()) continue;
             const std::vector<float> short_tiles = run(p, fp8_a, true, true, {}, 1, tm);
             EXPECT_EQ(std::memcmp(full.data(), short_tiles.data(), full.size() * 4), 0) << tm << "-row tiles";
@@ -729,20 +726,26 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact);
 TEST(CudaGroupedGemm, Fp4MeetingE4m3GivesTheSameBitsInEveryBatch) {
     SMOE_SKIP_WITHOUT_GPU();
     if (!fp8_path_here(true)) GTEST_SKIP() << "FP4 weights do not take e4m3 activations on this GPU";
-    const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8), narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
-              mid = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(32), wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
-    std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 32, %d of 64\n", thin, narrow, mid, wide);
+    const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8),
+              narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
+              mid = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(32),
+              wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
+    std::printf("FP4 x e4m3 CTAs per SM on this GPU: %d of 8 tokens, %d of 16, %d of 32, %d of 64\n", thin,
+                narrow, mid, wide);
     EXPECT_EQ(thin, cuda::env_equals("STEADYMOE_FP4_THIN_CTAS_PER_SM", "4") ? 4 : 6);
     EXPECT_EQ(narrow, cuda::env_equals("STEADYMOE_DECODE_CTAS_PER_SM", "fewer") ? 4 : 5);
     EXPECT_EQ(mid, 4);
     EXPECT_EQ(wide, 3);
     // decode batches' tiles: 8 rows up to 4 an expert on average, 16 up to 12, 32 up to 24, 64 above
-    // (STEADYMOE_FP4_WIDE_DECODE=0: 16 past 4, =32: at most 32)
-    if (!cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0") && !cuda::env_equals("STEADYMOE_FP4_THIN_CTAS", "0")) {
+    // (STEADYMOE_FP4_THIN_CTAS=0: 16 up to 12; STEADYMOE_FP4_WIDE_DECODE=0: 16 past 4, =32: at most 32)
+    if (!cuda::env_equals("STEADYMOE_FEW_ROW_KERNELS", "0") &&
+        !cuda::env_equals("STEADYMOE_DECODE_TILES", "full")) {
         const bool narrow_only = cuda::env_equals("STEADYMOE_FP4_WIDE_DECODE", "0");
         const bool at_most_32 = cuda::env_equals("STEADYMOE_FP4_WIDE_DECODE", "32");
-        const auto tile_rows = [](int64_t rows) { return cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Fp4, true, rows, 256); };
-        EXPECT_EQ(tile_rows(4 * 256), 8);
+        const auto tile_rows = [](int64_t rows) {
+            return cuda::grouped_gemm_decode_tile_rows(cuda::WeightCode::Fp4, true, rows, 256);
+        };
+        EXPECT_EQ(tile_rows(4 * 256), cuda::env_equals("STEADYMOE_FP4_THIN_CTAS", "0") ? 16 : 8);
         EXPECT_EQ(tile_rows(12 * 256), 16);
         EXPECT_EQ(tile_rows(12 * 256 + 1), narrow_only ? 16 : 32);
         EXPECT_EQ(tile_rows(24 * 256 + 1), narrow_only ? 16 : at_most_32 ? 32 : 64);
@@ -773,7 +776,8 @@ void check_fp4_e4m3_batches(const std::vector<int>& shifts, bool block_exact) {
     for (float& s : p.a_scale) s = pick_from(std::vector<float>{0.3f, 0.7f, 1.9f, 5.1f}, rng);
     // The decode batches' forms against the others' (64-token CTAs over 128-row tiles).
     const auto every_decode_form = [](const Problem& q, const std::vector<float>& want, const char* what,
-                                      const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {}, int32_t splits = 1) {
+                                      const std::function<void(cuda::GroupedGemmLaunch&)>& adjust = {},
+                                      int32_t splits = 1) {
         for (int32_t tile_m : {0, 64, 32, 16, 8}) {
             const std::vector<float> got = run(q, true, true, true, adjust, splits, tile_m);
             EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << what << ", tiles of " << tile_m << " rows (0: 128)";

@@ -273,7 +273,8 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
         const bool pow2 = up_form.mode == 2;
         g1 = indexed_launch(r, r.group->gate_up, b.source_codes.get(), b.source_scales.as<const float>(), up_form, s);
-        // (rows in order where the GEMM cannot read them in place, or is faster on them: FP4 x e4m3 prefill)
+        // (rows in order where the GEMM cannot read them in place, or is faster on them: FP4 x e4m3 on
+        // 64-token CTAs, in prefill and in decode batches past 24 rows an expert)
         const bool in_order =
             !cuda::grouped_gemm_reads_indexed_rows(g1) || cuda::grouped_gemm_prefers_rows_in_order(g1);
         if (in_order && quantise_to_pairs() && cuda::row_quantiser_takes(hidden, bf16, H, H, b.a1.get())) {

@@ -86,19 +86,24 @@ std::string CudaMoeLayer::few_row_kernels() {
     };
     // (FP8 weights meet e4m3 activations only on the FP8 tensor cores; with bf16 ones they keep 128-row CTAs.
     // FP4 weights meeting e4m3 activations take the decode kernel's form in every batch.)
-    const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8), narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
+    const int thin = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(8),
+              narrow = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(16),
+              mid = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(32),
               wide = cuda::grouped_gemm_fp4_e4m3_ctas_per_sm(64);
     // Launches of few CTAs (one token's experts, say) take a shape of fewer CTAs to an SM where there is one.
     const auto few = [](WeightCode code, bool a_fp8) -> std::string {
         const cuda::FewCtaShape s = cuda::grouped_gemm_few_cta_shape(code, a_fp8);
         return s.ctas_per_sm > 0 ? fmt::format(" ({} in launches of at most {} an SM)", s.ctas_per_sm, s.launch_ctas_per_sm) : "";
     };
-    return fmt::format("BF16 weights: {}{}; FP8 weights: {}; FP4 weights: {}{} (the decode kernel: the weights as the MMAs' first operand)",
-                       kernel(bf16), few(WeightCode::Bf16, false), fp8_tensor_cores() ? kernel(fp8) : "128-row CTAs",
-                       kernel(fp4),
-                       thin > 0 ? fmt::format(", meeting e4m3 activations {} CTAs per SM of 8 tokens{}, {} of 16 ({} of 64 in other batches)",
-                                              thin, few(WeightCode::Fp4, true), narrow, wide)
-                                : "");
+    return fmt::format(
+        "BF16 weights: {}{}; FP8 weights: {}; FP4 weights: {}{} (the decode kernel: the weights as the "
+        "MMAs' first operand; taller CTAs where a decode batch's experts average more rows)",
+        kernel(bf16), few(WeightCode::Bf16, false), fp8_tensor_cores() ? kernel(fp8) : "128-row CTAs",
+        kernel(fp4),
+        thin > 0 ? fmt::format(", meeting e4m3 activations {} CTAs per SM of 8 tokens{}, {} of 16, {} of 32, "
+                               "{} of 64 (64 in other batches)",
+                               thin, few(WeightCode::Fp4, true), narrow, mid, wide)
+                 : "");
 }
 
 std::string CudaMoeLayer::fp4_arithmetic() const {

@@ -56,7 +56,8 @@ enum class WeightCode : int {
 
 // Rows per tile for a few-row launch (GroupedGemmLaunch::few_rows) over weights `code` meeting e4m3
 // (a_fp8) or bf16 activations, with at most `rows` rows over `experts` experts: on a Hopper, the tokens per
-// CTA of its decode kernel (8 to 32), so that the launch's grid holds no CTA for rows a tile cannot have;
+// CTA of its decode kernel (8 to 64, taller where experts average more rows), so that the launch's grid
+// holds no CTA for rows a tile cannot have;
 // else grouped_gemm_tile_rows(). Any height up to that gives the same bits.
 int grouped_gemm_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts);
 // Rows per tile where launches outside decode batches of weights `code` (block-exact FP4 where
@@ -113,7 +114,7 @@ struct GroupedGemmLaunch {
     // A hint that the tiles hold few rows (a decode batch): Hopper then runs the decode kernel (the
     // weights as the MMAs' first operand, 8 to 64 tokens per CTA, by tile_m), or two 64-row CTAs per tile
     // where that kernel does not take the launch. FP4 weights meeting e4m3 activations take the decode kernel
-    // in every launch: 8 or 16 tokens per CTA with the hint (by tile_m), 64 without. Each row's MMAs and
+    // in every launch: 8 to 64 tokens per CTA with the hint (by tile_m), 64 without. Each row's MMAs and
     // folds are the same either way, so the hint may follow the batch size.
     bool few_rows = false;
     TiledSchedule schedule = TiledSchedule::Automatic;
@@ -192,8 +193,9 @@ bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& launch);
 // scales by one tensor copy in place of a 4-byte copy per row (the same bits either way).
 bool grouped_gemm_reads_block_major_scales(const GroupedGemmLaunch& launch);
 // Whether `launch` runs faster on its rows gathered in order than read in place (it still takes them in
-// place): FP4 weights meeting e4m3 activations other than in decode batches, which take rows in order by
-// tensor copies (STEADYMOE_FP4_ROW_COPIES=0: by cp.async, and read in place, to compare; the same bits).
+// place): FP4 weights meeting e4m3 activations on 64-token CTAs (batches other than decode ones, and decode
+// batches past 24 rows an expert), which take rows in order by tensor copies (STEADYMOE_FP4_ROW_COPIES=0:
+// by cp.async, and read in place, to compare; the same bits).
 bool grouped_gemm_prefers_rows_in_order(const GroupedGemmLaunch& launch);
 
 // How many of the tiled kernel's 64-row CTAs (few_rows launches the decode kernel does not take) the
@@ -255,7 +257,7 @@ uint64_t grouped_gemm_weight_pair_launches();
 // e4m3 activations must be stored in e4m3 order (expert_group.hpp: DeviceMatrixSet::fp4_e4m3_order).
 bool grouped_gemm_takes_fp8_activations(WeightCode code);
 // CTAs per SM of the kernel for FP4 weights meeting e4m3 activations (the weights as the MMAs' first
-// operand, every batch size) whose CTAs take `tokens` tokens: 8 or 16 in decode batches, 64 in others; 0
+// operand, every batch size) whose CTAs take `tokens` tokens: 8, 16 or 32 in decode batches, 64 in others; 0
 // where there is none.
 int grouped_gemm_fp4_e4m3_ctas_per_sm(int tokens);
 // Whether block-exact FP4 weights meeting e4m3 activations take the tiled kernel in batches other than decode

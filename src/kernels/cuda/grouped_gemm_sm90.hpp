@@ -65,8 +65,8 @@ bool hopper_decode(const GroupedGemmLaunch& launch);
 // (grouped_gemm_reads_block_major_scales).
 bool hopper_block_major_scales(const GroupedGemmLaunch& launch);
 // Whether `launch` (taking the decode kernel) runs faster on rows that lie in order than on rows read in
-// place through a_index: FP4 weights meeting e4m3 tokens other than in decode batches take such rows by
-// tensor copies.
+// place through a_index: FP4 weights meeting e4m3 tokens on 64-token CTAs (other than decode batches, and
+// decode batches past 24 rows an expert) take such rows by tensor copies.
 bool hopper_decode_prefers_rows_in_order(const GroupedGemmLaunch& launch);
 // Rows per tile for a few-row launch over weights `code` meeting e4m3 (a_fp8) or bf16 tokens, `rows` rows
 // (a bound) over `experts` experts: the tokens per CTA of the decode kernel's shape for it, or 0 where
@@ -75,7 +75,7 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& launch);
 int hopper_decode_ctas_per_sm(WeightCode code);
 // CTAs of the kernel for FP4 weights meeting e4m3 activations the current GPU keeps on one SM, for CTAs of
-// `tokens` tokens (8, 16 or 64; 0 for others).
+// `tokens` tokens (8, 16, 32 or 64; 0 for others).
 int hopper_fp4_e4m3_ctas_per_sm(int tokens);
 // The decode kernel's shape for launches of few CTAs (fewer to an SM, more stages each), with the most CTAs an SM
 // such a launch has: BF16 weights with bf16 tokens, FP4 weights with e4m3 ones' 8-token CTAs; none for the others,

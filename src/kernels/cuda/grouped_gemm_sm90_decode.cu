@@ -1,15 +1,15 @@
 // The weights-as-A kernel on Hopper: the weights are the MMAs' A operand and the tokens their B operand, 64
 // weight rows and a few tokens to a CTA. It runs decode batches (BF16 weights and FP8 weights meeting e4m3
 // tokens read by the MMAs from their stage as stored; FP4 weights widened from e2m1 codes straight into
-// registers) and every batch of FP4 weights meeting e4m3 tokens (widened to e4m3; 8 or 16 tokens to a CTA
-// in decode batches, 64 in others), which no other kernel multiplies (but block-exact ones in other batches:
-// hopper_fp4_exact_tiled).
+// registers) and every batch of FP4 weights meeting e4m3 tokens (widened to e4m3; 8 to 64 tokens to a CTA
+// in decode batches, by their rows an expert, 64 in others), which no other kernel multiplies (but
+// block-exact ones in other batches: hopper_fp4_exact_tiled).
 //
 // Why a kernel of its own: the tiled kernel (grouped_gemm_sm90.cu) multiplies 64 or 128 rows, mostly
 // padding in a decode batch, against 128 features per CTA. Its activation tiles take shared memory from
 // the weights' stages (two CTAs to an SM), and a layer's decode GEMM is a few hundred such CTAs:
 // deepseek-v3's gate/up and its shared expert's at one token were 288, one wave and a tenth
-// (bench/results/2026-12-02-cuda-dependent-launches.md). Here N counts tokens (8 to 32 to a CTA), so a
+// (bench/results/2026-12-02-cuda-dependent-launches.md). Here N counts tokens (8 to 64 to a CTA), so a
 // stage is mostly weights, and a CTA takes half an n-tile: twice the CTAs, three to five to an SM.
 // FP4 weights widened into a shared bf16 tile between block barriers left the weight stream at 0.12-0.18 of
 // the memory floor (bench/results/2026-12-01-cuda-decode-fp4.md); here each thread widens the codes its
@@ -32,6 +32,9 @@
 #include "tensor_map.hpp"
 #include "wgmma.cuh"
 
+#include <algorithm>
+#include <initializer_list>
+
 namespace steadymoe::cuda {
 
 namespace {
@@ -53,14 +56,15 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // features: gate and up where rows interleave).
 // FP4 with bf16 tokens keeps four CTAs of four stages (three with five stages measured the same: widening
 // on the integer pipe, not latency, bounds it — bench/results/2026-12-01-cuda-decode-fp4.md).
-// FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 or 16 tokens to a CTA in decode batches, 64
-// in others. 8-token CTAs run six to an SM, three stages each (within 64 registers, no MMA serialised:
-// fp4_e4m3_block): at 8 and 128 tokens deepseek-v4-flash's routed experts ran at 0.62 and 0.71 of the memory
-// floor on them (before the unserialised MMAs and five-operation widening), against 0.55 and 0.62 on
-// four to an SM of four stages, the same at one token. Fewer to an SM lost every time: six stages, three to an
-// SM, 9-12% slower than four of four (bench/results/2026-12-02-cuda-decode-tiles.md); three to an SM with two
-// consumer warpgroups taking alternate stages, 13-40% slower gate/up GEMMs, or with four blocks a stage, 4-22%
-// slower (bench/results/2026-12-02-cuda-decode-stages.md). Its weights are stored as one contiguous run per CTA
+// FP4 meeting e4m3 tokens (kFp4E4m3) takes every batch size: 8 to 64 tokens to a CTA in decode batches (by
+// their rows an expert: hopper_decode_tile_rows), 64 in others. 8-token CTAs run six to an SM, three stages
+// each (within 64 registers, no MMA serialised: fp4_e4m3_block): at 8 and 128 tokens deepseek-v4-flash's
+// routed experts ran at 0.62 and 0.71 of the memory floor on them (before the unserialised MMAs and
+// five-operation widening), against 0.55 and 0.62 on four to an SM of four stages, the same at one token.
+// Fewer to an SM lost every time: six stages, three to an SM, 9-12% slower than four of four
+// (bench/results/2026-12-02-cuda-decode-tiles.md); three to an SM with two consumer warpgroups taking
+// alternate stages, 13-40% slower gate/up GEMMs, or with four blocks a stage, 4-22% slower
+// (bench/results/2026-12-02-cuda-decode-stages.md). Its weights are stored as one contiguous run per CTA
 // (expert_group.cpp), so a stage's weights — codes and exponents of kBlocks blocks — come by one bulk copy:
 // a CTA's stream is limited per copy (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB,
 // 2 KB and 256 bytes a stage left it at 0.22-0.43 of the memory floor
@@ -415,10 +419,13 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
             for (int step = 0; step < kBK / kStep; ++step) {
                 const uint64_t a = desc_w + (h * S::kHalfTileBytes + 32 * step) / 16, b = desc_t + (h * S::kTokenTileBytes + 32 * step) / 16;
                 if constexpr (S::kE4m3Tokens && S::kTokens == 8) wgmma_m64n8k32_e4m3(acc, a, b, h > 0 || step > 0);  // the first starts the block's sum
-                else if constexpr (S::kE4m3Tokens && S::kTokens == 64) wgmma_m64n64k32_e4m3(acc, a, b, h > 0 || step > 0);
+                else if constexpr (S::kE4m3Tokens && S::kTokens == 64)
+                    wgmma_m64n64k32_e4m3(acc, a, b, h > 0 || step > 0);
                 else if constexpr (S::kE4m3Tokens) wgmma_m64n32k32_e4m3(acc, a, b, h > 0 || step > 0);
-                else if constexpr (S::kTokens == 64) wgmma_m64n64k16(acc, a, b);
-                else if constexpr (S::kTokens == 32) wgmma_m64n32k16(acc, a, b);
+                else if constexpr (S::kTokens == 64)
+                    wgmma_m64n64k16(acc, a, b);
+                else if constexpr (S::kTokens == 32)
+                    wgmma_m64n32k16(acc, a, b);
                 else wgmma_m64n16k16(acc, a, b);
             }
     }
@@ -669,14 +676,54 @@ int ctas_per_sm() {
     return ctas;
 }
 
+// The tokens of the shortest of a format's decode CTAs (`shapes`, their tokens ascending) that hold a tile
+// of tile_m rows, as hopper_decode_tile_rows cuts a decode batch; `otherwise` where none does (or tile_m is
+// 0: the GPU's tiles), whose CTAs take a tile in chunks.
+int cta_tokens_for(int32_t tile_m, std::initializer_list<int> shapes, int otherwise) {
+    for (const int tokens : shapes)
+        if (tile_m > 0 && tile_m <= tokens) return tokens;
+    return otherwise;
+}
+
+// How tall a format's decode tiles may grow where its batch's experts average many rows (taller_tile_rows):
+// to 64 rows, or with its switch (STEADYMOE_BF16_WIDE_DECODE, _FP8_, _FP4_) =32 to 32 and =0 not at all.
+enum class TallerTiles { UpTo64, UpTo32, None };
+TallerTiles taller_tiles_switch(const char* name) {
+    return env_equals(name, "0")    ? TallerTiles::None
+           : env_equals(name, "32") ? TallerTiles::UpTo32
+                                    : TallerTiles::UpTo64;
+}
+TallerTiles bf16_taller_tiles() {
+    static const TallerTiles t = taller_tiles_switch("STEADYMOE_BF16_WIDE_DECODE");
+    return t;
+}
+TallerTiles fp8_taller_tiles() {
+    static const TallerTiles t = taller_tiles_switch("STEADYMOE_FP8_WIDE_DECODE");
+    return t;
+}
+TallerTiles fp4_taller_tiles() {
+    static const TallerTiles t = taller_tiles_switch("STEADYMOE_FP4_WIDE_DECODE");
+    return t;
+}
+
+// A decode batch's tile rows where its `rows` rows over `experts` experts average more than `mid_above` an
+// expert (32) or `wide_above` (64), as `taller` allows; `narrow` (the format's own CTAs) otherwise. An
+// expert of more rows than its CTAs hold takes several per 64 features, each streaming its weights.
+int taller_tile_rows(int narrow, int64_t mid_above, int64_t wide_above, int64_t rows, int64_t experts,
+                     TallerTiles taller) {
+    if (taller == TallerTiles::UpTo64 && rows > wide_above * experts) return 64;
+    if (taller != TallerTiles::None && rows > mid_above * experts) return std::max(narrow, 32);
+    return narrow;
+}
+
 // The tokens per CTA of a launch of FP4 weights meeting e4m3 tokens: in decode batches where few-row
 // kernels are on, as many as its tiles hold (8, 16, 32 or 64: hopper_decode_tile_rows), 16 in taller tiles;
 // 64 in others — the same bits.
 int fp4_e4m3_tokens(const GroupedGemmLaunch& g) {
     if (!g.few_rows || !hopper_few_row_kernels()) return Fp4E4m3Wide::kTokens;
-    for (const int tokens : {Fp4E4m3Thin::kTokens, Fp4E4m3Narrow::kTokens, Fp4E4m3Mid::kTokens, Fp4E4m3Wide::kTokens})
-        if (g.tile_m > 0 && g.tile_m <= tokens) return tokens;
-    return Fp4E4m3Narrow::kTokens;
+    return cta_tokens_for(
+        g.tile_m, {Fp4E4m3Thin::kTokens, Fp4E4m3Narrow::kTokens, Fp4E4m3Mid::kTokens, Fp4E4m3Wide::kTokens},
+        Fp4E4m3Narrow::kTokens);
 }
 
 // Whether every launch of 8-token CTAs runs them four to an SM of four stages (STEADYMOE_FP4_THIN_CTAS_PER_SM=4,
@@ -713,29 +760,15 @@ bool few_ctas(const GroupedGemmLaunch& g, int tokens, int per_sm) {
     return deep_stages() && int64_t(grid.x) * grid.y * grid.z <= int64_t(per_sm) * hopper_sm_count();
 }
 
-// The rows of a BF16 decode batch's tiles for `rows` rows over `experts` experts (Bf16Wide, Bf16Wider).
-int bf16_decode_tile_rows(int64_t rows, int64_t experts) {
-    static const bool narrow = env_equals("STEADYMOE_BF16_WIDE_DECODE", "0");
-    static const bool at_most_32 = env_equals("STEADYMOE_BF16_WIDE_DECODE", "32");
-    if (!narrow && !at_most_32 && rows > kBf16WiderAbove * experts) return Bf16Wider::kTokens;
-    return !narrow && rows > kBf16WideAbove * experts ? Bf16Wide::kTokens : Bf16Decode::kTokens;
-}
-
-// The tokens of a BF16 launch's CTAs: as many as its tiles hold where they are cut for 32 or 64-token
-// CTAs (bf16_decode_tile_rows), else 16 (a CTA takes a taller tile in chunks).
-int bf16_decode_tokens(const GroupedGemmLaunch& g) {
-    return g.tile_m > Bf16Wide::kTokens && g.tile_m <= Bf16Wider::kTokens ? Bf16Wider::kTokens
-           : g.tile_m > Bf16Decode::kTokens && g.tile_m <= Bf16Wide::kTokens ? Bf16Wide::kTokens
-                                                                            : Bf16Decode::kTokens;
-}
-
-// Whether an FP8 launch takes 64-token CTAs: its tiles are cut for them (hopper_decode_tile_rows).
-bool fp8_wider(const GroupedGemmLaunch& g) { return g.tile_m > Fp8Decode::kTokens && g.tile_m <= Fp8Wider::kTokens; }
-
-// The tokens per CTA of the other formats' decode shapes (BF16's: bf16_decode_tokens).
+// The tokens per CTA of a BF16, FP8 or FP4-with-bf16-tokens launch: as many as its tiles hold where
+// hopper_decode_tile_rows cut them for a shape, else the format's own (a CTA takes a taller tile in chunks).
 int decode_tokens(const GroupedGemmLaunch& g) {
-    if (g.code == WeightCode::Bf16) return bf16_decode_tokens(g);
-    if (g.code == WeightCode::Fp8) return fp8_wider(g) ? Fp8Wider::kTokens : Fp8Decode::kTokens;
+    if (g.code == WeightCode::Bf16)
+        return cta_tokens_for(g.tile_m, {Bf16Decode::kTokens, Bf16Wide::kTokens, Bf16Wider::kTokens},
+                              Bf16Decode::kTokens);
+    if (g.code == WeightCode::Fp8)
+        return cta_tokens_for(g.tile_m, {Fp8Thin::kTokens, Fp8Decode::kTokens, Fp8Wider::kTokens},
+                              Fp8Decode::kTokens);
     return Fp4Decode::kTokens;
 }
 
@@ -762,7 +795,7 @@ bool decode_form(WeightCode code, bool a_fp8) { return hopper_decode_takes(code)
 // Tiles as tall as the CTAs: with 128-row tiles a launch's grid held a CTA for every 16 rows a tile might
 // have, most of which found none in a decode batch (deepseek-v4-flash's gate/up at 8 tokens: 24576 CTAs for
 // 3072 with rows). STEADYMOE_DECODE_TILES=full keeps 128-row tiles and STEADYMOE_FP4_THIN_CTAS=0 16-token
-// CTAs for FP4 weights, to compare (the same bits).
+// CTAs for FP4 weights where experts average at most 12 rows, to compare (the same bits).
 int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t experts) {
     static const bool full = env_equals("STEADYMOE_DECODE_TILES", "full"), thin = !env_equals("STEADYMOE_FP4_THIN_CTAS", "0");
     if (full || !hopper_few_row_kernels()) return 0;
@@ -770,20 +803,20 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
     // (about 0.2 and 3 rows an expert) ran 8% and 7% faster on them than on 16-token ones, at 256 (6 an
     // expert, so more experts past 8 rows: two CTAs) 4% slower (bench/results/2026-12-02-cuda-decode-tiles.md).
     if (code == WeightCode::Fp4 && a_fp8) {
-        static const bool narrow = env_equals("STEADYMOE_FP4_WIDE_DECODE", "0");
-        static const bool at_most_32 = env_equals("STEADYMOE_FP4_WIDE_DECODE", "32");
         if (thin && rows <= 4 * experts) return Fp4E4m3Thin::kTokens;
-        if (narrow || rows <= kFp4MidAbove * experts) return Fp4E4m3Narrow::kTokens;
-        return !at_most_32 && rows > kFp4WideAbove * experts ? Fp4E4m3Wide::kTokens : Fp4E4m3Mid::kTokens;
+        return taller_tile_rows(Fp4E4m3Narrow::kTokens, kFp4MidAbove, kFp4WideAbove, rows, experts,
+                                fp4_taller_tiles());
     }
     if (!decode_form(code, a_fp8)) return 0;
     // (FP8 weights take this kernel with e4m3 tokens only: decode_form)
     if (code == WeightCode::Fp8) {
-        static const bool wider = !env_equals("STEADYMOE_FP8_WIDE_DECODE", "0");
         if (fp8_thin() && rows <= Fp8Thin::kTokens) return Fp8Thin::kTokens;
-        return wider && rows > kFp8WiderAbove * experts ? Fp8Wider::kTokens : Fp8Decode::kTokens;
+        return taller_tile_rows(Fp8Decode::kTokens, kFp8WiderAbove, kFp8WiderAbove, rows, experts,
+                                fp8_taller_tiles());
     }
-    if (code == WeightCode::Bf16) return bf16_decode_tile_rows(rows, experts);
+    if (code == WeightCode::Bf16)
+        return taller_tile_rows(Bf16Decode::kTokens, kBf16WideAbove, kBf16WiderAbove, rows, experts,
+                                bf16_taller_tiles());
     return Fp4Decode::kTokens;
 }
 
@@ -817,9 +850,20 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
         return launch_typed<typename Shapes::Thin, true>(g);
     case Fp4E4m3Narrow::kTokens:
         return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
-    case Fp4E4m3Mid::kTokens: return launch_typed<typename Shapes::Mid, true>(g);
+    case Fp4E4m3Mid::kTokens:
+        return launch_typed<typename Shapes::Mid, true>(g);
     default: return launch_typed<typename Shapes::Wide, true>(g);
     }
+}
+
+}  // namespace
+
+namespace {
+
+// A launch of shape S, folding per 128-wide block where the launch is scaled.
+template <class S>
+cudaError_t launch_scaled_or_not(const GroupedGemmLaunch& g) {
+    return g.scaled ? launch_typed<S, true>(g) : launch_typed<S, false>(g);
 }
 
 }  // namespace
@@ -827,20 +871,29 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
 cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
     case WeightCode::Bf16:
-        if (bf16_decode_tokens(g) == Bf16Wider::kTokens)
-            return g.scaled ? launch_typed<Bf16Wider, true>(g) : launch_typed<Bf16Wider, false>(g);
-        if (bf16_decode_tokens(g) == Bf16Wide::kTokens)
-            return g.scaled ? launch_typed<Bf16Wide, true>(g) : launch_typed<Bf16Wide, false>(g);
+        switch (decode_tokens(g)) {
+            case Bf16Wider::kTokens:
+                return launch_scaled_or_not<Bf16Wider>(g);
+            case Bf16Wide::kTokens:
+                return launch_scaled_or_not<Bf16Wide>(g);
+            default:
+                break;
+        }
         if (few_ctas(g, Bf16Deep::kTokens, kBf16DeepLaunchCtasPerSm))
-            return g.scaled ? launch_typed<Bf16Deep, true>(g) : launch_typed<Bf16Deep, false>(g);
-        if (fewer_ctas()) return g.scaled ? launch_typed<Bf16DecodeFewer, true>(g) : launch_typed<Bf16DecodeFewer, false>(g);
-        return g.scaled ? launch_typed<Bf16Decode, true>(g) : launch_typed<Bf16Decode, false>(g);
+            return launch_scaled_or_not<Bf16Deep>(g);
+        return fewer_ctas() ? launch_scaled_or_not<Bf16DecodeFewer>(g) : launch_scaled_or_not<Bf16Decode>(g);
     case WeightCode::Fp8:
-        if (g.tile_m > 0 && g.tile_m <= Fp8Thin::kTokens) return launch_typed<Fp8Thin, true>(g);
-        if (fp8_wider(g)) return launch_typed<Fp8Wider, true>(g);
-        return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g) : launch_typed<Fp8Decode, true>(g);
+        switch (decode_tokens(g)) {
+            case Fp8Thin::kTokens:
+                return launch_typed<Fp8Thin, true>(g);
+            case Fp8Wider::kTokens:
+                return launch_typed<Fp8Wider, true>(g);
+            default:
+                return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g)
+                                    : launch_typed<Fp8Decode, true>(g);
+        }
     case WeightCode::Fp4:
-        if (!g.a_fp8) return g.scaled ? launch_typed<Fp4Decode, true>(g) : launch_typed<Fp4Decode, false>(g);
+        if (!g.a_fp8) return launch_scaled_or_not<Fp4Decode>(g);
         return g.fp4_block_exact ? launch_fp4_e4m3<true>(g) : launch_fp4_e4m3<false>(g);
     }
     return cudaErrorInvalidValue;
@@ -866,7 +919,8 @@ int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? ctas_per_sm<Fp4E4m3NarrowFewer>() : ctas_per_sm<Fp4E4m3Narrow>();
-    case Fp4E4m3Mid::kTokens: return ctas_per_sm<Fp4E4m3Mid>();
+    case Fp4E4m3Mid::kTokens:
+        return ctas_per_sm<Fp4E4m3Mid>();
     case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
     return 0;

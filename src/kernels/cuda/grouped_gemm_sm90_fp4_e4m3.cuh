@@ -71,7 +71,8 @@ __device__ __forceinline__ void group_mma(float (&sums)[S::kAcc], const uint32_t
     tokens += (g / 2) * (S::kTokenTileBytes / 16) + (32 * (g % 2)) / 16;
     if constexpr (S::kTokens == 8) wgmma_m64n8k32_e4m3_rs<kScaleD>(sums, a, tokens);
     else if constexpr (S::kTokens == 16) wgmma_m64n16k32_e4m3_rs<kScaleD>(sums, a, tokens);
-    else if constexpr (S::kTokens == 32) wgmma_m64n32k32_e4m3_rs<kScaleD>(sums, a, tokens);
+    else if constexpr (S::kTokens == 32)
+        wgmma_m64n32k32_e4m3_rs<kScaleD>(sums, a, tokens);
     else wgmma_m64n64k32_e4m3_rs<kScaleD>(sums, a, tokens);
 }
 
@@ -134,8 +135,9 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // bench/results/2026-12-06-cuda-producer-addresses.md). kSets is as many as the CTA's
 // registers hold without ptxas serialising the MMAs (notice C7512, which makes each MMA wait for the one
 // before it): all four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM),
-// one on 64-token ones (32 accumulators; two sets staggered, two CTAs to an SM, were 15-17% slower than three
-// CTAs of one set: bench/results/2026-12-07-cuda-per32-staggered.md). One wait for four MMAs against a wait
+// one on 32- and 64-token ones (16 and 32 accumulators; two sets staggered on 64-token CTAs, two to an SM,
+// were 15-17% slower than three CTAs of one set: bench/results/2026-12-07-cuda-per32-staggered.md). One
+// wait for four MMAs against a wait
 // after each: deepseek-v4-flash's one-token gate/up took 35.4 against 43.7 µs
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on 8-token CTAs six to an SM,
 // block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised every MMA of

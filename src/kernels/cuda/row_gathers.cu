@@ -221,7 +221,7 @@ __global__ void copy_bf16_to_pairs_kernel(const uint16_t* src, int64_t stride, i
 // - Few rows take a source word a lane, one a chunk: more warps to a row, and a loop body small enough to
 //   stay in the instruction cache (a first version, eight words a lane for every batch, took 14-19 µs for
 //   one token's rows, the per-group gather 4); with units of 16 values deepseek-v4-flash's one-token layer
-//   took about 1 µs more. This mixed form: prefill's routed experts 0.4-0.5% faster, one token level.
+//   took about 1 µs more. This mixed form: prefill's routed experts 0.4-0.6% faster, one token level.
 //
 // With `pairs.row` set, row r is a token whose codes go to the rows of its pairs r * top_k + j instead (at
 // PairRows::row, those of this batch: PairRows).

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Call 2: decode batches past 24 rows an expert on 64-row tiles — bf16 weights on 64-token CTAs (Bf16Wider,
 # three to an SM), FP8 weights meeting e4m3 rows on 64-token CTAs (Fp8Wider, four to an SM) — at $1 = the
-# tree's commit, carried (`bash bench/carry_build.sh steadymoe_cli test_cuda_grouped_gemm test_cuda_tensor_core
-# test_cuda_layer`). Controls in the same build: STEADYMOE_BF16_WIDE_DECODE=32 (call 1's form: at most 32-row
-# tiles), =0 (16-row tiles), STEADYMOE_FP8_WIDE_DECODE=0 (32-row tiles). Tests: the three suites; the grouped
-# GEMM suite's few-row test under each switch; memcheck on it. Bench: qwen3-30b-a3b bf16 at 256, 384, 512
-# tokens, default and =32 alternating twice, =0 once; deepseek-v3 fp8 at 512, 768, 1024 tokens (16, 24, 32 an
-# expert) default and FP8 =0, twice; deepseek-v4-flash bf16 at 1024 and 1360 tokens (24, about 32) default
-# and =32 once each.
+# tree's commit, carried (`bash bench/carry_build.sh steadymoe_cli test_cuda_grouped_gemm
+# test_cuda_tensor_core test_cuda_layer`). Controls in the same build: STEADYMOE_BF16_WIDE_DECODE=32 (call 1's
+# form: at most 32-row tiles), =0 (16-row tiles), STEADYMOE_FP8_WIDE_DECODE=0 (32-row tiles). Tests: the three
+# suites; the grouped GEMM suite's few-row test under each switch; memcheck on it. Bench: qwen3-30b-a3b bf16
+# at 256, 384, 512 tokens, default and =32 alternating twice, =0 once; deepseek-v3 fp8 at 512, 768, 1024
+# tokens (16, 24, 32 an expert) default and FP8 =0, twice; deepseek-v4-flash bf16 at 1024 and 1360 tokens (24,
+# about 32) default and =32 once each.
 set -u
 export STEADYMOE_GOLDEN_DIR=$PWD/.golden STEADYMOE_SOURCE_COMMIT=$1
 start=$SECONDS
