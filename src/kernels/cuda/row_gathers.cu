@@ -31,6 +31,15 @@ __device__ __forceinline__ int64_t live_pair_row(const PairRows& pairs, int64_t 
     return to_row >= 0 && to_row < live_pairs && pairs.dest[to_row] == i ? to_row : -1;
 }
 
+// store(row) for the row of each of token t's pairs that has one this batch (live_pair_row), in pair order.
+template <class Store>
+__device__ __forceinline__ void for_each_pair_row(const PairRows& pairs, int64_t t, int64_t live_pairs, Store&& store) {
+    for (int64_t i = t * pairs.top_k; i < (t + 1) * pairs.top_k; ++i) {
+        const int64_t to_row = live_pair_row(pairs, i, live_pairs);
+        if (to_row >= 0) store(to_row);
+    }
+}
+
 // One warp per (row, 128-value group): the CPU's quantize_row_fp8, with the group maximum taken by
 // a warp reduction (max is exact in any order; NaN never becomes the maximum, as on the CPU); 4 values
 // per lane. kFp8Out writes the e4m3 codes and keeps the scale (power of two in mode 2); otherwise the
@@ -196,14 +205,12 @@ __global__ void copy_bf16_to_pairs_kernel(const uint16_t* src, int64_t stride, i
         uint4 v[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) v[j] = quiet_bf16_nans(row[min(w0 + 32 * j, words - 1)]);
-        for (int64_t i = t * pairs.top_k; i < (t + 1) * pairs.top_k; ++i) {
-            const int64_t to_row = live_pair_row(pairs, i, live_pairs);
-            if (to_row < 0) continue;
+        for_each_pair_row(pairs, t, live_pairs, [&](int64_t to_row) {
             uint4* to = reinterpret_cast<uint4*>(out + to_row * k);
 #pragma unroll
             for (int j = 0; j < kBatch; ++j)
                 if (w0 + 32 * j < words) to[w0 + 32 * j] = v[j];
-        }
+        });
     }
 }
 
@@ -292,14 +299,8 @@ __global__ void quantise_rows_kernel(const Source* src, int64_t stride, const in
                     *reinterpret_cast<uint32_t*>(to) = codes[0];
                 if (lane % kGroupLanes == 0) scales[layout.at(to_row, u / kGroupLanes, k / 128)] = s;
             };
-            if (!pairs.row) {
-                store(r);
-                continue;
-            }
-            for (int64_t i = r * pairs.top_k; i < (r + 1) * pairs.top_k; ++i) {
-                const int64_t to_row = live_pair_row(pairs, i, live_pairs);
-                if (to_row >= 0) store(to_row);
-            }
+            if (pairs.row) for_each_pair_row(pairs, r, live_pairs, store);
+            else store(r);
         }
     }
 }
@@ -322,6 +323,11 @@ cudaError_t launch_gather(const void* src, bool src_bf16, int64_t stride, const 
 // copy_bf16_to_pairs_kernel): more warps to a row.
 constexpr int64_t kFewRows = 512;
 
+// The row kernels' grid: a warp for each chunk of `chunk_values` of each of `rows` rows of k values.
+unsigned warp_per_chunk_blocks(int64_t rows, int64_t k, int64_t chunk_values) {
+    return gather_blocks(rows * ((k + chunk_values - 1) / chunk_values) * 32);
+}
+
 // pair_rows_kernel for launch_quantise_to_pairs and launch_copy_bf16_to_pairs: each live row's pair.
 cudaError_t launch_pair_rows(const int64_t* dest, int64_t max_rows, const int32_t* live_rows, int64_t pairs,
                              int32_t* pair_row, cudaStream_t stream) {
@@ -339,7 +345,7 @@ cudaError_t launch_row_quantiser(const void* src, bool src_bf16, int64_t stride,
     const bool few = m < kFewRows;
     // (a chunk: one source word a lane, or two units of 16 values)
     const int64_t chunk_values = few ? 32 * (src_bf16 ? 8 : 4) : 32 * 2 * 16;
-    const unsigned blocks = gather_blocks(m * ((k + chunk_values - 1) / chunk_values) * 32);
+    const unsigned blocks = warp_per_chunk_blocks(m, k, chunk_values);
     const auto launch = [&](auto kernel, const auto* source) {
         return launch_dependent(kernel, blocks, 256, 0, stream, source, stride, rows, m, live_rows, k,
                                 pow2_scales, out, scales, layout, pairs);
@@ -418,8 +424,8 @@ cudaError_t launch_copy_bf16_to_pairs(const uint16_t* src, int64_t stride, int64
     if (tokens == 0 || max_rows == 0 || k == 0) return cudaGetLastError();
     const cudaError_t err = launch_pair_rows(dest, max_rows, live_rows, tokens * top_k, pair_row, stream);
     if (err != cudaSuccess) return err;
-    const int64_t words = k / 8, batch = tokens < kFewRows ? 1 : 8;
-    const unsigned blocks = gather_blocks(tokens * ((words + 32 * batch - 1) / (32 * batch)) * 32);
+    const int64_t batch = tokens < kFewRows ? 1 : 8;  // 16-byte words (8 values) a lane
+    const unsigned blocks = warp_per_chunk_blocks(tokens, k, 32 * batch * 8);
     const PairRows pairs{pair_row, dest, top_k, max_rows, live_rows};
     const auto launch = [&](auto kernel) {
         return launch_dependent(kernel, blocks, 256, 0, stream, src, stride, tokens, k, out, pairs);
