@@ -693,17 +693,11 @@ TallerTiles taller_tiles_switch(const char* name) {
            : env_equals(name, "32") ? TallerTiles::UpTo32
                                     : TallerTiles::UpTo64;
 }
-TallerTiles bf16_taller_tiles() {
-    static const TallerTiles t = taller_tiles_switch("STEADYMOE_BF16_WIDE_DECODE");
-    return t;
-}
-TallerTiles fp8_taller_tiles() {
-    static const TallerTiles t = taller_tiles_switch("STEADYMOE_FP8_WIDE_DECODE");
-    return t;
-}
-TallerTiles fp4_taller_tiles() {
-    static const TallerTiles t = taller_tiles_switch("STEADYMOE_FP4_WIDE_DECODE");
-    return t;
+TallerTiles taller_tiles(WeightCode code) {
+    static const TallerTiles bf16 = taller_tiles_switch("STEADYMOE_BF16_WIDE_DECODE"),
+                             fp8 = taller_tiles_switch("STEADYMOE_FP8_WIDE_DECODE"),
+                             fp4 = taller_tiles_switch("STEADYMOE_FP4_WIDE_DECODE");
+    return code == WeightCode::Bf16 ? bf16 : code == WeightCode::Fp8 ? fp8 : fp4;
 }
 
 // A decode batch's tile rows where its `rows` rows over `experts` experts average more than `mid_above` an
@@ -805,18 +799,18 @@ int hopper_decode_tile_rows(WeightCode code, bool a_fp8, int64_t rows, int64_t e
     if (code == WeightCode::Fp4 && a_fp8) {
         if (thin && rows <= 4 * experts) return Fp4E4m3Thin::kTokens;
         return taller_tile_rows(Fp4E4m3Narrow::kTokens, kFp4MidAbove, kFp4WideAbove, rows, experts,
-                                fp4_taller_tiles());
+                                taller_tiles(code));
     }
     if (!decode_form(code, a_fp8)) return 0;
     // (FP8 weights take this kernel with e4m3 tokens only: decode_form)
     if (code == WeightCode::Fp8) {
         if (fp8_thin() && rows <= Fp8Thin::kTokens) return Fp8Thin::kTokens;
         return taller_tile_rows(Fp8Decode::kTokens, kFp8WiderAbove, kFp8WiderAbove, rows, experts,
-                                fp8_taller_tiles());
+                                taller_tiles(code));
     }
     if (code == WeightCode::Bf16)
         return taller_tile_rows(Bf16Decode::kTokens, kBf16WideAbove, kBf16WiderAbove, rows, experts,
-                                bf16_taller_tiles());
+                                taller_tiles(code));
     return Fp4Decode::kTokens;
 }
 
@@ -855,10 +849,6 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
     default: return launch_typed<typename Shapes::Wide, true>(g);
     }
 }
-
-}  // namespace
-
-namespace {
 
 // A launch of shape S, folding per 128-wide block where the launch is scaled.
 template <class S>

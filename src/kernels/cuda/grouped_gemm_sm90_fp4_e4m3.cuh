@@ -137,12 +137,11 @@ __device__ __forceinline__ void fold_block(float (&total)[S::kAcc], const float 
 // before it): all four on 8-token CTAs (64 registers at six to an SM), two on 16-token ones (five to an SM),
 // one on 32- and 64-token ones (16 and 32 accumulators; two sets staggered on 64-token CTAs, two to an SM,
 // were 15-17% slower than three CTAs of one set: bench/results/2026-12-07-cuda-per32-staggered.md). One
-// wait for four MMAs against a wait
-// after each: deepseek-v4-flash's one-token gate/up took 35.4 against 43.7 µs
-// (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on 8-token CTAs six to an SM,
-// block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised every MMA of
-// the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256 tokens and the same
-// elsewhere: bench/results/2026-12-03-cuda-widening.md. Four to an SM have those registers:
+// wait for four MMAs against a wait after each: deepseek-v4-flash's one-token gate/up took 35.4 against
+// 43.7 µs (bench/results/2026-12-02-cuda-fp4-e4m3.md). (Two blocks multiplied at once on 8-token CTAs six
+// to an SM, block 0 folded while block 1's multiply, needed the registers of eight MMAs: ptxas serialised
+// every MMA of the kernel; without it, deepseek-v4-flash's routed experts took 3.8% less time at 256 tokens
+// and the same elsewhere: bench/results/2026-12-03-cuda-widening.md. Four to an SM have those registers:
 // fp4_e4m3_block_pair.)
 // (64-token CTAs with each group's MMA in two 32-token chunks, one chunk's sums folded while the other's MMA
 // multiplied, in the registers of one set of sums: deepseek-v4-flash's routed experts took 1.3-1.5% more time
