@@ -219,6 +219,12 @@ bool quantise_to_pairs() {
     return !off;
 }
 
+// Whether several of the group's rows read each of its source_rows tokens (GroupRun::source_rows): known,
+// fewer than the rows, and the permutation's rows pointing into them.
+bool tokens_read_by_several_rows(const GroupRun& r) {
+    return r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows;
+}
+
 // K, the pairs of each of the group's source_rows tokens (GroupRun::source_rows), checked.
 int32_t pairs_a_token(const GroupRun& r) {
     SMOE_CHECK(r.max_rows % r.source_rows == 0, Internal, "{} rows for {} tokens: not K pairs a token",
@@ -270,7 +276,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     // Whether a gather kernel runs between the permutation and the gate/up GEMM (one launches wherever the
     // GEMM may have rows: with none the tile bound is 0, and no GEMM runs either).
     bool gathered = true;
-    if (up_form.fp8 && r.source_rows > 0 && r.source_rows < r.max_rows && r.perm->rows) {
+    if (up_form.fp8 && tokens_read_by_several_rows(r)) {
         const bool pow2 = up_form.mode == 2;
         g1 = indexed_launch(r, r.group->gate_up, b.source_codes.get(), b.source_scales.as<const float>(), up_form, s);
         // (rows in order where the GEMM cannot read them in place, or is faster on them: FP4 x e4m3 on
@@ -299,7 +305,7 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
         const bool as_they_are = bf16 && up_form.mode == 0 && !up_form.fp8 && r.perm->rows;
         if (as_they_are) g1 = indexed_launch(r, r.group->gate_up, hidden, nullptr, up_form, s);
         gathered = !as_they_are || !cuda::grouped_gemm_reads_indexed_rows(g1);
-        if (gathered && as_they_are && r.source_rows > 0 && r.source_rows < r.max_rows && copy_to_pairs() &&
+        if (gathered && as_they_are && tokens_read_by_several_rows(r) && copy_to_pairs() &&
             cuda::bf16_rows_copyable(hidden, H, H, b.a1.get())) {
             g1 = input_launch(r, r.group->gate_up, H, up_form, b.a1, b.a1_scale, s);
             SMOE_CUDA_CHECK(cuda::launch_copy_bf16_to_pairs(
