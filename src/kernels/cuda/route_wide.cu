@@ -8,7 +8,7 @@
 //   turn, then across lanes by xor shuffles), here by warp 0 over the scores in shared memory;
 // - the selection: the same keys (route_keys.cuh), each step the largest key and the lowest id among
 //   equals, group scores from each group's two largest keys (a maximum under a total order, so in any order);
-// - the weights: their sum in slot order by one thread.
+// - the weights: their sum in slot order, the same adds as route_kernel's (slot_of_lane).
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "permute_small.cuh"
@@ -176,22 +176,31 @@ struct BlockRouting {
     float shared_value;
 };
 
+// What the block routing token t reads before its dependent-launch wait: the token's mask and hash id and
+// thread e's bias (token_inputs, bias_of). Beside the first round of the logits' loads (each a trip to L2 or
+// DRAM, which the routed gate/up waits for), not one after another, the one-token kernel took 0.2-0.9 µs less
+// in the traces and the layer was level (bench/results/2026-12-06-cuda-route-kernels.md); before the wait,
+// they overlap the end of the router's GEMM. (The bias is loaded for hash routing too, which does not use it.)
+struct BlockInputs {
+    TokenInputs token;
+    float bias;
+};
+__device__ __forceinline__ BlockInputs block_inputs(const RouteLaunch& p, int64_t t) {
+    return {token_inputs(p, t), bias_of(p, int(threadIdx.x))};
+}
+
 // Token t's routing by the block, thread e holding expert e (a block of at least the experts, whole warps).
-__device__ void route_token_by_block(const RouteLaunch& p, int64_t t, BlockRouting& r) {
+// `in`: block_inputs, read before the kernel's dependent-launch wait.
+__device__ void route_token_by_block(const RouteLaunch& p, int64_t t, const BlockInputs& in, BlockRouting& r) {
     const int e = threadIdx.x;
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
     const bool mine = e < E;
-    // The mask's, the bias's and the hash id's loads issued beside the first round of the logits' (each a
-    // trip to L2 or DRAM, which the routed gate/up waits for), not one after another. A masked token's logits
-    // are loaded and not used: the router's GEMM writes every token's row. (The bias is loaded for hash
-    // routing too, which does not use it.) With the permutation below reading shared memory, the one-token
-    // kernel took 0.2-0.9 µs less in the traces and the layer was level
-    // (bench/results/2026-12-06-cuda-route-kernels.md).
-    const bool masked = p.active && !p.active[t];
-    const float bias = mine && p.bias ? p.bias[e] : 0.0f;
-    const int64_t token_id = p.tid2eid ? p.token_ids[t] : 0;
+    // A masked token's logits are loaded and not used: the router's GEMM writes every token's row.
+    const bool masked = in.token.masked;
+    const float bias = in.bias;
+    const int64_t token_id = in.token.token_id;
     float score = 0.0f;
     if (mine) {
         const float* logits = p.logits + t * E + e;
@@ -224,20 +233,17 @@ __device__ void route_token_by_block(const RouteLaunch& p, int64_t t, BlockRouti
         else select_by_warp_candidates(key, K, r.ids_of, r.cand_key, r.cand_id);
     }
     __syncthreads();
-    // The weights, in slot order as the CPU router forms them.
-    if (e == 0) r.shared_value = slot_order_sum(r.scores_of, r.ids_of, K, p.normalise_eps);
-    __syncthreads();
-    if (e < K) {
-        const float v = slot_weight(r.scores_of[r.ids_of[e]], r.shared_value, p.normalise, p.scale);
-        ids[e] = r.ids_of[e];
-        weights[e] = r.weights_of[e] = v;
-    }
+    // The weights, as the CPU router forms them: warp 0's lane s slot s's.
+    if (e >= 32) return;
+    const SlotOfLane slot = slot_of_lane(r.scores_of, r.ids_of, K, p.normalise_eps, p.normalise, p.scale);
+    if (e < K) ids[e] = slot.id, weights[e] = r.weights_of[e] = slot.weight;
 }
 
 __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const RouteLaunch p) {
-    begin_dependent_kernel();
     __shared__ BlockRouting r;
-    route_token_by_block(p, blockIdx.x, r);
+    const BlockInputs in = block_inputs(p, blockIdx.x);
+    begin_dependent_kernel();
+    route_token_by_block(p, blockIdx.x, in, r);
 }
 
 // One token's routing (the same block), then its pairs' permutation (permute_small.cuh), in one block. The
@@ -246,10 +252,11 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
 // above: bench/results/2026-12-06-cuda-route-kernels.md).
 __global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_kernel(const RouteLaunch p, int32_t tile_m,
                                                                                       PermutationOut out) {
-    begin_dependent_kernel();
     __shared__ BlockRouting r;
     __shared__ permute::SmallPermutation s;
-    route_token_by_block(p, 0, r);
+    const BlockInputs in = block_inputs(p, 0);
+    begin_dependent_kernel();
+    route_token_by_block(p, 0, in, r);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
     permute::permute_small_block(r.ids_of, r.weights_of, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
