@@ -3,8 +3,6 @@
 // softmax's warp reductions and the weights' rule, so they give the same weights.
 #pragma once
 
-#include "routing.hpp"
-
 #include <cmath>
 #include <cstdint>
 
@@ -45,19 +43,6 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// What a routing kernel reads of token t before its dependent-launch wait (dependent_launch.cuh): the mask and
-// hash routing's token id, uploaded before the router's GEMM, and the bias, uploaded with the weights — nothing
-// a kernel of the layer writes — so that their trips to memory overlap the end of the router's GEMM, where the
-// wait would put them after it. From L2 (ld.global.cg): an SM's L1 may still hold an earlier batch's lines.
-struct TokenInputs {
-    bool masked = false;
-    int64_t token_id = 0;
-};
-__device__ __forceinline__ TokenInputs token_inputs(const RouteLaunch& p, int64_t t) {
-    return {p.active && !__ldcg(p.active + t), p.tid2eid ? __ldcg(p.token_ids + t) : 0};
-}
-__device__ __forceinline__ float bias_of(const RouteLaunch& p, int e) { return p.bias && e < p.experts ? __ldcg(p.bias + e) : 0.0f; }
-
 // The weights, as the CPU router forms them: the chosen experts' scores summed in slot order (plus 1e-20 where
 // `eps`), then each slot's score over that sum where `normalise`, times `scale` unless it is 1.
 __device__ __forceinline__ float slot_weight(float score, float sum, bool normalise, float scale) {
@@ -67,10 +52,10 @@ __device__ __forceinline__ float slot_weight(float score, float sum, bool normal
 }
 
 // Slot `lane` of a token's K slots (K <= 32), its id and weight, formed by the calling warp: each lane reads
-// its slot's id and score at once, the sum runs over the lanes' scores in slot order (every lane makes the same
-// adds, from 0, in that order, by shuffles), then each lane its slot's weight. Where one lane read
-// the K slots' ids and scores one after another, each a pair of dependent shared-memory loads, and divided
-// K times. ids_of and scores_of as the warp wrote them (after a __syncwarp or a block barrier).
+// its slot's id and score at once, the sum runs over the lanes' scores in slot order (every lane makes the
+// same adds, from 0, in that order, by shuffles), then each lane divides for its own slot — where one thread
+// read the K slots' ids and scores one after another, each a pair of dependent shared-memory loads, and
+// divided K times. ids_of and scores_of as the warp wrote them (after a __syncwarp or a block barrier).
 struct SlotOfLane {
     int32_t id;
     float weight;

@@ -176,31 +176,22 @@ struct BlockRouting {
     float shared_value;
 };
 
-// What the block routing token t reads before its dependent-launch wait: the token's mask and hash id and
-// thread e's bias (token_inputs, bias_of). Beside the first round of the logits' loads (each a trip to L2 or
-// DRAM, which the routed gate/up waits for), not one after another, the one-token kernel took 0.2-0.9 µs less
-// in the traces and the layer was level (bench/results/2026-12-06-cuda-route-kernels.md); before the wait,
-// they overlap the end of the router's GEMM. (The bias is loaded for hash routing too, which does not use it.)
-struct BlockInputs {
-    TokenInputs token;
-    float bias;
-};
-__device__ __forceinline__ BlockInputs block_inputs(const RouteLaunch& p, int64_t t) {
-    return {token_inputs(p, t), bias_of(p, int(threadIdx.x))};
-}
-
 // Token t's routing by the block, thread e holding expert e (a block of at least the experts, whole warps).
-// `in`: block_inputs, read before the kernel's dependent-launch wait.
-__device__ void route_token_by_block(const RouteLaunch& p, int64_t t, const BlockInputs& in, BlockRouting& r) {
+__device__ void route_token_by_block(const RouteLaunch& p, int64_t t, BlockRouting& r) {
     const int e = threadIdx.x;
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
     const bool mine = e < E;
-    // A masked token's logits are loaded and not used: the router's GEMM writes every token's row.
-    const bool masked = in.token.masked;
-    const float bias = in.bias;
-    const int64_t token_id = in.token.token_id;
+    // The mask's, the bias's and the hash id's loads issued beside the first round of the logits' (each a
+    // trip to L2 or DRAM, which the routed gate/up waits for), not one after another. A masked token's logits
+    // are loaded and not used: the router's GEMM writes every token's row. (The bias is loaded for hash
+    // routing too, which does not use it.) With the permutation below reading shared memory, the one-token
+    // kernel took 0.2-0.9 µs less in the traces and the layer was level
+    // (bench/results/2026-12-06-cuda-route-kernels.md).
+    const bool masked = p.active && !p.active[t];
+    const float bias = mine && p.bias ? p.bias[e] : 0.0f;
+    const int64_t token_id = p.tid2eid ? p.token_ids[t] : 0;
     float score = 0.0f;
     if (mine) {
         const float* logits = p.logits + t * E + e;
@@ -240,10 +231,9 @@ __device__ void route_token_by_block(const RouteLaunch& p, int64_t t, const Bloc
 }
 
 __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const RouteLaunch p) {
-    __shared__ BlockRouting r;
-    const BlockInputs in = block_inputs(p, blockIdx.x);
     begin_dependent_kernel();
-    route_token_by_block(p, blockIdx.x, in, r);
+    __shared__ BlockRouting r;
+    route_token_by_block(p, blockIdx.x, r);
 }
 
 // One token's routing (the same block), then its pairs' permutation (permute_small.cuh), in one block. The
@@ -252,11 +242,10 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
 // above: bench/results/2026-12-06-cuda-route-kernels.md).
 __global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_kernel(const RouteLaunch p, int32_t tile_m,
                                                                                       PermutationOut out) {
+    begin_dependent_kernel();
     __shared__ BlockRouting r;
     __shared__ permute::SmallPermutation s;
-    const BlockInputs in = block_inputs(p, 0);
-    begin_dependent_kernel();
-    route_token_by_block(p, 0, in, r);
+    route_token_by_block(p, 0, r);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
     permute::permute_small_block(r.ids_of, r.weights_of, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }

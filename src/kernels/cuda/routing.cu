@@ -18,35 +18,20 @@ namespace {
 using namespace permute;
 
 constexpr int kRouteWarps = 4;
-// What a warp routing token t reads before its dependent-launch wait: the token's mask and hash id, and each
-// lane's kPerLane experts' biases (token_inputs, bias_of).
-template <int kPerLane>
-struct WarpInputs {
-    TokenInputs token;
-    float bias[kPerLane];
-};
-template <int kPerLane>
-__device__ __forceinline__ WarpInputs<kPerLane> warp_inputs(const RouteLaunch& p, int64_t t) {
-    WarpInputs<kPerLane> in;
-    const int lane = threadIdx.x & 31;
-    if (t < p.tokens) in.token = token_inputs(p, t);
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) in.bias[j] = t < p.tokens ? bias_of(p, lane + 32 * j) : 0.0f;
-    return in;
-}
-
 // Token t's routing by the calling warp, each lane kPerLane experts, with a row of kMaxRoutedExperts scores
 // and one of 32 ids in shared memory of its own; where pair_ids is given, its pairs' ids and weights are
-// copied there too (pair_ids, pair_weights), for a permutation in the same block. `in`: warp_inputs, read
-// before the kernel's dependent-launch wait.
+// copied there too (pair_ids, pair_weights), for a permutation in the same block.
 template <int kPerLane>
-__device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_t t, const WarpInputs<kPerLane>& in,
-                                                   float* scores_of, int32_t* ids_of, int32_t* pair_ids = nullptr,
-                                                   float* pair_weights = nullptr) {
+__device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_t t, float* scores_of, int32_t* ids_of,
+                                                   int32_t* pair_ids = nullptr, float* pair_weights = nullptr) {
     const int lane = threadIdx.x & 31;
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
     float* weights = p.topk_weights + t * K;
+    // The mask's and the hash id's loads issued beside the logits' (each a trip to L2 or DRAM), not before
+    // them: a masked token's logits are loaded and not used (the router's GEMM writes every token's row).
+    const bool masked = p.active && !p.active[t];
+    const int64_t token_id = p.tid2eid ? p.token_ids[t] : 0;
     // The lane's logits, summed over the router GEMM's k splits in split order (split 0 as it is, the others
     // added). A chunk of kChunk splits of all the lane's experts is loaded before any of it is added: a
     // decode token's logits come from L2 or DRAM, and each round of loads waits for them. With each split's
@@ -54,8 +39,7 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
     // 4 splits 14.0 (five rounds), and 48.1 with each expert's loads in turn too
     // (bench/results/2026-12-02-cuda-stage-loop.md, 2026-12-02-cuda-dependent-launches.md). A chunk holds up
     // to 16 splits and 128 values a lane: one round for deepseek-v3's 14 splits and qwen3's 4 (more splits a
-    // chunk cost registers, hence occupancy, with no round saved). A masked token's logits are loaded and not
-    // used (the router's GEMM writes every token's row), so that its mask is not a round of its own.
+    // chunk cost registers, hence occupancy, with no round saved).
     constexpr int kChunk = 128 / kPerLane < 16 ? 128 / kPerLane : 16;
     const float* logits = p.logits + t * E;
     float score[kPerLane] = {};
@@ -73,7 +57,7 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
 #pragma unroll
                 for (int j = 0; j < kPerLane; ++j) score[j] = z0 + q == 0 ? part[q][j] : __fadd_rn(score[j], part[q][j]);
     }
-    if (in.token.masked) {
+    if (masked) {
         for (int s = lane; s < K; s += 32) {
             ids[s] = -1, weights[s] = 0.0f;
             if (pair_ids) pair_ids[s] = -1, pair_weights[s] = 0.0f;
@@ -108,7 +92,7 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
         if (lane + 32 * j < E) scores_of[lane + 32 * j] = score[j];
 
     if (p.tid2eid) {
-        if (lane < K) ids_of[lane] = p.tid2eid[in.token.token_id * K + lane];
+        if (lane < K) ids_of[lane] = p.tid2eid[token_id * K + lane];
     } else {
         // Keys of the selection scores (score + bias): one max- and one min-reduction find a warp's best,
         // where a tournament of shuffles took five rounds.
@@ -116,7 +100,7 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
 #pragma unroll
         for (int j = 0; j < kPerLane; ++j) {
             const int e = lane + 32 * j;
-            key[j] = e < E ? rank_key_bits(p.bias ? score[j] + in.bias[j] : score[j]) : kAbsent;
+            key[j] = e < E ? rank_key_bits(p.bias ? score[j] + p.bias[e] : score[j]) : kAbsent;
         }
         if (p.groups > 1) {
             const int per = E / p.groups;
@@ -190,13 +174,12 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
 // and flushed, bench/results/2026-12-03-cuda-route-and-fork.md).
 template <int kPerLane>
 __global__ void __launch_bounds__(kRouteWarps * 32) route_kernel(const RouteLaunch p) {
+    begin_dependent_kernel();
     __shared__ float scores_of[kRouteWarps][kMaxRoutedExperts];
     __shared__ int32_t ids_of[kRouteWarps][32];
     const int warp = threadIdx.x >> 5;
     const int64_t t = int64_t(blockIdx.x) * kRouteWarps + warp;
-    const WarpInputs<kPerLane> in = warp_inputs<kPerLane>(p, t);
-    begin_dependent_kernel();
-    if (t < p.tokens) route_token_by_warp<kPerLane>(p, t, in, scores_of[warp], ids_of[warp]);
+    if (t < p.tokens) route_token_by_warp<kPerLane>(p, t, scores_of[warp], ids_of[warp]);
 }
 
 constexpr int kPermuteThreads = 256;
@@ -356,18 +339,16 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 // registers), and launch_route gives more than 128 experts a block per token at a decode step's few tokens.
 constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
 __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out) {
+    begin_dependent_kernel();
     __shared__ float scores_of[kRouteAndPermuteTokens][kMaxRoutedExperts];
     __shared__ int32_t ids_of[kRouteAndPermuteTokens][32];
     __shared__ SmallPermutation s;
     __shared__ int32_t pair_ids[kSmallPairs];
     __shared__ float pair_weights[kSmallPairs];
-    constexpr int kPerLane = kRouteAndPermuteExperts / 32;
     const int warp = threadIdx.x >> 5;
-    const WarpInputs<kPerLane> in = warp_inputs<kPerLane>(p, warp);
-    begin_dependent_kernel();
     if (warp < p.tokens)
-        route_token_by_warp<kPerLane>(p, warp, in, scores_of[warp], ids_of[warp], pair_ids + warp * p.top_k,
-                                      pair_weights + warp * p.top_k);
+        route_token_by_warp<kRouteAndPermuteExperts / 32>(p, warp, scores_of[warp], ids_of[warp], pair_ids + warp * p.top_k,
+                                                          pair_weights + warp * p.top_k);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
     permute_small_block(pair_ids, pair_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
