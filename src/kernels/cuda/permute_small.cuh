@@ -85,4 +85,61 @@ __device__ __forceinline__ void permute_small_block(const int32_t* ids, const fl
     place_pair(i, s.first_row[expert] + rank, topk_weights, row_of_pair, top_k, out);
 }
 
+// The permutations of at most kWarpPairs pairs (a decode step's one token, or a few) by one warp, with no
+// block barrier: the same rows, slots and tiles as permute_small_block, whose prefix sums take every thread
+// of the block (a thread an expert: two block scans, four barriers) for what the warp's lanes do over their
+// experts in turn. Pair i is lane i's; lane l takes experts l * per .. (l + 1) * per - 1 (per = experts / 32,
+// rounded up), so that its share of every prefix sum is a running sum, then one exclusive scan over the
+// lanes. counts: kMaxRoutedExperts ints of shared memory (each expert's rows, then its first row). The ids
+// and weights as permute_small_block takes them (global or shared memory; a warp that wrote them itself
+// passes a __syncwarp first).
+constexpr int kWarpPairs = 32;
+__device__ __forceinline__ int exclusive_warp_sum(int v) {
+    const int lane = threadIdx.x & 31;
+    int sum = v;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+        const int other = __shfl_up_sync(0xffffffffu, sum, offset);
+        if (lane >= offset) sum += other;
+    }
+    return sum - v;
+}
+// Tiles of tile_m rows that n rows take (no division where a decode step's experts hold a tile or less).
+__device__ __forceinline__ int tiles_for(int n, int tile_m) {
+    return n <= tile_m ? int(n > 0) : (n + tile_m - 1) / tile_m;
+}
+__device__ __forceinline__ void permute_by_warp(const int32_t* ids, const float* topk_weights, int pairs,
+                                                int32_t top_k, int32_t experts, int32_t tile_m,
+                                                const PermutationOut& out, int32_t* counts) {
+    const int lane = threadIdx.x & 31;
+    const int per = (experts + 31) / 32, first_expert = lane * per,
+              end_expert = min(experts, first_expert + per);
+    for (int x = first_expert; x < end_expert; ++x) counts[x] = 0;
+    int expert = lane < pairs ? ids[lane] : -1;
+    if (expert >= experts) expert = -1;  // a masked token's pairs (-1) have no row
+    __syncwarp();
+    if (expert >= 0) atomicAdd(&counts[expert], 1);  // (integer counts: the same in any order)
+    __syncwarp();
+    int rows = 0, tiles = 0;
+    for (int x = first_expert; x < end_expert; ++x) {
+        const int n = counts[x];
+        rows += n, tiles += tiles_for(n, tile_m);
+    }
+    int first = exclusive_warp_sum(rows), first_tile = exclusive_warp_sum(tiles);
+    if (lane == 31)
+        out.offsets[experts] = first + rows, out.tile_offsets[experts] = first_tile + tiles,
+        *out.tile_count = first_tile + tiles;
+    for (int x = first_expert; x < end_expert; ++x) {
+        const int n = counts[x];
+        out.offsets[x] = first, out.tile_offsets[x] = first_tile, out.load[x] = n;
+        write_tiles(x, first, n, first_tile, tile_m, out, 0, 1);
+        counts[x] = first;  // (read below, after the warp's next __syncwarp)
+        first += n, first_tile += tiles_for(n, tile_m);
+    }
+    const unsigned same = __match_any_sync(0xffffffffu, expert);
+    __syncwarp();
+    const int rank = __popc(same & ((1u << lane) - 1u));  // the pair's place among its expert's pairs
+    if (expert >= 0) place_pair(lane, counts[expert] + rank, topk_weights, nullptr, top_k, out);
+}
+
 }  // namespace steadymoe::cuda::permute

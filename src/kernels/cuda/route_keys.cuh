@@ -43,8 +43,8 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// The weights, as the CPU router forms them: the chosen experts' scores summed in slot order (plus 1e-20 where
-// `eps`), then each slot's score over that sum where `normalise`, times `scale` unless it is 1.
+// The weights, as the CPU router forms them: the chosen experts' scores summed in slot order (plus 1e-20
+// where `eps`), then each slot's score over that sum where `normalise`, times `scale` unless it is 1.
 __device__ __forceinline__ float slot_weight(float score, float sum, bool normalise, float scale) {
     float v = normalise ? score / sum : score;
     if (scale != 1.0f) v *= scale;
@@ -60,8 +60,8 @@ struct SlotOfLane {
     int32_t id;
     float weight;
 };
-__device__ __forceinline__ SlotOfLane slot_of_lane(const float* scores_of, const int32_t* ids_of, int K, bool eps,
-                                                   bool normalise, float scale) {
+__device__ __forceinline__ SlotOfLane slot_of_lane(const float* scores_of, const int32_t* ids_of, int K,
+                                                   bool eps, bool normalise, float scale) {
     const int lane = threadIdx.x & 31;
     const int32_t id = lane < K ? ids_of[lane] : 0;
     const float score = lane < K ? scores_of[id] : 0.0f;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Call 2, at $1 = b0d72d9 (the reads after the wait again; kept: the warp kernel's one round of logit loads,
-# the slots' weights a lane a slot), $2 = tests or bench. Carried (`bash bench/carry_build.sh steadymoe_cli
+# Call 2, at $1 = the commit after b0d72d9 (the reads after the wait again; kept: the warp kernel's one round
+# of logit loads, the slots' weights a lane a slot; then up to 32 pairs permuted by one warp, permute_by_warp),
+# $2 = tests or bench. Carried (`bash bench/carry_build.sh steadymoe_cli
 # test_cuda_routing test_cuda_layer test_cuda_tensor_core`; for `bench`, a pack of the CLI alone, with
 # 592f6c1's CLI in build-base-carry/base.tar.gz: the tree, the goldens and both packs are more than a call
 # carries). tests: test_cuda_routing, test_cuda_layer, test_cuda_tensor_core; memcheck and racecheck on the
