@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
 # Call 2, at $1 = the commit after b0d72d9 (the reads after the wait again; kept: the warp kernel's one round
 # of logit loads, the slots' weights a lane a slot; then up to 32 pairs permuted by one warp, permute_by_warp),
-# $2 = tests or bench. Carried (`bash bench/carry_build.sh steadymoe_cli
-# test_cuda_routing test_cuda_layer test_cuda_tensor_core`; for `bench`, a pack of the CLI alone, with
-# 592f6c1's CLI in build-base-carry/base.tar.gz: the tree, the goldens and both packs are more than a call
-# carries). tests: test_cuda_routing, test_cuda_layer, test_cuda_tensor_core; memcheck and racecheck on the
-# routing suite. bench, new and base alternating twice: qwen3-30b-a3b bf16 at 1 and 8 tokens, deepseek-v4-flash
+# $2 = tests, bench or both (`all`: tests, then bench). Carried (`bash bench/carry_build.sh steadymoe_cli
+# test_cuda_routing test_cuda_layer test_cuda_tensor_core` for `tests`; for `bench`, a pack of the CLI alone,
+# with 592f6c1's CLI in build-base-carry/base.tar.gz: the tree, the goldens and both are more than a call
+# carries; for `all`, `bash bench/carry_build.sh steadymoe_cli test_cuda_routing test_cuda_layer` with the
+# base). tests: test_cuda_routing, test_cuda_layer, test_cuda_tensor_core (those carried); memcheck and
+# racecheck on the routing suite. bench, new and base alternating twice: qwen3-30b-a3b bf16 at 1 and 8 tokens, deepseek-v4-flash
 # fp4 and deepseek-v3 fp8 at 1 token, with traces; deepseek-v4-flash fp4 at 16384 tokens once each way, with
 # traces (the warp-per-token routing kernel of 256 experts).
 source bench/call_common.sh "$1"
-if [[ $2 == tests ]]; then
+suites=(test_cuda_routing test_cuda_layer)
+[[ $2 == tests ]] && suites+=(test_cuda_tensor_core)
+if [[ $2 != bench ]]; then
   tests() {
-    build_gpu steadymoe_cli test_cuda_routing test_cuda_layer test_cuda_tensor_core || return 1
-    run_test test_cuda_routing
-    run_test test_cuda_layer
-    run_test test_cuda_tensor_core
+    build_gpu steadymoe_cli "${suites[@]}" || return 1
+    for t in "${suites[@]}"; do run_test $t; done
     memcheck test_cuda_routing
     compute-sanitizer --tool racecheck build-gpu/tests/test_cuda_routing > "$OUT/t/racecheck-routing.log" 2>&1
     echo "racecheck routing rc=$?: $(grep -E 'RACECHECK SUMMARY' "$OUT/t/racecheck-routing.log" | tail -1)"
   }
   call_tests tests || exit 1
-  call_end
-  exit 0
+  [[ $2 == tests ]] && { call_end; exit 0; }
 fi
 ( cd build-base-carry && tar xzf base.tar.gz )
 build_gpu steadymoe_cli || exit 1
