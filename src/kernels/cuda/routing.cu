@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 // The permutation takes the ids and weights from shared memory (pair_ids, pair_weights: pair t * top_k + s),
 // where reading back what the block had just written to global memory took two more trips to L2 (qwen3's
 // one-token layer level with it: bench/results/2026-12-06-cuda-route-kernels.md).
-// Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's take 167 and 255
+// Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's take 167 and 162
 // registers), and launch_route gives more than 128 experts a block per token at a decode step's few tokens.
 constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
 __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out) {

@@ -22,7 +22,7 @@ inline constexpr int kMaxGroups = 64;
 struct RouteLaunch {
     // [T][E], or the router GEMM's logit_splits partial sums, split z at logits + z * split_stride: a
     // token's logits are their sum in split order, split 0 first (one fewer launch per layer). Every token's
-    // row is written, masked tokens' too: the block-per-token kernel loads them before it reads the mask.
+    // row is written, masked tokens' too: the routing kernels load them beside the mask.
     const float* logits = nullptr;
     int32_t logit_splits = 1;
     int64_t split_stride = 0;
