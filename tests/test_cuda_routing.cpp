@@ -221,8 +221,7 @@ Permuted route_and_permute(const Case& c, const Inputs& in, int32_t tile_m, bool
 }  // namespace
 
 // A decode step's tokens routed and permuted in one launch (a block per token's routing for one token of
-// many experts, a warp per token's for up to 16 tokens of 128 experts or fewer; the permutation of up to 32
-// pairs by one warp, of more by the block) against the two launches (the permutation by the block): the
+// many experts, a warp per token's for up to 16 tokens of 128 experts or fewer) against the two launches: the
 // same ids, weights, rows, tiles and loads, every byte, in tiles of 128, 32, 8 and 1 rows; a block's routing
 // also by block-wide steps (RouteLaunch::block_steps). The layer takes it for such batches (its tests and the
 // bench's invariance check cover it there).
@@ -238,8 +237,8 @@ TEST(CudaRouteKernel, RoutingAndPermutationInOneLaunchGiveTheTwoLaunchesBytes) {
                           Case{8, 256, 6, 2, false, 1, 1, 0, 1, true},  // hash routing
                           Case{16, 512, 8, 1, true, 16, 4, 0, 1},  // 512 experts
                           Case{4, 128, 8, 0, false, 1, 1, 0, 1},   // qwen3's one token (a warp)
-                          Case{4, 128, 8, 0, false, 1, 1, 0, 4},   // 32 pairs: the most warp 0 permutes alone
-                          Case{4, 128, 8, 0, false, 1, 1, 0, 5},   // 40: the block permutes them
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 4},   // 32 pairs (a token masked)
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 5},   // 40 pairs
                           Case{4, 128, 8, 0, false, 1, 1, 0, 16},  // 16 tokens, 128 pairs: the most
                           Case{4, 128, 8, 0, false, 1, 1, 0, 6},   // masked tokens among them
                           Case{1, 64, 4, 2, true, 4, 2, 1, 9},     // groups, one split

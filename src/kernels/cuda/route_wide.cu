@@ -236,21 +236,19 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
     route_token_by_block(p, blockIdx.x, r);
 }
 
-// One token's routing (the same block), then its pairs' permutation (permute_small.cuh) by warp 0, in one
-// block. The permutation takes the ids and weights from shared memory, where reading back what the block had
-// just written to global memory took two more trips to L2, one after the other (measured with the early loads
-// above: bench/results/2026-12-06-cuda-route-kernels.md).
+// One token's routing (the same block), then its pairs' permutation (permute_small.cuh), in one block. The
+// permutation takes the ids and weights from shared memory, where reading back what the block had just
+// written to global memory took two more trips to L2, one after the other (measured with the early loads
+// above: bench/results/2026-12-06-cuda-route-kernels.md). (Warp 0 alone permuting the token's pairs, its lanes
+// over the experts in turn, made the kernel 0.5 µs longer: bench/results/2026-12-07-cuda-route-early-loads.md.)
 __global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_kernel(const RouteLaunch p, int32_t tile_m,
                                                                                       PermutationOut out) {
     begin_dependent_kernel();
     __shared__ BlockRouting r;
-    __shared__ int32_t counts[kMaxRoutedExperts];
+    __shared__ permute::SmallPermutation s;
     route_token_by_block(p, 0, r);
-    // Warp 0 wrote the token's ids and weights (route_token_by_block's selection and slot_of_lane) and
-    // permutes its pairs alone (top_k <= 32: permute_by_warp).
-    if (threadIdx.x >= 32) return;
-    __syncwarp();
-    permute::permute_by_warp(r.ids_of, r.weights_of, p.top_k, p.top_k, p.experts, tile_m, out, counts);
+    __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
+    permute::permute_small_block(r.ids_of, r.weights_of, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 
 // The launch as the kernels take it: STEADYMOE_ROUTE_SELECT=steps sets block_steps for every launch.

@@ -332,8 +332,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 
 // A decode step's routing and permutation in one block (kRouteAndPermuteTokens tokens at most, a warp each,
 // kSmallPairs pairs, and kRouteAndPermuteExperts experts): route_kernel's warps, then permute_small_kernel's
-// block (warp 0 alone for at most kWarpPairs pairs: permute_by_warp) — the same ids, weights, rows and tiles,
-// one launch where those take two (launch_route_and_permute).
+// block — the same ids, weights, rows and tiles, one launch where those take two (launch_route_and_permute).
 // The permutation takes the ids and weights from shared memory (pair_ids, pair_weights: pair t * top_k + s),
 // where reading back what the block had just written to global memory took two more trips to L2 (qwen3's
 // one-token layer level with it: bench/results/2026-12-06-cuda-route-kernels.md).
@@ -352,12 +351,7 @@ __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const R
         route_token_by_warp<kRouteAndPermuteExperts / 32>(p, warp, scores_of[warp], ids_of[warp], pair_ids + warp * p.top_k,
                                                           pair_weights + warp * p.top_k);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    const int pairs = int(p.tokens * p.top_k);
-    if (pairs > kWarpPairs) {
-        permute_small_block(pair_ids, pair_weights, nullptr, pairs, nullptr, p.top_k, p.experts, tile_m, out, s);
-    } else if (warp == 0) {
-        permute_by_warp(pair_ids, pair_weights, pairs, p.top_k, p.experts, tile_m, out, s.first_row);
-    }
+    permute_small_block(pair_ids, pair_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
