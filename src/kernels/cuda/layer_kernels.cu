@@ -109,24 +109,19 @@ template <typename C, int kVec>
 __global__ void __launch_bounds__(kThreads) combine_kernel(const C* routed, const int64_t* index, const C* shared,
                                                            int64_t t, int64_t k, int64_t h, const uint8_t* active,
                                                            bool bf16, void* out) {
-    const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
-    // The token's mask is read before the dependent-launch wait: every caller uploads it before the layer's
-    // kernels, none writes it, so its trip to memory overlaps the end of the kernel before where this one
-    // starts early (qwen3's at 8 tokens: its tail after the down GEMM 0.5-0.8 µs shorter,
-    // bench/results/2026-12-07-cuda-route-early-loads.md). From L2 (ld.global.cg): an SM's L1 may still hold
-    // an earlier batch's lines.
-    const bool live = i < t * h && __ldcg(active + i / h) != 0;
     begin_dependent_kernel();
+    const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * kVec;
     if (i >= t * h) return;
     const int64_t tok = i / h, n = i % h;
     float acc[kVec] = {};
-    // The token's slots' indices, then their rows: kChunk slots' loads are issued before any
+    // The token's mask, then its slots' indices, then their rows: kChunk slots' loads are issued before any
     // is added (the same sums in the same order), so that neither a decode token's chain of dependent loads
     // nor a prefill thread waits on one row at a time. Every load of a chunk is issued: a slot past k
     // reads slot k - 1 again and is not added. (Loads guarded by the slot's test compiled to a branch
     // around each, and registers reused load after load: one row in flight per thread, and the prefill
     // combine took 2.2x its time: 334 against 148 µs for qwen3 at 16384 tokens.)
     constexpr int kChunk = 8;
+    const bool live = active[tok] != 0;
     RowPiece<C, kVec> from_shared;  // loaded with the slots', added after them
     if (live && shared) from_shared.load(shared + tok * h + n);
     for (int64_t s0 = 0; live && s0 < k; s0 += kChunk) {
