@@ -6,8 +6,8 @@
 # root as a call's command, with the CLI carried (`bash bench/carry_build.sh steadymoe_cli`, `carry:
 # ["build-carry-packed"]`) or built there:
 #   bash bench/readme_figures.sh LABEL        (LABEL: the commit the records name)
-# About 6-8 minutes of a call on an H100 or H200 (the 16384-token points dominate); BENCH_BUDGET_S (540 unless
-# set) skips what would run past the call's limit, the peers last.
+# One round of the four bench runs took about 40 s on an H200 (bench/results/2026-12-06-cuda-wide-epilogue.md,
+# call 4); BENCH_BUDGET_S (540 unless set) skips what would run past the call's limit, the peers last.
 source bench/call_common.sh "$1"
 build_gpu steadymoe_cli || exit 1
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
