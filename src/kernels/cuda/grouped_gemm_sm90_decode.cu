@@ -844,8 +844,7 @@ cudaError_t launch_fp4_e4m3(const GroupedGemmLaunch& g) {
         return launch_typed<typename Shapes::Thin, true>(g);
     case Fp4E4m3Narrow::kTokens:
         return fewer_ctas() ? launch_typed<typename Shapes::NarrowFewer, true>(g) : launch_typed<typename Shapes::Narrow, true>(g);
-    case Fp4E4m3Mid::kTokens:
-        return launch_typed<typename Shapes::Mid, true>(g);
+    case Fp4E4m3Mid::kTokens: return launch_typed<typename Shapes::Mid, true>(g);
     default: return launch_typed<typename Shapes::Wide, true>(g);
     }
 }
@@ -862,25 +861,18 @@ cudaError_t launch_decode_sm90(const GroupedGemmLaunch& g) {
     switch (g.code) {
     case WeightCode::Bf16:
         switch (decode_tokens(g)) {
-            case Bf16Wider::kTokens:
-                return launch_scaled_or_not<Bf16Wider>(g);
-            case Bf16Wide::kTokens:
-                return launch_scaled_or_not<Bf16Wide>(g);
-            default:
-                break;
+        case Bf16Wider::kTokens: return launch_scaled_or_not<Bf16Wider>(g);
+        case Bf16Wide::kTokens: return launch_scaled_or_not<Bf16Wide>(g);
+        default: break;
         }
         if (few_ctas(g, Bf16Deep::kTokens, kBf16DeepLaunchCtasPerSm))
             return launch_scaled_or_not<Bf16Deep>(g);
         return fewer_ctas() ? launch_scaled_or_not<Bf16DecodeFewer>(g) : launch_scaled_or_not<Bf16Decode>(g);
     case WeightCode::Fp8:
         switch (decode_tokens(g)) {
-            case Fp8Thin::kTokens:
-                return launch_typed<Fp8Thin, true>(g);
-            case Fp8Wider::kTokens:
-                return launch_typed<Fp8Wider, true>(g);
-            default:
-                return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g)
-                                    : launch_typed<Fp8Decode, true>(g);
+        case Fp8Thin::kTokens: return launch_typed<Fp8Thin, true>(g);
+        case Fp8Wider::kTokens: return launch_typed<Fp8Wider, true>(g);
+        default: return fewer_ctas() ? launch_typed<Fp8DecodeFewer, true>(g) : launch_typed<Fp8Decode, true>(g);
         }
     case WeightCode::Fp4:
         if (!g.a_fp8) return launch_scaled_or_not<Fp4Decode>(g);
@@ -909,8 +901,7 @@ int hopper_fp4_e4m3_ctas_per_sm(int tokens) {
     switch (tokens) {
     case Fp4E4m3Thin::kTokens: return thin_four() ? ctas_per_sm<Fp4E4m3ThinFour>() : ctas_per_sm<Fp4E4m3Thin>();
     case Fp4E4m3Narrow::kTokens: return fewer_ctas() ? ctas_per_sm<Fp4E4m3NarrowFewer>() : ctas_per_sm<Fp4E4m3Narrow>();
-    case Fp4E4m3Mid::kTokens:
-        return ctas_per_sm<Fp4E4m3Mid>();
+    case Fp4E4m3Mid::kTokens: return ctas_per_sm<Fp4E4m3Mid>();
     case Fp4E4m3Wide::kTokens: return ctas_per_sm<Fp4E4m3Wide>();
     }
     return 0;
