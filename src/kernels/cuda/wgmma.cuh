@@ -38,6 +38,11 @@ __device__ __forceinline__ uint64_t smem_descriptor(const void* tile) {
     "+f"(d[o + 48]), "+f"(d[o + 49]), "+f"(d[o + 50]), "+f"(d[o + 51]), "+f"(d[o + 52]), "+f"(d[o + 53]), "+f"(d[o + 54]), "+f"(d[o + 55]), \
     "+f"(d[o + 56]), "+f"(d[o + 57]), "+f"(d[o + 58]), "+f"(d[o + 59]), "+f"(d[o + 60]), "+f"(d[o + 61]), "+f"(d[o + 62]), "+f"(d[o + 63])
 #define SMOE_WGMMA_ACC_OPERANDS(d) SMOE_WGMMA_ACC_OPERANDS_AT(d, 0)
+// The 16 f32 accumulators of an m64n32 wgmma: their placeholders and their operands.
+#define SMOE_WGMMA_ACC16_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+#define SMOE_WGMMA_ACC16_OPERANDS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 // The 32 f32 accumulators of an m64n64 wgmma (the decode kernel's 64-token CTAs): their placeholders and
 // their operands.
 #define SMOE_WGMMA_ACC32_REGS \
@@ -101,11 +106,10 @@ __device__ __forceinline__ void wgmma_m64n32k16_rs(float (&d)[16], const uint32_
     asm volatile(
         "{\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        SMOE_WGMMA_ACC16_REGS
         "{%16, %17, %18, %19}, %20, 1, 1, 1, 0;\n"
         "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : SMOE_WGMMA_ACC16_OPERANDS(d)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
 
@@ -125,10 +129,10 @@ __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], uint64_t desc_a,
     asm volatile(
         "{\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, 0, 0;\n"
+        SMOE_WGMMA_ACC16_REGS
+        "%16, %17, 1, 1, 1, 0, 0;\n"
         "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : SMOE_WGMMA_ACC16_OPERANDS(d)
         : "l"(desc_a), "l"(desc_b));
 }
 // D (64 x 64, f32) += A (64 x 16) . B (64 x 16)^T, bf16 K-major (the decode kernel's 64-token bf16 CTAs).
@@ -164,10 +168,10 @@ __device__ __forceinline__ void wgmma_m64n32k32_e4m3(float (&d)[16], uint64_t de
         ".reg .pred p;\n"
         "setp.ne.b32 p, %18, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n"
+        SMOE_WGMMA_ACC16_REGS
+        "%16, %17, p, 1, 1;\n"
         "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : SMOE_WGMMA_ACC16_OPERANDS(d)
         : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
 }
 
@@ -219,11 +223,10 @@ __device__ __forceinline__ void wgmma_m64n32k32_e4m3_rs(float (&d)[16], const ui
     asm volatile(
         "{\n"
         "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        SMOE_WGMMA_ACC16_REGS
         "{%16, %17, %18, %19}, %20, %21, 1, 1;\n"
         "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : SMOE_WGMMA_ACC16_OPERANDS(d)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kScaleD));
 }
 // D (64 x 64, f32).
