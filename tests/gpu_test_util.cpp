@@ -53,7 +53,7 @@ MoeConfig tensor_core_config(const std::string& format) {
     return c;
 }
 
-MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing, bool shared_expert) {
+MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing) {
     MoeLayerWeights w;
     MoeConfig c = routing ? *routing : tensor_core_config(format);
     const int64_t E = c.n_routed_experts;
@@ -61,12 +61,8 @@ MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing, 
     w.selection_bias = synthetic::tensor(DType::F32, {E}, 3, synthetic::kBias, 0.01f);
     for (int64_t e = 0; e < E; ++e)
         w.experts.push_back(expert(e, kI, synthetic::kGateUp, synthetic::kDown, format, "experts." + std::to_string(e)));
-    if (shared_expert) {
-        w.has_shared = true;
-        w.shared = expert(0, kShared, synthetic::kSharedGateUp, synthetic::kSharedDown, format, "shared");
-    } else {
-        c.n_shared_experts = 0, c.shared_intermediate_size = 0;
-    }
+    w.has_shared = true;
+    w.shared = expert(0, kShared, synthetic::kSharedGateUp, synthetic::kSharedDown, format, "shared");
     if (!c.selection_bias) w.selection_bias = Tensor();
     MoeLayerOptions options;
     if (format == "fp4-fp8") options.activation_quant = ActivationQuant::Fp8Pow2;  // DeepSeek-V4's FP4 arithmetic

@@ -14,9 +14,8 @@ constexpr int64_t kH = 256, kI = 256, kE = 8, kK = 2, kShared = 128;
 // expert, weights from the benchmark streams stored in `format` ("bf16", "fp8", "fp4"; "fp4-fp8": FP4
 // experts meeting FP8 activations under power-of-two scales, as DeepSeek-V4 runs them).
 MoeConfig tensor_core_config(const std::string& format);
-// Its weights; `routing` (when set) replaces the config, its expert count included; without `shared_expert`,
-// the same layer with no shared expert.
-MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing = nullptr, bool shared_expert = true);
+// Its weights; `routing` (when set) replaces the config, its expert count included.
+MoeLayer tensor_core_layer(const std::string& format, const MoeConfig* routing = nullptr);
 // Routing variants of the bf16 config: "softmax", "group-max", "sqrt-softplus", "group-top2".
 MoeConfig routing_variant(const std::string& name);
 

@@ -7,7 +7,6 @@
 #include "steadymoe/model/quantize.hpp"
 
 #include "../src/kernels/cuda/fp4_blocks.hpp"
-#include "../src/kernels/cuda/grouped_gemm.hpp"
 #include "gpu_test_util.hpp"
 #include "test_util.hpp"
 
@@ -158,51 +157,6 @@ TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
         EXPECT_GT(times.untimed_ms, 0.0);  // the same layer run before, without stage timers
         EXPECT_GT(times.experts_untimed_ms, 0.0);  // its experts alone after, on the same routing: the bytes unchanged
     }
-}
-
-// A layer without a shared expert: in decode batches of up to cuda::kCombineInDownTokens tokens its routed down
-// GEMM combines as well (cuda::DownCombine, on a Hopper), in larger ones the combine kernel runs. A token gives
-// the same bytes either way; masked tokens give zeros, those of a batch whose every token is masked too (no CTA
-// has rows then); graph replays give the bytes of eager launches.
-TEST_P(CudaTensorCore, CombinesInTheDownGemmWithTheCombineKernelsBytes) {
-    SMOE_SKIP_WITHOUT_GPU();
-    const MoeLayer cpu = tensor_core_layer(format_of(GetParam()), nullptr, false);
-    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore, products_of(GetParam()));
-    const uint64_t before = cuda::grouped_gemm_combined_launches();
-    const MoeInput probe = hidden(3);
-    for (int64_t size : {5, 8, 9, 65}) {  // (the probes alone: one token each)
-        SCOPED_TRACE(size);
-        test::expect_batch_invariant_on_gpu(gpu, probe, size);
-    }
-    const uint64_t combined = cuda::grouped_gemm_combined_launches() - before;
-    std::printf("%s experts without a shared expert: %llu launches combined in the down GEMM\n", GetParam().c_str(),
-                static_cast<unsigned long long>(combined));
-    if (GetParam() == "bf16" && cuda::grouped_gemm_decode_ctas_per_sm(cuda::WeightCode::Bf16) > 0) EXPECT_GT(combined, 0u);
-
-    const int64_t T = 6;
-    MoeInput in = hidden(T, DType::BF16, 7);
-    const MoeOutput unmasked = gpu.forward(in);
-    in.mask = Tensor::zeros(DType::U8, {T});
-    for (int64_t t = 0; t < T; ++t) in.mask.mutable_data<uint8_t>()[t] = t % 2;
-    const MoeOutput some = gpu.forward(in);
-    const Tensor zeros = Tensor::zeros(DType::BF16, {T, kH});
-    for (int64_t t = 0; t < T; ++t) {
-        const Tensor& want = t % 2 ? unmasked.output : zeros;
-        ASSERT_EQ(test::first_bit_difference(some.output.rows(t, t + 1).raw(), want.rows(t, t + 1).raw(), size_t(kH) * 2), -1)
-            << "token " << t << (t % 2 ? " (live)" : " (masked)");
-    }
-    in.mask = Tensor::zeros(DType::U8, {T});  // every token masked, after a batch that wrote nonzero outputs
-    const MoeOutput none = gpu.forward(in);
-    EXPECT_EQ(test::first_bit_difference(none.output.raw(), zeros.raw(), none.output.nbytes()), -1);
-
-    CudaMoeLayer eager(cpu, CudaPath::TensorCore, products_of(GetParam()));
-    eager.set_graph_max_tokens(0);
-    for (int64_t size : {1, 5})
-        for (uint32_t seed : {3u, 4u, 5u}) {  // the layer with graphs: eager, capture, replay
-            SCOPED_TRACE(size);
-            const MoeInput x = hidden(size, DType::BF16, seed);
-            expect_same_bytes(gpu.forward(x), eager.forward(x));
-        }
 }
 
 // "fp4-fp8": FP4 experts meeting FP8 activations (on a Hopper the FP8 tensor cores, per-32 sums, in every

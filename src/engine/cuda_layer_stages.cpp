@@ -264,7 +264,7 @@ bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq
     return input_form(group.gate_up, aq, fp8_tensor_cores).fp8;
 }
 
-bool run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
+void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
                ContributionRows contributions, cudaStream_t s, bool capturing) {
     SMOE_CHECK(!contributions.bf16 || bf16, Internal, "bf16 contributions for f32 activations");
     StageBuffers& b = *r.buffers;
@@ -347,14 +347,9 @@ bool run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     g2.weight_before_down = r.weight_before_down;
     g2.round_bf16 = bf16;
     g2.tiles_before_wait = early_weights(g2.code);
-    if (r.combine) {
-        g2.combine = *r.combine;
-        if (!cuda::grouped_gemm_combines_in_down(g2)) g2.combine = cuda::DownCombine{};
-    }
     if (r.down_time) r.down_time->begin(s, capturing);
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g2));
     if (r.down_time) r.down_time->end(s, capturing);
-    return g2.combine.arrivals != nullptr;
 }
 
 // At most n = min(experts, rows) experts have rows, and an expert with r > 0 rows fills ceil(r / tile_m) <=

@@ -82,9 +82,6 @@ struct GroupRun {
     // place); as bf16 to a GEMM that takes rows in order, copied straight into its pairs' rows.
     int64_t source_rows = 0;
     int32_t tile_m = 0;  // rows per tile of perm (GroupTiles); 0: grouped_gemm_tile_rows()
-    // Or null: the layer's combine, for the down GEMM to run as well where it takes it (cuda::DownCombine,
-    // its rows this group's live_rows; run_group says whether it did).
-    const cuda::DownCombine* combine = nullptr;
 };
 
 // Where the down GEMM scatters the expert outputs: f32 rows, or bf16 bits where the activations are bf16
@@ -108,9 +105,8 @@ int64_t swiglu_mid_bytes(const cuda::DeviceExpertGroup& group, ActivationQuant a
 bool gate_up_takes_e4m3(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores);
 
 // The expert stages of one group on stream `s`: gather (and quantise) its rows of `hidden`, gate/up with
-// SwiGLU, quantise, down with the routing weight and scatter into `contributions` (row perm->dest). Returns
-// whether the down GEMM ran the combine as well (GroupRun::combine).
-bool run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
+// SwiGLU, quantise, down with the routing weight and scatter into `contributions` (row perm->dest).
+void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, ActivationQuant aq,
                ContributionRows contributions, cudaStream_t s, bool capturing);
 
 // Rows per tile of the grouped GEMMs, and the tile bounds of a batch.

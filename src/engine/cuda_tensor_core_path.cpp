@@ -35,7 +35,6 @@ struct TensorCorePath::Workspace {
     cudaStream_t main = nullptr, side = nullptr;
     cudaEvent_t fork = nullptr, join = nullptr;
     DeviceBuffer hidden, token_ids, active, contributions, out;
-    DeviceBuffer combine_arrivals;  // cuda::DownCombine's counters, zero between launches
     tc::RouterStage::Buffers router;
     tc::PermBuffers routed_perm, shared_perm;
     tc::StageBuffers routed, shared;
@@ -144,14 +143,6 @@ bool TensorCorePath::reserve(const Shape& b) const {
         ws.shared.reserve(T, H, shared_->intermediate, moved, 0, tc::swiglu_mid_bytes(*shared_, aq, fp8_tensor_cores_, b.bf16));
     }
     grow(ws.out, b.out_bytes, "output", moved);
-    if (!shared_) {
-        const void* before = ws.combine_arrivals.get();
-        grow(ws.combine_arrivals, size_t(H / 64) * 4, "combine counters", moved);
-        if (ws.combine_arrivals.get() != before) {  // (the layer's streams do not wait for the default stream)
-            SMOE_CUDA_CHECK(cudaMemset(ws.combine_arrivals.get(), 0, ws.combine_arrivals.bytes()));
-            SMOE_CUDA_CHECK(cudaDeviceSynchronize());
-        }
-    }
     return moved;
 }
 
@@ -220,31 +211,23 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     end(&StageTimers::router, main);
     if (fork_at == Fork::Routing) fork_shared(true);
 
-    // A decode step's combine in the routed down GEMM where it takes it (cuda::DownCombine): no kernel after
-    // it. A layer with a shared expert keeps the combine kernel, which adds the shared expert's rows too.
-    cuda::DownCombine combine;
-    if (!experts_only && !shared_ && T <= cuda::kCombineInDownTokens)
-        combine = {ws.combine_arrivals.as<int32_t>(), routed_perm.offsets + E, ws.active.as<const uint8_t>(), T,
-                   int32_t(K), ws.out.get()};
     begin(&StageTimers::routed, main);
     if (!permuted)
         SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),
                                                     ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
                                                     int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
-    const bool combined =
-        tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed,
-                       limit, before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, T,
-                       b.routed_tiles.tile_m, combine.arrivals ? &combine : nullptr},
-                      ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
+    tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed,
+                   limit, before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, T,
+                   b.routed_tiles.tile_m},
+                  ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
     if (fork_at == Fork::After) fork_shared(false);
     SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
     if (experts_only) return;
 
     begin(&StageTimers::combine, main);
-    if (!combined)
-        SMOE_CUDA_CHECK(cuda::launch_combine(contributions.data, contributions.bf16, T, K, H,
-                                             ws.active.as<const uint8_t>(), shared_.has_value(), b.bf16, ws.out.get(), main));
+    SMOE_CUDA_CHECK(cuda::launch_combine(contributions.data, contributions.bf16, T, K, H, ws.active.as<const uint8_t>(), shared_.has_value(),
+                                         b.bf16, ws.out.get(), main));
     end(&StageTimers::combine, main);
     end(&StageTimers::total, main);
 }

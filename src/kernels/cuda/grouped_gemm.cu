@@ -2,7 +2,6 @@
 // shared stages of grouped_gemm_stage.cuh (cp.async pipeline, ldmatrix). Hopper takes
 // grouped_gemm_sm90.cu instead; which one runs depends only on the GPU.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 #include "env_switch.hpp"
@@ -210,8 +209,6 @@ bool grouped_gemm_fp4_exact_tiled() { return grouped_gemm_takes_fp8_activations(
 
 namespace {
 
-std::atomic<uint64_t> combined_launches{0};  // grouped_gemm_combined_launches
-
 // The sm_80 kernel's launch.
 cudaError_t launch_portable(const GroupedGemmLaunch& g) {
     if (g.a_fp8) return cudaErrorInvalidValue;  // e4m3 activations are for the Hopper kernel only
@@ -249,11 +246,6 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
     if (g.fp4_block_exact && !g.fp4_e4m3_order) return cudaErrorInvalidValue;  // (only e4m3 order has that layout)
     if (g.out_bf16 && (g.epilogue == GemmEpilogue::Store || !g.round_bf16)) return cudaErrorInvalidValue;
     if (g.a_index && !grouped_gemm_reads_indexed_rows(g)) return cudaErrorInvalidValue;
-    if (g.combine.arrivals) {
-        if (!grouped_gemm_combines_in_down(g) || !g.combine.rows || !g.combine.active || !g.combine.out)
-            return cudaErrorInvalidValue;
-        combined_launches.fetch_add(1, std::memory_order_relaxed);
-    }
     const int64_t block_major_rows = g.a_scale_layout.block_major_rows;
     if (block_major_rows != 0 && (block_major_rows < 0 || block_major_rows % 4 != 0 || !grouped_gemm_reads_block_major_scales(g)))
         return cudaErrorInvalidValue;
@@ -263,15 +255,6 @@ cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& g) {
 bool grouped_gemm_reads_indexed_rows(const GroupedGemmLaunch& g) {
     static const bool enabled = !env_equals("STEADYMOE_INDEXED_ROWS", "0");
     return enabled && hopper_gemm_available() && hopper_decode(g);
-}
-
-uint64_t grouped_gemm_combined_launches() { return combined_launches.load(std::memory_order_relaxed); }
-
-bool grouped_gemm_combines_in_down(const GroupedGemmLaunch& g) {
-    static const bool off = env_equals("STEADYMOE_COMBINE_IN_DOWN", "0");
-    const DownCombine& c = g.combine;
-    return !off && hopper_gemm_available() && hopper_decode(g) && g.epilogue == GemmEpilogue::Scatter && g.k_splits == 1 &&
-           c.tokens > 0 && c.tokens <= kCombineInDownTokens && c.top_k > 0 && g.n % 64 == 0 && g.ldo == g.n;
 }
 
 bool grouped_gemm_reads_block_major_scales(const GroupedGemmLaunch& g) {

@@ -97,22 +97,6 @@ enum class TiledSchedule : int {
     Parked = 4,      // Persistent, its epilogues parked for epilogue warps whatever the launch's k
 };
 
-// The layer's combine run by a decode step's down GEMM (a Scatter launch) in place of the combine kernel, which
-// costs a launch after it. Once a CTA's contributions are stored it adds its rows to arrivals[its 64-feature
-// block]; the CTA that brings that count to *rows (every row of the launch) sums every token's slots there as
-// the combine kernel does (combine_piece.cuh: the same bits), writes them to out (zeros for masked tokens) and
-// sets the count back to 0 for the next launch. A batch with no rows (every token masked) has its output zeroed
-// by its first tile's CTAs. The contributions are the launch's own output rows (out or out_bf16, ldo); the
-// shared expert's are not added: a layer with one keeps the combine kernel.
-struct DownCombine {
-    int32_t* arrivals = nullptr;      // n / 64 counters, zero before the launch (and so after it)
-    const int32_t* rows = nullptr;    // device: the launch's rows (the permutation's live pairs)
-    const uint8_t* active = nullptr;  // [tokens]: 0 masks a token
-    int64_t tokens = 0;
-    int32_t top_k = 0;
-    void* out = nullptr;  // [tokens][n]: bf16 bits where the contributions are bf16 (out_bf16), else f32
-};
-
 struct GroupedGemmLaunch {
     // Tiles: up to max_tiles of them; tiles at or past *tile_count are skipped.
     const int32_t* tile_expert = nullptr;
@@ -194,22 +178,11 @@ struct GroupedGemmLaunch {
     float swiglu_limit = 0.0f;          // <= 0: none
     bool weight_before_down = false;
     bool round_bf16 = false;            // round stage outputs to bf16 (the activation dtype)
-    // Scatter only, where grouped_gemm_combines_in_down says so: the layer's combine too (arrivals null: none).
-    DownCombine combine;
 
     cudaStream_t stream = nullptr;
 };
 
 cudaError_t launch_grouped_gemm(const GroupedGemmLaunch& launch);
-
-// Whether `launch` (a Scatter, its rows the pairs t * top_k + s of combine.tokens tokens in their destination
-// rows) may combine as well (GroupedGemmLaunch::combine): on a Hopper where it takes the decode kernel, of at
-// most kCombineInDownTokens tokens, n a multiple of 64, and not with STEADYMOE_COMBINE_IN_DOWN=0 (which keeps
-// the combine kernel, to compare: the same bits). Other launches with combine set are refused.
-inline constexpr int64_t kCombineInDownTokens = 8;
-bool grouped_gemm_combines_in_down(const GroupedGemmLaunch& launch);
-// Launches so far in this process that combined as well (tests read it to know they ran some).
-uint64_t grouped_gemm_combined_launches();
 
 // Whether `launch` with a_index set would run (on a Hopper, where its launch takes the decode kernel: FP4
 // weights meeting e4m3 activations in every batch, BF16 and FP8 weights in few-row ones), and not with

@@ -23,7 +23,6 @@
 // tokens have their own arithmetic (fp4_e4m3_block; block-exact weights fp4_exact::stage, the FP8
 // weights'), the same at every CTA width.
 #include "async_barrier.cuh"
-#include "combine_piece.cuh"
 #include "dependent_launch.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90.hpp"
@@ -494,47 +493,6 @@ __device__ __forceinline__ void wide_epilogue(const GroupedGemmLaunch& g, const 
 }
 #endif
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// DownCombine, by the consumers once their contributions are stored: the CTA whose rows complete its 64-feature
-// block's arrivals combines the block for every token. `flag`: a word of shared memory no consumer reads now.
-// (Each consumer fences its own stores before the count; the combining CTA reads the rows past L1, after a
-// fence: other SMs wrote them.)
-constexpr int kCombineChunk = 4;
-__device__ __forceinline__ void combine_when_last(const GroupedGemmLaunch& g, const Tile& t, int* flag) {
-    const DownCombine& c = g.combine;
-    __threadfence();
-    barrier::sync_threads(1, kConsumers);
-    if (threadIdx.x == 0) {
-        int32_t* count = c.arrivals + t.n0 / kFeatures;
-        const bool last = atomicAdd(count, t.rows) + t.rows == __ldcg(c.rows);
-        if (last) atomicExch(count, 0);  // every other CTA of the block has added its rows
-        *flag = last;
-    }
-    barrier::sync_threads(1, kConsumers);
-    if (!*flag) return;
-    __threadfence();
-    for (int i = threadIdx.x; i < c.tokens * (kFeatures / 8); i += kConsumers) {
-        const int64_t at = i / (kFeatures / 8) * g.n + t.n0 + i % (kFeatures / 8) * 8;
-        if (g.out_bf16) combine_piece<uint16_t, 8, true, kCombineChunk>(g.out_bf16, nullptr, nullptr, at, c.top_k, g.n, c.active, true, c.out);
-        else combine_piece<float, 8, true, kCombineChunk>(g.out, nullptr, nullptr, at, c.top_k, g.n, c.active, false, c.out);
-    }
-}
-
-// DownCombine for a batch with no rows (every token masked), whose CTAs find none: the first tile's CTAs zero
-// the output, a 64-feature block each.
-__device__ __forceinline__ void zero_output_without_rows(const GroupedGemmLaunch& g, const Tile& t) {
-    if (blockIdx.y != 0 || t.n0 >= g.n) return;
-    wait_for_prior_kernels();  // (the kernels before may read the output buffer until they end)
-    if (__ldcg(g.combine.rows) != 0) return;
-    const int bytes = g.out_bf16 ? 2 : 4;
-    for (int i = threadIdx.x; i < g.combine.tokens * (kFeatures * bytes / 16); i += blockDim.x) {
-        const int64_t row = i / (kFeatures * bytes / 16);
-        char* at = static_cast<char*>(g.combine.out) + (row * g.n + t.n0) * bytes + i % (kFeatures * bytes / 16) * 16;
-        *reinterpret_cast<uint4*>(at) = make_uint4(0, 0, 0, 0);
-    }
-}
-#endif
-
 // A CTA of the kernel, its token rows by the producer's cp.async or (given rows_map) by tensor copies.
 template <class S, bool kScaled>
 __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold_scales, const CUtensorMap* rows_map) {
@@ -547,10 +505,7 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
     constexpr WeightCode kCode = S::kFormat;
     static_assert(!S::kE4m3Tokens || kScaled, "e4m3 tokens come with their scales");
     const Tile t = g.tiles_before_wait ? decode_tile<S::kTokens, true>(g) : decode_tile<S::kTokens>(g);
-    if (t.rows == 0) {
-        if (g.combine.arrivals) zero_output_without_rows(g, t);
-        return;
-    }
+    if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes);
@@ -644,19 +599,18 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
     barrier::sync_threads(1, kConsumers);
     if constexpr (S::kTokens == 64) {
         wide_epilogue(g, t, park);
-    } else {
-        const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
-#pragma unroll 1
-        for (int i = threadIdx.x; i < t.rows * (kFeatures / 2); i += kConsumers) {
-            const int token = i / (kFeatures / 2), col = i % (kFeatures / 2) * 2;
-            if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
-            const float* v = park + token * kTokenParkLd + col;
-            const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
-            // (CTAs of at most 32 tokens round to bf16 by the codec's integer operations: stage_math.cuh says why)
-            epilogue_pair<Bf16Rounding::Codec>(g, t, token, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
-        }
+        return;
     }
-    if (g.combine.arrivals) combine_when_last(g, t, reinterpret_cast<int*>(park));
+    const bool swiglu = g.epilogue == GemmEpilogue::SwiGlu;
+#pragma unroll 1
+    for (int i = threadIdx.x; i < t.rows * (kFeatures / 2); i += kConsumers) {
+        const int token = i / (kFeatures / 2), col = i % (kFeatures / 2) * 2;
+        if (swiglu && (col / 8) % 2 == 1) continue;  // an up fragment: read beside its gate fragment
+        const float* v = park + token * kTokenParkLd + col;
+        const float* up = swiglu ? v + 8 : v;  // gate fragment 2f's up partner is fragment 2f + 1
+        // (CTAs of at most 32 tokens round to bf16 by the codec's integer operations: stage_math.cuh says why)
+        epilogue_pair<Bf16Rounding::Codec>(g, t, token, col, make_float2(v[0], v[1]), make_float2(up[0], up[1]));
+    }
 #else
     __trap();  // wgmma needs sm_90a
 #endif
