@@ -2,11 +2,11 @@
 # Builds TARGET... on this machine (Release; the CUDA code for sm_90a by the same nvcc as a device machine's,
 # the CPU code for x86-64-v3 in place of this machine's own instruction set, which the device's CPU may lack)
 # and puts their programs in build-carry/ (git-ignored) beside the tree's source stamp, packed into
-# build-carry-packed/programs.tar.gz for a device call to carry (`carry: ["build-carry-packed"]`) in place of
+# build-carry-packed/programs.tar.xz for a device call to carry (`carry: ["build-carry-packed"]`) in place of
 # building there: build_gpu (device_tests.sh) unpacks it and takes the programs where the stamp matches and
 # they start on that machine, and builds as before otherwise. A device call's first build took 73-103 s
 # (2026-12-06). Packed, because the tree (20 MB), the goldens (14 MB) and three unpacked programs (44 MiB)
-# are more than the 64 MiB a call carries; packed, the three are 17 MB.
+# are more than the 64 MiB a call carries; packed by xz, a program is 4-5 MB (by gzip 5-6.4).
 # usage: bench/carry_build.sh TARGET...   (the build itself in CARRY_BUILD_DIR, /tmp/steadymoe-carry-build
 # unless set)
 set -euo pipefail
@@ -31,13 +31,13 @@ for t in "$@"; do
 done
 echo "$stamp" > build-carry/source-stamp
 rm -rf build-carry-packed && mkdir build-carry-packed
-tar czf build-carry-packed/programs.tar.gz build-carry
+tar cJf build-carry-packed/programs.tar.xz build-carry
 packed=$(du -sb build-carry-packed | cut -f1)
 # A call carries the tree (tracked files and untracked ones git does not ignore, the goldens among them)
 # beside it, 64 MiB in all; 4 MiB are left for other carried paths (a probe's programs). (Files git tracks
 # but the tree has lost are not counted.)
 tree=$({ git ls-files -z; git ls-files -z --others --exclude-standard; } | du -cb --files0-from=- 2>/dev/null |
   tail -1 | cut -f1 || true)
-echo "build-carry-packed/programs.tar.gz: $* ($((packed >> 20)) MiB; the tree $((tree >> 20)) MiB)," \
+echo "build-carry-packed/programs.tar.xz: $* ($((packed >> 20)) MiB; the tree $((tree >> 20)) MiB)," \
   "stamp $stamp"
 (( packed + tree < (60 << 20) )) || { echo "carry_build: with the tree, more than a call carries" >&2; exit 1; }

@@ -43,10 +43,10 @@ program_of() {
 carried_build_serves() {
   local stamp
   stamp=$(bash bench/source_stamp.sh)
-  if [[ -f build-carry-packed/programs.tar.gz ]]; then
+  if [[ -f build-carry-packed/programs.tar.xz ]]; then
     rm -rf build-carry-unpacked && mkdir build-carry-unpacked
     local unpacked=""
-    if tar xzf build-carry-packed/programs.tar.gz -C build-carry-unpacked; then
+    if tar xJf build-carry-packed/programs.tar.xz -C build-carry-unpacked; then
       unpacked=$(cat build-carry-unpacked/build-carry/source-stamp 2>/dev/null)
     else
       echo "build-carry-packed/ does not unpack"
