@@ -238,6 +238,8 @@ TEST(CudaRouteKernel, RoutingAndPermutationInOneLaunchGiveTheTwoLaunchesBytes) {
                           Case{16, 512, 8, 1, true, 16, 4, 0, 1},  // 512 experts
                           Case{4, 128, 8, 0, false, 1, 1, 0, 1},   // qwen3's one token (a warp)
                           Case{4, 128, 8, 0, false, 1, 1, 0, 1, false, true},  // masked
+                          Case{9, 8, 2, 2, false, 1, 1, 0, 1},     // one token of few experts
+                          Case{4, 128, 32, 0, false, 1, 1, 0, 1},  // one token's top 32 (a warp)
                           Case{4, 128, 8, 0, false, 1, 1, 0, 4},   // 32 pairs (a token masked)
                           Case{4, 128, 8, 0, false, 1, 1, 0, 5},   // 40 pairs
                           Case{4, 128, 8, 0, false, 1, 1, 0, 16},  // 16 tokens, 128 pairs: the most

@@ -46,9 +46,10 @@ void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int6
         }
         // Every entry is read, those of pairs without a row this batch too: set once, none is read unwritten.
         // (The layer's streams do not wait for the default stream's memset: the device is synchronised.)
-        const void* before = pair_rows.get();
-        grow(pair_rows, size_t(rows) * 4, "token pairs' rows", moved);
-        if (pair_rows.get() != before) {
+        bool reallocated = false;  // (not the address: a new buffer may take the old one's)
+        grow(pair_rows, size_t(rows) * 4, "token pairs' rows", reallocated);
+        moved = moved || reallocated;
+        if (reallocated) {
             SMOE_CUDA_CHECK(cudaMemset(pair_rows.get(), 0xFF, pair_rows.bytes()));
             SMOE_CUDA_CHECK(cudaDeviceSynchronize());
         }

@@ -133,12 +133,13 @@ bool TensorCorePath::reserve(const Shape& b) const {
     if (b.hash) grow(ws.token_ids, size_t(T) * 8, "token ids", moved);
     router_.reserve(ws.router, T, b.tiles, b.bf16, moved);
     ws.routed_perm.reserve(b.pairs, b.routed_tiles.room, E, moved);
-    const void* contributions_before = ws.contributions.get();
-    grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", moved);
-    // Zeroed once, so that every row the combine may load is initialised (a masked token's rows are loaded
-    // beside its mask in decode batches: launch_combine's rows_initialised). (The layer's streams do not wait
-    // for the default stream's memset: the device is synchronised.)
-    if (ws.contributions.get() != contributions_before) {
+    // Zeroed when allocated, so that every row the combine may load is initialised (a masked token's rows are
+    // loaded beside its mask in decode batches: launch_combine's rows_initialised). (The layer's streams do not
+    // wait for the default stream's memset: the device is synchronised.)
+    bool reallocated = false;
+    grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", reallocated);
+    moved = moved || reallocated;
+    if (reallocated) {
         SMOE_CUDA_CHECK(cudaMemset(ws.contributions.get(), 0, ws.contributions.bytes()));
         SMOE_CUDA_CHECK(cudaDeviceSynchronize());
     }

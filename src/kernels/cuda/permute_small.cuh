@@ -1,7 +1,7 @@
 // The permutation's block-wide steps (routing.cu): every expert's first row and tiles by prefix sums, a pair
-// placed in its row, and the whole permutation of a small batch in one block — shared by routing.cu's
-// permutation kernels and the kernels that route a decode step's tokens and permute them in one launch
-// (routing.cu, route_wide.cu).
+// placed in its row, the whole permutation of a small batch in one block, and that of one token's selected
+// pairs without scans — shared by routing.cu's permutation kernels and the kernels that route a decode step's
+// tokens and permute them in one launch (routing.cu, route_wide.cu).
 #pragma once
 
 #include "live_rows.cuh"
@@ -85,7 +85,8 @@ __device__ __forceinline__ void permute_small_block(const int32_t* ids, const fl
     place_pair(i, s.first_row[expert] + rank, topk_weights, row_of_pair, top_k, out);
 }
 
-// One token's pairs: top_k distinct experts (a selection's; not a hash table's, which may repeat one), or
+// One token's pairs: top_k distinct experts (a selection's of top_k <= experts; not a hash table's, which may
+// repeat one, nor a selection past the experts, which repeats expert 0), or
 // none where the token is masked (ids -1): the rows, slots and tiles permute_small_block gives them, by thread e
 // of a block of at least `experts` threads, with no barrier. Each chosen expert has one row and one tile, so
 // expert e's first row and first tile are the chosen experts below e: permute_small_block's prefix sums, where

@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_
     __shared__ permute::SmallPermutation s;
     route_token_by_block(p, 0, r);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    if (!p.tid2eid) permute::permute_one_token(r.ids_of, r.weights_of, p.top_k, p.experts, tile_m, out);
+    if (!p.tid2eid && p.top_k <= p.experts) permute::permute_one_token(r.ids_of, r.weights_of, p.top_k, p.experts, tile_m, out);
     else permute::permute_small_block(r.ids_of, r.weights_of, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 

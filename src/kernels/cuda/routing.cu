@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const R
         route_token_by_warp<kRouteAndPermuteExperts / 32>(p, warp, scores_of[warp], ids_of[warp], pair_ids + warp * p.top_k,
                                                           pair_weights + warp * p.top_k);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    if (p.tokens == 1 && !p.tid2eid) permute_one_token(pair_ids, pair_weights, p.top_k, p.experts, tile_m, out);
+    if (p.tokens == 1 && !p.tid2eid && p.top_k <= p.experts) permute_one_token(pair_ids, pair_weights, p.top_k, p.experts, tile_m, out);
     else permute_small_block(pair_ids, pair_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 
