@@ -2,7 +2,8 @@
 // slot order, then its shared expert's, in fp32, rounded once to the output dtype; masked tokens give
 // zeros. Contributions in f32 and in bf16 bits, outputs in both dtypes, widths that take the vector
 // kernel (multiples of 8) and one that does not, slots read through an index (expert parallelism), and more
-// slots than the kernel loads at once (8).
+// slots than the kernel loads at once (8); with every row initialised, decode batches load a token's rows
+// beside its mask (rows_initialised), larger ones after it.
 // Skips, saying so, without a GPU.
 #include <gtest/gtest.h>
 
@@ -33,8 +34,8 @@ std::string name(const Case& c) {
            (c.shared ? ", shared" : "") + (c.indexed ? ", indexed" : "");
 }
 
-void check(const Case& c, uint32_t seed) {
-    SCOPED_TRACE(name(c));
+void check(const Case& c, uint32_t seed, bool rows_initialised = false) {
+    SCOPED_TRACE(name(c) + (rows_initialised ? ", rows initialised" : ""));
     ASSERT_FALSE(c.indexed && c.bf16_contributions) << "the indexed combine takes f32 contributions";
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -79,7 +80,7 @@ void check(const Case& c, uint32_t seed) {
                   cudaSuccess);
     } else {
         ASSERT_EQ(cuda::launch_combine(d_values.get(), c.bf16_contributions, c.t, c.k, c.h, d_active.as<const uint8_t>(),
-                                       c.shared, c.bf16_out, d_out.get(), nullptr),
+                                       c.shared, c.bf16_out, d_out.get(), nullptr, rows_initialised),
                   cudaSuccess);
     }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -123,6 +124,9 @@ TEST(CudaCombine, SumsEachTokensSlotsThenItsSharedExpertLikeTheHost) {
                           Case{6, 9, 12, true, false, false, false}, Case{7, 11, 12, false, true, true, true},
                           Case{5, 16, 64, false, true, true, true}, Case{4, 16, 12, false, false, false, false},
                           // one slot: seven of the chunk's loads read it again
-                          Case{13, 1, 64, true, true, true, false}, Case{13, 1, 12, false, false, false, true}})
-        check(c, seed++);
+                          Case{13, 1, 64, true, true, true, false}, Case{13, 1, 12, false, false, false, true},
+                          // past the batches that load rows beside the mask
+                          Case{70, 8, 64, true, true, true, false}})
+        for (bool rows_initialised : {false, true})
+            if (!rows_initialised || !c.indexed) check(c, seed++, rows_initialised);
 }

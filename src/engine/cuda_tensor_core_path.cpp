@@ -133,7 +133,16 @@ bool TensorCorePath::reserve(const Shape& b) const {
     if (b.hash) grow(ws.token_ids, size_t(T) * 8, "token ids", moved);
     router_.reserve(ws.router, T, b.tiles, b.bf16, moved);
     ws.routed_perm.reserve(b.pairs, b.routed_tiles.room, E, moved);
-    grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", moved);
+    // Zeroed when allocated, so that every row the combine may load is initialised (a masked token's rows are
+    // loaded beside its mask in decode batches: launch_combine's rows_initialised). (The layer's streams do not
+    // wait for the default stream's memset: the device is synchronised.)
+    bool reallocated = false;
+    grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", reallocated);
+    moved = moved || reallocated;
+    if (reallocated) {
+        SMOE_CUDA_CHECK(cudaMemset(ws.contributions.get(), 0, ws.contributions.bytes()));
+        SMOE_CUDA_CHECK(cudaDeviceSynchronize());
+    }
     const ActivationQuant aq = layer_.activation_quant();
     ws.routed.reserve(b.pairs, H, routed_.intermediate, moved, T,
                       tc::swiglu_mid_bytes(routed_, aq, fp8_tensor_cores_, b.bf16),
@@ -226,8 +235,8 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     if (experts_only) return;
 
     begin(&StageTimers::combine, main);
-    SMOE_CUDA_CHECK(cuda::launch_combine(contributions.data, contributions.bf16, T, K, H, ws.active.as<const uint8_t>(), shared_.has_value(),
-                                         b.bf16, ws.out.get(), main));
+    SMOE_CUDA_CHECK(cuda::launch_combine(contributions.data, contributions.bf16, T, K, H, ws.active.as<const uint8_t>(),
+                                         shared_.has_value(), b.bf16, ws.out.get(), main, true));
     end(&StageTimers::combine, main);
     end(&StageTimers::total, main);
 }

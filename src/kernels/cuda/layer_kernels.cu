@@ -104,8 +104,11 @@ private:
 
 // The slots in ascending order, then the shared expert: the CPU layer's combine, operation for operation.
 // C: the contributions' element, f32 or bf16 bits (each contribution is rounded to the activation dtype).
-// A thread sums kVec consecutive features (8 where h allows: vector loads and stores).
-template <typename C, int kVec>
+// A thread sums kVec consecutive features (8 where h allows: vector loads and stores). kEagerRows (decode
+// batches whose every row is initialised: launch_combine's rows_initialised): the slots' rows are loaded
+// beside the token's mask, not after it (a masked token's are loaded and not added), so that a decode token
+// waits on one trip to L2, not two.
+template <typename C, int kVec, bool kEagerRows>
 __global__ void __launch_bounds__(kThreads) combine_kernel(const C* routed, const int64_t* index, const C* shared,
                                                            int64_t t, int64_t k, int64_t h, const uint8_t* active,
                                                            bool bf16, void* out) {
@@ -114,17 +117,17 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const C* routed, cons
     if (i >= t * h) return;
     const int64_t tok = i / h, n = i % h;
     float acc[kVec] = {};
-    // The token's mask, then its slots' indices, then their rows: kChunk slots' loads are issued before any
-    // is added (the same sums in the same order), so that neither a decode token's chain of dependent loads
-    // nor a prefill thread waits on one row at a time. Every load of a chunk is issued: a slot past k
-    // reads slot k - 1 again and is not added. (Loads guarded by the slot's test compiled to a branch
+    // The token's mask, then its slots' indices, then their rows (with kEagerRows the rows' loads do not wait
+    // for the mask): kChunk slots' loads are issued before any is added (the same sums in the same order), so
+    // that neither a decode token's chain of dependent loads nor a prefill thread waits on one row at a time.
+    // Every load of a chunk is issued: a slot past k reads slot k - 1 again and is not added. (Loads guarded by the slot's test compiled to a branch
     // around each, and registers reused load after load: one row in flight per thread, and the prefill
     // combine took 2.2x its time: 334 against 148 µs for qwen3 at 16384 tokens.)
     constexpr int kChunk = 8;
     const bool live = active[tok] != 0;
     RowPiece<C, kVec> from_shared;  // loaded with the slots', added after them
-    if (live && shared) from_shared.load(shared + tok * h + n);
-    for (int64_t s0 = 0; live && s0 < k; s0 += kChunk) {
+    if ((kEagerRows || live) && shared) from_shared.load(shared + tok * h + n);
+    for (int64_t s0 = 0; (kEagerRows || live) && s0 < k; s0 += kChunk) {
         int64_t row[kChunk];
 #pragma unroll
         for (int q = 0; q < kChunk; ++q) {
@@ -136,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const C* routed, cons
         for (int q = 0; q < kChunk; ++q) v[q].load(routed + row[q] * h + n);
 #pragma unroll
         for (int q = 0; q < kChunk; ++q)
-            if (s0 + q < k) v[q].add_to(acc);
+            if (live && s0 + q < k) v[q].add_to(acc);
     }
     if (live && shared) from_shared.add_to(acc);
     if (bf16) {
@@ -160,13 +163,19 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const C* routed, cons
     }
 }
 
+// Batches of at most this many tokens load their slots' rows beside their masks (combine_kernel's kEagerRows);
+// larger ones after them, so that a masked token costs no loads.
+constexpr int64_t kEagerCombineTokens = 64;
+
 template <typename C>
 cudaError_t launch_combine_of(const C* routed, const int64_t* index, const C* shared, int64_t t, int64_t k, int64_t h,
-                              const uint8_t* active, bool bf16, void* out, cudaStream_t stream) {
+                              const uint8_t* active, bool bf16, void* out, cudaStream_t stream, bool rows_initialised = false) {
     if (t * h == 0) return cudaSuccess;
-    const bool by8 = h % 8 == 0;
-    return launch_dependent(by8 ? combine_kernel<C, 8> : combine_kernel<C, 1>, blocks_for(by8 ? t * h / 8 : t * h), kThreads, 0,
-                            stream, routed, index, shared, t, k, h, active, bf16, out);
+    const bool by8 = h % 8 == 0, eager = rows_initialised && !index && t <= kEagerCombineTokens;
+    auto kernel = by8 ? (eager ? combine_kernel<C, 8, true> : combine_kernel<C, 8, false>)
+                      : (eager ? combine_kernel<C, 1, true> : combine_kernel<C, 1, false>);
+    return launch_dependent(kernel, blocks_for(by8 ? t * h / 8 : t * h), kThreads, 0, stream, routed, index, shared, t, k, h,
+                            active, bf16, out);
 }
 
 }  // namespace
@@ -195,13 +204,16 @@ cudaError_t launch_scatter(const float* down, int64_t m, int64_t h, const int64_
 }
 
 cudaError_t launch_combine(const void* contributions, bool contributions_bf16, int64_t t, int64_t k, int64_t h,
-                           const uint8_t* active, bool has_shared, bool bf16, void* out, cudaStream_t stream) {
+                           const uint8_t* active, bool has_shared, bool bf16, void* out, cudaStream_t stream,
+                           bool rows_initialised) {
     if (contributions_bf16) {
         const auto* c = static_cast<const uint16_t*>(contributions);
-        return launch_combine_of(c, nullptr, has_shared ? c + t * k * h : nullptr, t, k, h, active, bf16, out, stream);
+        return launch_combine_of(c, nullptr, has_shared ? c + t * k * h : nullptr, t, k, h, active, bf16, out, stream,
+                                 rows_initialised);
     }
     const auto* c = static_cast<const float*>(contributions);
-    return launch_combine_of(c, nullptr, has_shared ? c + t * k * h : nullptr, t, k, h, active, bf16, out, stream);
+    return launch_combine_of(c, nullptr, has_shared ? c + t * k * h : nullptr, t, k, h, active, bf16, out, stream,
+                             rows_initialised);
 }
 
 cudaError_t launch_combine_indexed(const float* routed, const int64_t* index, const float* shared, int64_t t, int64_t k,

@@ -22,9 +22,11 @@ cudaError_t launch_scatter(const float* down, int64_t m, int64_t h, const int64_
 
 // out: [T][H] float32 or bf16 bits; masked tokens become zeros. Contributions [T*K + T][H] (f32, or bf16
 // bits when contributions_bf16): token t's slots at rows t*K .. t*K+K-1, its shared expert (when has_shared)
-// at row T*K + t.
+// at row T*K + t. rows_initialised: every row holds initialised memory, a masked token's too (stale values are
+// fine: they are not added), so that decode batches may load a token's rows beside its mask, not after it.
 cudaError_t launch_combine(const void* contributions, bool contributions_bf16, int64_t t, int64_t k, int64_t h,
-                           const uint8_t* active, bool has_shared, bool bf16, void* out, cudaStream_t stream);
+                           const uint8_t* active, bool has_shared, bool bf16, void* out, cudaStream_t stream,
+                           bool rows_initialised = false);
 
 // The same sums with slot s of token t read from row index[t*K + s] of `routed` (rows t*K + s when
 // index is null) and the shared expert from row t of `shared` (none when null): for contributions

@@ -1,7 +1,7 @@
 // The permutation's block-wide steps (routing.cu): every expert's first row and tiles by prefix sums, a pair
-// placed in its row, and the whole permutation of a small batch in one block — shared by routing.cu's
-// permutation kernels and the kernels that route a decode step's tokens and permute them in one launch
-// (routing.cu, route_wide.cu).
+// placed in its row, the whole permutation of a small batch in one block, and that of one token's selected
+// pairs without scans — shared by routing.cu's permutation kernels and the kernels that route a decode step's
+// tokens and permute them in one launch (routing.cu, route_wide.cu).
 #pragma once
 
 #include "live_rows.cuh"
@@ -83,6 +83,33 @@ __device__ __forceinline__ void permute_small_block(const int32_t* ids, const fl
     int rank = 0;
     for (int j = 0; j < i; ++j) rank += s.id_of[j] == expert;
     place_pair(i, s.first_row[expert] + rank, topk_weights, row_of_pair, top_k, out);
+}
+
+// One token's pairs: top_k distinct experts (a selection's of top_k <= experts; not a hash table's, which may
+// repeat one, nor a selection past the experts, which repeats expert 0), or
+// none where the token is masked (ids -1): the rows, slots and tiles permute_small_block gives them, by thread e
+// of a block of at least `experts` threads, with no barrier. Each chosen expert has one row and one tile, so
+// expert e's first row and first tile are the chosen experts below e: permute_small_block's prefix sums, where
+// its scans and their barriers took about 1.7 µs of a one-token routing kernel's 5.1 (H100,
+// bench/results/2026-12-07-cuda-one-token-stamps.md). The ids and weights as permute_small_block takes them,
+// after a block barrier where the block wrote them.
+__device__ __forceinline__ void permute_one_token(const int32_t* ids, const float* topk_weights, int32_t top_k,
+                                                  int32_t experts, int32_t tile_m, const PermutationOut& out) {
+    const int e = threadIdx.x;
+    int below = 0, slot = -1, chosen = 0;
+    for (int s = 0; s < top_k; ++s) {
+        const int id = ids[s];
+        const bool valid = id >= 0 && id < experts;
+        below += valid && id < e;
+        chosen += valid;
+        if (id == e) slot = s;
+    }
+    if (e == 0) out.offsets[experts] = chosen, out.tile_offsets[experts] = chosen, *out.tile_count = chosen;
+    if (e >= experts) return;
+    out.offsets[e] = below, out.tile_offsets[e] = below, out.load[e] = slot >= 0;
+    if (slot < 0) return;
+    write_tiles(e, below, 1, below, tile_m, out, 0, 1);
+    place_pair(slot, below, topk_weights, nullptr, top_k, out);
 }
 
 }  // namespace steadymoe::cuda::permute

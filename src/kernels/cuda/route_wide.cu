@@ -236,7 +236,8 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
     route_token_by_block(p, blockIdx.x, r);
 }
 
-// One token's routing (the same block), then its pairs' permutation (permute_small.cuh), in one block. The
+// One token's routing (the same block), then its pairs' permutation (permute_small.cuh: permute_one_token
+// where the selection chose them, permute_small_block where a hash table did), in one block. The
 // permutation takes the ids and weights from shared memory, where reading back what the block had just
 // written to global memory took two more trips to L2, one after the other (measured with the early loads
 // above: bench/results/2026-12-06-cuda-route-kernels.md). (Warp 0 alone permuting the token's pairs, its lanes
@@ -248,7 +249,8 @@ __global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_
     __shared__ permute::SmallPermutation s;
     route_token_by_block(p, 0, r);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    permute::permute_small_block(r.ids_of, r.weights_of, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
+    if (!p.tid2eid && p.top_k <= p.experts) permute::permute_one_token(r.ids_of, r.weights_of, p.top_k, p.experts, tile_m, out);
+    else permute::permute_small_block(r.ids_of, r.weights_of, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 
 // The launch as the kernels take it: STEADYMOE_ROUTE_SELECT=steps sets block_steps for every launch.
