@@ -337,7 +337,8 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 // where reading back what the block had just written to global memory took two more trips to L2 (qwen3's
 // one-token layer level with it: bench/results/2026-12-06-cuda-route-kernels.md).
 // One token's pairs, when a selection chose them, take permute_one_token (the same rows and tiles, without the
-// block's scans). Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's
+// block's scans): qwen3's one-token layer took 0.9 µs less (H100, four alternations:
+// bench/results/2026-12-07-cuda-one-token-permute.md; route_wide.cu's kernel keeps the scans). Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's
 // take 167 and 162 registers), and launch_route gives more than 128 experts a block per token at a decode
 // step's few tokens.
 constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
