@@ -7,7 +7,6 @@
 #include "../kernels/cuda/check.hpp"
 #include "../kernels/cuda/dependent_launch.hpp"
 #include "../kernels/cuda/env_switch.hpp"
-#include "../kernels/cuda/l2_prefetch.hpp"
 #include "../kernels/cuda/layer_kernels.hpp"
 #include "../kernels/cuda/quant_mode.hpp"
 #include "../kernels/cuda/routing.hpp"
@@ -176,14 +175,6 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     // (deepseek-v4-flash; bench/results/2026-12-03-cuda-route-and-fork.md). STEADYMOE_SHARED_FORK=routing|start
     // forks it there instead, and =after runs it on the main stream after the routed experts (no overlap), to
     // compare.
-    // A decode batch's shared expert asks the L2 cache for its gate/up weights (=both: its down weights too)
-    // as it forks, so that they stream in while the routing runs, when the memory is otherwise idle
-    // (STEADYMOE_SHARED_PREFETCH=gate_up|both; off unless set). The same bits: a cache hint only.
-    enum class SharedPrefetch { Off, GateUp, Both };
-    static const SharedPrefetch prefetch = cuda::env_equals("STEADYMOE_SHARED_PREFETCH", "gate_up") ? SharedPrefetch::GateUp
-                                           : cuda::env_equals("STEADYMOE_SHARED_PREFETCH", "both")  ? SharedPrefetch::Both
-                                                                                                      : SharedPrefetch::Off;
-    constexpr int64_t kSharedPrefetchTokens = 256;
     auto fork_shared = [&](bool on_side) {
         const cudaStream_t s = on_side ? ws.side : main;
         if (on_side) {
@@ -192,11 +183,6 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
         }
         if (shared_) {
             begin(&StageTimers::shared, s);
-            if (on_side && prefetch != SharedPrefetch::Off && T <= kSharedPrefetchTokens) {
-                SMOE_CUDA_CHECK(cuda::launch_l2_prefetch(shared_->gate_up.data.get(), shared_->gate_up.data.bytes(), s));
-                if (prefetch == SharedPrefetch::Both)
-                    SMOE_CUDA_CHECK(cuda::launch_l2_prefetch(shared_->down.data.get(), shared_->down.data.bytes(), s));
-            }
             const cuda::PermutationOut perm = ws.shared_perm.view(b.shared_tiles.tiles, 1);
             SMOE_CUDA_CHECK(cuda::launch_permute_shared(ws.active.as<const uint8_t>(), T, T * K, b.shared_tiles.tile_m,
                                                         perm, s));
