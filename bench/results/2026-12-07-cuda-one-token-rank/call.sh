@@ -24,29 +24,22 @@ tests() {
 }
 call_tests tests || exit 1
 BENCH_BUDGET_S=300
+names=()
 for r in 1 2 3; do
-  bench_run q-new-$r - --workload qwen3-30b-a3b --format bf16 --tokens 1,8 --trace
-  bench_run q-rounds-$r STEADYMOE_ONE_TOKEN_RANK=0 --workload qwen3-30b-a3b --format bf16 --tokens 1,8 --trace
-  bench_run q-c256-$r STEADYMOE_DECODE_COMBINE_THREADS=256 --workload qwen3-30b-a3b --format bf16 --tokens 1,8 --trace
-  for w in "v3 deepseek-v3 fp8" "v4 deepseek-v4-flash fp4"; do
-    read -r name workload format <<< "$w"
-    bench_run $name-new-$r - --workload $workload --format $format --tokens 1,8 --trace
-    bench_run $name-c256-$r STEADYMOE_DECODE_COMBINE_THREADS=256 --workload $workload --format $format --tokens 1,8 --trace
+  again=$([[ $r == 1 ]] || echo "-again$r")  # compare_runs.py folds the later rounds in as medians
+  bench_run q-new$again - --workload qwen3-30b-a3b --format bf16 --tokens 1,8 --trace
+  bench_run q-rounds$again STEADYMOE_ONE_TOKEN_RANK=0 --workload qwen3-30b-a3b --format bf16 --tokens 1,8 --trace
+  bench_run q-c256$again STEADYMOE_DECODE_COMBINE_THREADS=256 --workload qwen3-30b-a3b --format bf16 --tokens 1,8 --trace
+  names+=(q-new$again q-rounds$again q-c256$again)
+  for w in v3 v4; do
+    [[ $w == v3 ]] && set_workload="--workload deepseek-v3 --format fp8" || set_workload="--workload deepseek-v4-flash --format fp4"
+    bench_run $w-new$again - $set_workload --tokens 1,8 --trace
+    bench_run $w-c256$again STEADYMOE_DECODE_COMBINE_THREADS=256 $set_workload --tokens 1,8 --trace
+    names+=($w-new$again $w-c256$again)
   done
 done
-python3 - "$OUT"/t/*.json <<'AB'
-import json, re, statistics, sys
-rows = {}
-for f in sys.argv[1:]:
-    m = re.match(r".*/(q|v3|v4)-(new|rounds|c256)-\d\.json$", f)
-    if not m: continue
-    for p in json.load(open(f))["points"]:
-        r = rows.setdefault((m[1], p["tokens"], m[2]), {"untimed": [], "experts": [], "route": [], "combine": []})
-        r["untimed"].append(p["layer_untimed_us"]); r["experts"].append(p["experts_untimed_us"])
-        for k in p.get("kernel_trace", []):
-            if "route" in k["name"]: r["route"].append(k["us"])
-            if "combine_kernel" in k["name"]: r["combine"].append(k["us"])
-for (w, t, v), r in sorted(rows.items()):
-    print(w, t, v, " ".join(f"{k} {statistics.median(x):.2f} [{min(x):.2f}-{max(x):.2f}]" for k, x in r.items() if x))
-AB
+compare_named "${names[@]}"
+traces=()
+for n in q-new q-rounds q-c256 v3-new v3-c256 v4-new v4-c256; do [[ -f $OUT/t/$n.json ]] && traces+=("$n=$OUT/t/$n.json"); done
+python3 bench/compare_traces.py "${traces[@]}" > "$OUT/traces.md" 2>&1 && grep -E "^#|route|combine" "$OUT/traces.md"
 call_end
