@@ -1,7 +1,8 @@
 // The permutation's block-wide steps (routing.cu): every expert's first row and tiles by prefix sums, a pair
 // placed in its row, the whole permutation of a small batch in one block, and that of one token's selected
 // pairs without scans — shared by routing.cu's permutation kernels and the kernels that route a decode step's
-// tokens and permute them in one launch (routing.cu, route_wide.cu).
+// tokens and permute them in one launch (routing.cu, route_wide.cu; the scan-free form route_wide.cu's only
+// with STEADYMOE_WIDE_SCAN_FREE_PERMUTE=1).
 #pragma once
 
 #include "live_rows.cuh"
@@ -89,10 +90,11 @@ __device__ __forceinline__ void permute_small_block(const int32_t* ids, const fl
 // repeat one, nor a selection past the experts, which repeats expert 0), or
 // none where the token is masked (ids -1): the rows, slots and tiles permute_small_block gives them, by thread e
 // of a block of at least `experts` threads, with no barrier. Each chosen expert has one row and one tile, so
-// expert e's first row and first tile are the chosen experts below e: permute_small_block's prefix sums, where
-// its scans and their barriers took about 1.7 µs of a one-token routing kernel's 5.1 (H100,
-// bench/results/2026-12-07-cuda-one-token-stamps.md). The ids and weights as permute_small_block takes them,
-// after a block barrier where the block wrote them.
+// expert e's first row and first tile are the chosen experts below e: permute_small_block's prefix sums. The
+// permutation took about 1.8 µs of a one-token routing kernel's 5.1, its scans, tiles and barrier 1.0 (H100,
+// bench/results/2026-12-07-cuda-one-token-stamps.md); without them qwen3's routing kernel took 0.9-1.0 µs
+// less (bench/results/2026-12-07-cuda-one-token-permute.md). The ids and weights as permute_small_block takes
+// them, after a block barrier where the block wrote them.
 __device__ __forceinline__ void permute_one_token(const int32_t* ids, const float* topk_weights, int32_t top_k,
                                                   int32_t experts, int32_t tile_m, const PermutationOut& out) {
     const int e = threadIdx.x;

@@ -237,25 +237,27 @@ __global__ void __launch_bounds__(kMaxRoutedExperts) route_wide_kernel(const Rou
 }
 
 // One token's routing (the same block), then its pairs' permutation (permute_small.cuh's permute_small_block;
-// permute_one_token where `scan_free` and the selection chose them), in one block. Without the scans this kernel
-// took 1.0 µs less at one token, yet deepseek-v3's and deepseek-v4-flash's one-token layers 1.5-1.6 µs more
-// (H100, four alternations): their routed GEMMs, starting sooner, ran beside more of the shared expert's down
-// GEMM, where before it had mostly run in the routed gate/up's tail
-// (bench/results/2026-12-07-cuda-one-token-permute.md). STEADYMOE_WIDE_SCAN_FREE_PERMUTE=1 takes it, to
-// compare (the same rows, slots and tiles). The
-// permutation takes the ids and weights from shared memory, where reading back what the block had just
+// permute_one_token where `scan_free` and the selection chose them), in one block.
+// Without the scans this kernel took 1.0 µs less at one token, yet deepseek-v3's and deepseek-v4-flash's
+// one-token layers 1.1-1.3 µs more by the medians of two runs (H100, against the same build with its scans):
+// their routed GEMMs, starting sooner, ran beside more of the shared expert's down GEMM, where before it had
+// mostly run in the routed gate/up's tail (bench/results/2026-12-07-cuda-one-token-permute.md, calls 1 and 3).
+// STEADYMOE_WIDE_SCAN_FREE_PERMUTE=1 takes it, to compare (the same rows, slots and tiles).
+// The permutation takes the ids and weights from shared memory, where reading back what the block had just
 // written to global memory took two more trips to L2, one after the other (measured with the early loads
 // above: bench/results/2026-12-06-cuda-route-kernels.md). (Warp 0 alone permuting the token's pairs, its lanes
 // over the experts in turn, made the kernel 0.5 µs longer: bench/results/2026-12-07-cuda-route-early-loads.md.)
-__global__ void __launch_bounds__(permute::kScanThreads) route_wide_and_permute_kernel(const RouteLaunch p, int32_t tile_m,
-                                                                                      PermutationOut out, bool scan_free) {
+__global__ void __launch_bounds__(permute::kScanThreads)
+    route_wide_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out, bool scan_free) {
     begin_dependent_kernel();
     __shared__ BlockRouting r;
     __shared__ permute::SmallPermutation s;
     route_token_by_block(p, 0, r);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    if (scan_free && !p.tid2eid && p.top_k <= p.experts) permute::permute_one_token(r.ids_of, r.weights_of, p.top_k, p.experts, tile_m, out);
-    else permute::permute_small_block(r.ids_of, r.weights_of, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
+    if (scan_free && !p.tid2eid && p.top_k <= p.experts)
+        permute::permute_one_token(r.ids_of, r.weights_of, p.top_k, p.experts, tile_m, out);
+    else
+        permute::permute_small_block(r.ids_of, r.weights_of, nullptr, p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 
 // The launch as the kernels take it: STEADYMOE_ROUTE_SELECT=steps sets block_steps for every launch.

@@ -337,10 +337,10 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 // where reading back what the block had just written to global memory took two more trips to L2 (qwen3's
 // one-token layer level with it: bench/results/2026-12-06-cuda-route-kernels.md).
 // One token's pairs, when a selection chose them, take permute_one_token (the same rows and tiles, without the
-// block's scans): qwen3's one-token layer took 0.9 µs less (H100, four alternations:
-// bench/results/2026-12-07-cuda-one-token-permute.md; route_wide.cu's kernel keeps the scans). Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's
-// take 167 and 162 registers), and launch_route gives more than 128 experts a block per token at a decode
-// step's few tokens.
+// block's scans): qwen3's one-token layer took 0.7-1.2 µs less in three calls (H100:
+// bench/results/2026-12-07-cuda-one-token-permute.md; route_wide.cu's kernel keeps the scans).
+// Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's take 167 and 162
+// registers), and launch_route gives more than 128 experts a block per token at a decode step's few tokens.
 constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
 __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out) {
     begin_dependent_kernel();
@@ -354,8 +354,10 @@ __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const R
         route_token_by_warp<kRouteAndPermuteExperts / 32>(p, warp, scores_of[warp], ids_of[warp], pair_ids + warp * p.top_k,
                                                           pair_weights + warp * p.top_k);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    if (p.tokens == 1 && !p.tid2eid && p.top_k <= p.experts) permute_one_token(pair_ids, pair_weights, p.top_k, p.experts, tile_m, out);
-    else permute_small_block(pair_ids, pair_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
+    if (p.tokens == 1 && !p.tid2eid && p.top_k <= p.experts)
+        permute_one_token(pair_ids, pair_weights, p.top_k, p.experts, tile_m, out);
+    else
+        permute_small_block(pair_ids, pair_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
 }
 
 __global__ void __launch_bounds__(kPermuteThreads) shared_kernel(const uint8_t* active, int64_t tokens, int64_t dest_base,
