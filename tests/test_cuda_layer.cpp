@@ -59,6 +59,38 @@ INSTANTIATE_TEST_SUITE_P(LayersDtypesPaths, CudaDemoLayer,
                          ::testing::Combine(::testing::Values(0, 1), ::testing::Values(DType::BF16, DType::F32),
                                             ::testing::Values(CudaPath::Portable, CudaPath::TensorCore)));
 
+// A decode batch with masked tokens as a tensor-core layer's first batch (its buffers just allocated, the
+// combine loading every token's rows beside its mask): the masked tokens' outputs are zeros, the live ones the
+// bits the same tokens get with no mask, and within rounding of the CPU layer.
+TEST(CudaDemoLayerDecode, MaskedTokensInTheFirstDecodeBatch) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const DemoModelShape s = test::small_demo_shape();
+    const MoeLayer cpu(demo_config(s), demo_layer_weights(s, 1));
+    const CudaMoeLayer gpu(cpu, CudaPath::TensorCore);
+    ASSERT_EQ(gpu.path(), CudaPath::TensorCore) << gpu.portable_reason();
+    constexpr int64_t kTokens = 6;
+    MoeInput all;
+    all.hidden = synthetic::tensor(DType::BF16, {kTokens, s.hidden}, 9, synthetic::kHidden, 1.0f);
+    all.token_ids = demo_token_ids(s, kTokens, 4);
+    MoeInput masked = all;
+    masked.mask = Tensor::zeros(DType::U8, {kTokens});
+    for (int64_t t = 0; t < kTokens; ++t) masked.mask.mutable_data<uint8_t>()[t] = t % 3 != 1;
+    const MoeOutput got = gpu.forward(masked);  // first: the layer's buffers are allocated for it
+    const MoeOutput unmasked = gpu.forward(all);
+    const MoeOutput want = cpu.forward(masked);
+    const size_t row = got.output.nbytes() / size_t(kTokens);
+    for (int64_t t = 0; t < kTokens; ++t) {
+        if (t % 3 == 1) {
+            for (int64_t h = 0; h < s.hidden; ++h) ASSERT_EQ(got.output.get(t * s.hidden + h), 0.0) << "masked token " << t;
+        } else {
+            EXPECT_EQ(std::memcmp(static_cast<const char*>(got.output.raw()) + t * row,
+                                  static_cast<const char*>(unmasked.output.raw()) + t * row, row), 0)
+                << "token " << t << " masked beside others against unmasked";
+        }
+    }
+    EXPECT_LE(test::relative_error(got.output, want.output), 1e-2);
+}
+
 TEST(CudaGolden, HuggingFaceLayersMatchFloat64) {
     SMOE_SKIP_WITHOUT_GPU();
     for (auto [name, L] : {std::pair<const char*, int>{"deepseek-v3-tiny", 1}, {"qwen3-moe-tiny", 0}}) {

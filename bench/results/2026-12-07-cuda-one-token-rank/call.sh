@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # One token's experts ranked by the block (rank.patch) and decode combines in blocks of 64 threads
 # (combine-threads.patch), both applied at $1, carried (`bash bench/carry_build.sh steadymoe_cli test_cuda_routing
-# test_cuda_combine test_cuda_tensor_core`). Each has its switch, so one build compares both ways:
+# test_cuda_combine test_cuda_tensor_core test_cuda_layer`). Each has its switch, so one build compares both ways:
 # STEADYMOE_ONE_TOKEN_RANK=0 (the warp's rounds), STEADYMOE_DECODE_COMBINE_THREADS=256 (blocks of 256).
-# Tests: the routing suite both ways, the combine suite both ways, the tensor-core suite; memcheck, racecheck
-# and initcheck on the routing suite, memcheck on the combine suite. Bench at 1 and 8 tokens with traces, three
+# Tests: the routing suite both ways, the combine suite both ways, the tensor-core and layer suites (the layer's
+# with test_cuda_layer's new masked first decode batch, not yet run on a GPU, and initcheck on it); memcheck,
+# racecheck and initcheck on the routing suite, memcheck on the combine suite. Bench at 1 and 8 tokens with traces, three
 # rounds: qwen3-30b-a3b bf16 as built, with the rounds and with blocks of 256; deepseek-v3 fp8 and
 # deepseek-v4-flash fp4 as built and with blocks of 256 (their one-token routing is route_wide.cu's, unchanged).
 source bench/call_common.sh "$1"
 tests() {
-  build_gpu steadymoe_cli test_cuda_routing test_cuda_combine test_cuda_tensor_core || return 1
+  build_gpu steadymoe_cli test_cuda_routing test_cuda_combine test_cuda_tensor_core test_cuda_layer || return 1
   run_test test_cuda_routing
   run_test test_cuda_routing STEADYMOE_ONE_TOKEN_RANK=0
   run_test test_cuda_combine
   run_test test_cuda_combine STEADYMOE_DECODE_COMBINE_THREADS=256
   run_test test_cuda_tensor_core
+  run_test test_cuda_layer
+  compute-sanitizer --tool initcheck build-gpu/tests/test_cuda_layer --gtest_filter='*Decode*' > "$OUT/t/initcheck-layer.log" 2>&1
+  echo "initcheck layer decode rc=$?: $(grep -E 'ERROR SUMMARY' "$OUT/t/initcheck-layer.log" | tail -1)"
   memcheck test_cuda_routing
   memcheck test_cuda_combine
   for tool in racecheck initcheck; do
