@@ -20,6 +20,15 @@ void grow(DeviceBuffer& b, size_t bytes, const char* what, bool& moved) {
     }
 }
 
+void grow_filled(DeviceBuffer& b, size_t bytes, const char* what, int byte, bool& moved) {
+    bool reallocated = false;
+    grow(b, bytes, what, reallocated);
+    if (!reallocated) return;
+    moved = true;
+    SMOE_CUDA_CHECK(cudaMemset(b.get(), byte, b.bytes()));
+    SMOE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 void PermBuffers::reserve(int64_t max_rows, int64_t tiles_bound, int64_t experts, bool& moved) {
     grow(rows, size_t(max_rows) * 4, "permuted rows", moved);
     grow(dest, size_t(max_rows) * 8, "row destinations", moved);
@@ -45,14 +54,7 @@ void StageBuffers::reserve(int64_t rows, int64_t H, int64_t I, bool& moved, int6
             grow(source_scales, size_t(source_rows * (H / 128)) * 4, "quantised expert input scales", moved);
         }
         // Every entry is read, those of pairs without a row this batch too: set once, none is read unwritten.
-        // (The layer's streams do not wait for the default stream's memset: the device is synchronised.)
-        bool reallocated = false;  // (not the address: a new buffer may take the old one's)
-        grow(pair_rows, size_t(rows) * 4, "token pairs' rows", reallocated);
-        moved = moved || reallocated;
-        if (reallocated) {
-            SMOE_CUDA_CHECK(cudaMemset(pair_rows.get(), 0xFF, pair_rows.bytes()));
-            SMOE_CUDA_CHECK(cudaDeviceSynchronize());
-        }
+        grow_filled(pair_rows, size_t(rows) * 4, "token pairs' rows", 0xFF, moved);
     }
     // (scales for rows rounded up to a multiple of 4, so that they may be held block-major: scale_layout)
     const int64_t scale_rows = (rows + 3) / 4 * 4;

@@ -20,6 +20,10 @@ using cuda::DeviceBuffer;
 
 // Grows `b` to at least `bytes`; `moved` becomes true when it was reallocated.
 void grow(DeviceBuffer& b, size_t bytes, const char* what, bool& moved);
+// The same, and a new buffer has every byte set to `byte` before this returns (for buffers read where no
+// kernel wrote them this batch). Keyed to the reallocation, not the address: a new buffer may take the old
+// one's. (The layer's streams do not wait for the default stream's memset: the device is synchronised.)
+void grow_filled(DeviceBuffer& b, size_t bytes, const char* what, int byte, bool& moved);
 
 // A permutation's device buffers, grown to the largest batch so far.
 struct PermBuffers {

@@ -21,6 +21,7 @@ namespace steadymoe {
 using tc::DeviceBuffer;
 using tc::EventTimer;
 using tc::grow;
+using tc::grow_filled;
 
 namespace {
 
@@ -134,15 +135,8 @@ bool TensorCorePath::reserve(const Shape& b) const {
     router_.reserve(ws.router, T, b.tiles, b.bf16, moved);
     ws.routed_perm.reserve(b.pairs, b.routed_tiles.room, E, moved);
     // Zeroed when allocated, so that every row the combine may load is initialised (a masked token's rows are
-    // loaded beside its mask in decode batches: launch_combine's rows_initialised). (The layer's streams do not
-    // wait for the default stream's memset: the device is synchronised.)
-    bool reallocated = false;
-    grow(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", reallocated);
-    moved = moved || reallocated;
-    if (reallocated) {
-        SMOE_CUDA_CHECK(cudaMemset(ws.contributions.get(), 0, ws.contributions.bytes()));
-        SMOE_CUDA_CHECK(cudaDeviceSynchronize());
-    }
+    // loaded beside its mask in decode batches: launch_combine's rows_initialised).
+    grow_filled(ws.contributions, size_t((T * K + T) * H) * (b.bf16 ? 2 : 4), "expert contributions", 0, moved);
     const ActivationQuant aq = layer_.activation_quant();
     ws.routed.reserve(b.pairs, H, routed_.intermediate, moved, T,
                       tc::swiglu_mid_bytes(routed_, aq, fp8_tensor_cores_, b.bf16),
