@@ -417,10 +417,18 @@ namespace {
 
 // The router GEMM's k split: blocks of at most 512 k (a multiple of 128 that divides H), at least two
 // when H allows, so that a decode step's router streams its weights from many SMs rather than one or
-// two. It depends on H alone, so every batch size gets the same logits.
+// two. It depends on H alone, so every batch size gets the same logits. STEADYMOE_ROUTER_K_CHUNK=256 or
+// =128 takes smaller blocks (other logits' bits), to compare.
+int64_t router_k_chunk_limit() {
+    static const int64_t limit = cuda::env_equals("STEADYMOE_ROUTER_K_CHUNK", "128")   ? 128
+                                 : cuda::env_equals("STEADYMOE_ROUTER_K_CHUNK", "256") ? 256
+                                                                                      : 512;
+    return limit;
+}
+
 int32_t router_k_splits(int64_t H) {
     if (H < 256) return 1;
-    int64_t chunk = std::min<int64_t>(512, H / 2) / 128 * 128;
+    int64_t chunk = std::min<int64_t>(router_k_chunk_limit(), H / 2) / 128 * 128;
     while (H % chunk != 0) chunk -= 128;
     return int32_t(H / chunk);
 }
