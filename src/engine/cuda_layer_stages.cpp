@@ -428,6 +428,8 @@ int64_t router_k_chunk_limit() {
 
 int32_t router_k_splits(int64_t H) {
     if (H < 256) return 1;
+    // (the tensor-core path takes only H a multiple of 128; else no multiple of 128 divides it)
+    SMOE_CHECK(H % 128 == 0, Internal, "router GEMM: hidden size {} is not a multiple of 128", H);
     int64_t chunk = std::min<int64_t>(router_k_chunk_limit(), H / 2) / 128 * 128;
     while (H % chunk != 0) chunk -= 128;
     return int32_t(H / chunk);
