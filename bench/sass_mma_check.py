@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the compiler made of each kernel's warpgroup MMAs, read from a SASS listing (`cuobjdump -sass
-FILE.cubin`), without a GPU. Per kernel (functions whose name contains FILTER, if given), in the listing's
-order (branches are not followed):
+FILE.cubin` or `nvdisasm -c FILE.cubin`: bench/sass_listing.py), without a GPU. Per kernel (functions whose
+name contains FILTER, if given), in the listing's order (branches are not followed):
 - MMAs: the wgmma instructions (QGMMA / HGMMA), and how many are placeholders (`GMMA ... RZ, gdesc[URZ]`: the
   compiler's filler for a commit group left empty; where the source put an MMA in that group, it was dropped);
 - early reads / early writes: instructions that read an MMA's accumulators before a `WARPGROUP.DEPBAR.LE
@@ -14,7 +14,8 @@ usage: sass_mma_check.py LISTING [FILTER]"""
 import re
 import sys
 
-ADDRESSED = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?);")
+import sass_listing
+
 MMA = re.compile(r"(?:@!?U?P\w+\s+)?[QH]GMMA\.64x(\d+)x\d+\S*\s+(R\d+|RZ), (R\d+|gdesc)")
 WAIT = re.compile(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x([0-9a-f]+)")
 DEST = re.compile(r"(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s+(?:U?P\w+, )?R(\d+)")  # (a predicate written first)
@@ -22,19 +23,8 @@ NOT_WRITES = ("ST", "RED", "ATOM", "SYNCS", "BAR", "BRA", "QGMMA", "HGMMA", "WAR
 
 
 def functions(path):
-    name, body = None, []
-    for line in open(path, encoding="utf-8", errors="replace"):
-        found = re.search(r"Function : (\S+)", line)
-        if found:
-            if name:
-                yield name, body
-            name, body = found.group(1), []
-            continue
-        ins = ADDRESSED.search(line)
-        if name and ins:
-            body.append(ins.group(1))
-    if name:
-        yield name, body
+    for name, body, _ in sass_listing.functions(path):
+        yield name, [text for _, text in body]
 
 
 def written_registers(ins):

@@ -6,21 +6,8 @@ usage: sass_release_order.py SASS.txt PATTERN"""
 import re
 import sys
 
+from sass_listing import short_name
 from sass_mma_check import functions  # (name, instructions) per function of the listing
-
-
-def short_name(name):
-    """The kernel's identifier and template arguments, without the namespaces' mangling before them: the
-    identifier ending in _kernel is the one whose length prefix (digits right before it) says its length."""
-    if "_kernelI" not in name:
-        return name[:150]
-    end = name.find("_kernelI") + len("_kernel")
-    for run in re.finditer(r"\d+", name[:end]):
-        digits = run.group()
-        for cut in range(len(digits)):
-            if int(digits[cut:]) == end - run.end():
-                return name[run.end():][:150]
-    return name[:150]
 
 
 def main(path, pattern, window=200):
