@@ -3,7 +3,6 @@
 #include "steadymoe/core/numeric.hpp"
 
 #include "dependent_launch.cuh"
-#include "env_switch.hpp"
 #include "layer_kernels.hpp"
 #include "stage_math.cuh"
 
@@ -168,14 +167,6 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const C* routed, cons
 // Batches of at most this many tokens load their slots' rows beside their masks (combine_kernel's kEagerRows);
 // larger ones after them, so that a masked token costs no loads.
 constexpr int64_t kEagerCombineTokens = 64;
-// Their blocks take kEagerThreads threads, not kThreads: one token of 2048 features is 256 threads of 8, so a
-// block of 256 loaded all its rows (32 KB for qwen3's 8 slots) into one SM; blocks of 64 spread them over
-// four. STEADYMOE_DECODE_COMBINE_THREADS=256 keeps blocks of 256, to compare (the same sums per element).
-constexpr int kEagerThreads = 64;
-int eager_combine_threads() {
-    static const int threads = env_equals("STEADYMOE_DECODE_COMBINE_THREADS", "256") ? kThreads : kEagerThreads;
-    return threads;
-}
 
 template <typename C>
 cudaError_t launch_combine_of(const C* routed, const int64_t* index, const C* shared, int64_t t, int64_t k, int64_t h,
@@ -184,9 +175,7 @@ cudaError_t launch_combine_of(const C* routed, const int64_t* index, const C* sh
     const bool by8 = h % 8 == 0, eager = rows_initialised && !index && t <= kEagerCombineTokens;
     auto kernel = by8 ? (eager ? combine_kernel<C, 8, true> : combine_kernel<C, 8, false>)
                       : (eager ? combine_kernel<C, 1, true> : combine_kernel<C, 1, false>);
-    const int64_t n = by8 ? t * h / 8 : t * h;
-    const int threads = eager ? eager_combine_threads() : kThreads;
-    return launch_dependent(kernel, unsigned((n + threads - 1) / threads), threads, 0, stream, routed, index, shared, t, k, h,
+    return launch_dependent(kernel, blocks_for(by8 ? t * h / 8 : t * h), kThreads, 0, stream, routed, index, shared, t, k, h,
                             active, bf16, out);
 }
 

@@ -18,29 +18,12 @@ namespace {
 using namespace permute;
 
 constexpr int kRouteWarps = 4;
-// A token's slots from its chosen ids (ids_of) and scores (scores_of) in shared memory, by the calling warp:
-// its K ids and weights to `ids` and `weights`, and to pair_ids and pair_weights where given.
-__device__ __forceinline__ void write_slots_by_warp(const RouteLaunch& p, const float* scores_of, const int32_t* ids_of,
-                                                    int32_t* ids, float* weights, int32_t* pair_ids, float* pair_weights) {
-    const int lane = threadIdx.x & 31;
-    // The weights, as the CPU router forms them: lane s slot s's.
-    const SlotOfLane slot = slot_of_lane(scores_of, ids_of, p.top_k, p.normalise_eps, p.normalise, p.scale);
-    if (lane < p.top_k) {
-        ids[lane] = slot.id, weights[lane] = slot.weight;
-        if (pair_ids) pair_ids[lane] = slot.id, pair_weights[lane] = slot.weight;
-    }
-}
-
 // Token t's routing by the calling warp, each lane kPerLane experts, with a row of kMaxRoutedExperts scores
 // and one of 32 ids in shared memory of its own; where pair_ids is given, its pairs' ids and weights are
-// copied there too (pair_ids, pair_weights), for a permutation in the same block. Where key_of is given (a
-// selection, not a hash table), the warp stops before the selection, having written the keys of experts < E
-// there for rank_one_token_by_block, and the caller writes the slots (write_slots_by_warp) once ids_of holds
-// the chosen; a masked token's slots are written here either way.
+// copied there too (pair_ids, pair_weights), for a permutation in the same block.
 template <int kPerLane>
 __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_t t, float* scores_of, int32_t* ids_of,
-                                                   int32_t* pair_ids = nullptr, float* pair_weights = nullptr,
-                                                   uint32_t* key_of = nullptr) {
+                                                   int32_t* pair_ids = nullptr, float* pair_weights = nullptr) {
     const int lane = threadIdx.x & 31;
     const int E = p.experts, K = p.top_k;
     int32_t* ids = p.topk_ids + t * K;
@@ -162,12 +145,6 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
             for (int j = 0; j < kPerLane; ++j)
                 if (group_of[j] >= 0 && !(keep >> group_of[j] & 1)) key[j] = kNegInfKey;
         }
-        if (key_of) {
-#pragma unroll
-            for (int j = 0; j < kPerLane; ++j)
-                if (lane + 32 * j < E) key_of[lane + 32 * j] = key[j];
-            return;
-        }
         uint32_t taken = 0;  // bit j: this lane's expert lane + 32 j is chosen (a mask keeps key[] in registers)
         for (int s = 0; s < K; ++s) {
             // The lane's best: ascending j keeps the lowest id among equal keys.
@@ -185,27 +162,12 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
         }
     }
     __syncwarp();
-    write_slots_by_warp(p, scores_of, ids_of, ids, weights, pair_ids, pair_weights);
-}
-
-// One token's selection by rank, expert e's by thread e of a block of at least E threads, from the keys its
-// warp wrote (route_token_by_warp's key_of, after a block barrier): the experts that rank before e are those
-// of larger keys and those of equal keys and lower ids, the order of route_token_by_warp's K rounds (each
-// the best key left, the lowest id among equals), so slot s holds the expert of rank s (K <= E). Where one
-// warp's K rounds of two reductions each took about 1 µs of a one-token routing kernel's 5.1 (top 8 of 128:
-// H100, bench/results/2026-12-07-cuda-one-token-stamps.md), here each thread compares its key with E
-// others read from shared memory, the block's warps at once.
-__device__ __forceinline__ void rank_one_token_by_block(const uint32_t* key_of, int E, int K, int32_t* ids_of) {
-    const int e = threadIdx.x;
-    if (e >= E) return;
-    const uint32_t mine = key_of[e];
-    int rank = 0;
-#pragma unroll 8
-    for (int f = 0; f < E; ++f) {
-        const uint32_t other = key_of[f];
-        rank += other > mine || (other == mine && f < e);
+    // The weights, as the CPU router forms them: lane s slot s's.
+    const SlotOfLane slot = slot_of_lane(scores_of, ids_of, K, p.normalise_eps, p.normalise, p.scale);
+    if (lane < K) {
+        ids[lane] = slot.id, weights[lane] = slot.weight;
+        if (pair_ids) pair_ids[lane] = slot.id, pair_weights[lane] = slot.weight;
     }
-    if (rank < K) ids_of[rank] = e;
 }
 
 // A warp per token. kPerLane experts per lane: the launch picks the smallest that holds the layer's experts
@@ -380,32 +342,19 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 // Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's take 167 and 162
 // registers), and launch_route gives more than 128 experts a block per token at a decode step's few tokens.
 constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
-__global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out,
-                                                                         bool rank_by_block) {
+__global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out) {
     begin_dependent_kernel();
     __shared__ float scores_of[kRouteAndPermuteTokens][kMaxRoutedExperts];
     __shared__ int32_t ids_of[kRouteAndPermuteTokens][32];
     __shared__ SmallPermutation s;
     __shared__ int32_t pair_ids[kSmallPairs];
     __shared__ float pair_weights[kSmallPairs];
-    __shared__ uint32_t key_of[kRouteAndPermuteExperts];
     const int warp = threadIdx.x >> 5;
-    // One token chosen by a selection: its pairs permuted without scans (permute_one_token), its experts ranked
-    // by the block (rank_one_token_by_block) where rank_by_block.
-    const bool one_selection = p.tokens == 1 && !p.tid2eid && p.top_k <= p.experts;
-    const bool ranked = one_selection && rank_by_block;
-    const bool live = !p.active || p.active[0];  // (loaded beside warp 0's logits)
     if (warp < p.tokens)
         route_token_by_warp<kRouteAndPermuteExperts / 32>(p, warp, scores_of[warp], ids_of[warp], pair_ids + warp * p.top_k,
-                                                          pair_weights + warp * p.top_k, ranked ? key_of : nullptr);
-    if (ranked && live) {
-        __syncthreads();  // (warp 0's keys and scores)
-        rank_one_token_by_block(key_of, p.experts, p.top_k, ids_of[0]);
-        __syncthreads();  // (the chosen ids)
-        if (warp == 0) write_slots_by_warp(p, scores_of[0], ids_of[0], p.topk_ids, p.topk_weights, pair_ids, pair_weights);
-    }
+                                                          pair_weights + warp * p.top_k);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    if (one_selection)
+    if (p.tokens == 1 && !p.tid2eid && p.top_k <= p.experts)
         permute_one_token(pair_ids, pair_weights, p.top_k, p.experts, tile_m, out);
     else
         permute_small_block(pair_ids, pair_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
@@ -465,9 +414,7 @@ bool routes_and_permutes_in_one_launch(const RouteLaunch& p) {
 cudaError_t launch_route_and_permute(const RouteLaunch& p, int32_t tile_m, const PermutationOut& out) {
     if (!routes_and_permutes_in_one_launch(p) || tile_m <= 0) return cudaErrorInvalidValue;
     if (routes_wide(p)) return launch_route_wide_and_permute(p, tile_m, out);
-    // STEADYMOE_ONE_TOKEN_RANK=0 keeps one token's selection in its warp's rounds, to compare (the same ids).
-    static const bool rank_by_block = !env_equals("STEADYMOE_ONE_TOKEN_RANK", "0");
-    return launch_dependent(route_and_permute_kernel, 1, kScanThreads, 0, p.stream, p, tile_m, out, rank_by_block);
+    return launch_dependent(route_and_permute_kernel, 1, kScanThreads, 0, p.stream, p, tile_m, out);
 }
 
 cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_weights, int64_t pairs, int32_t top_k,
