@@ -69,11 +69,6 @@ constexpr uint32_t kFullArrivals = 1 + 32;  // the producer's bulk-copy arrival 
 // a CTA's stream is limited per copy (bench/results/2026-12-01-cuda-streaming.md), and three copies of 2 KB,
 // 2 KB and 256 bytes a stage left it at 0.22-0.43 of the memory floor
 // (bench/results/2026-12-02-cuda-fp4-e4m3.md).
-// A launch's token scales: copied per stage by the producer (None), or held for the CTA's whole k range
-// (hold_token_scales), the consumers waiting for them before their first stage (First) or once it has landed
-// (Behind: held_scales_mode).
-enum class HeldScales : uint8_t { None, First, Behind };
-
 // kSmCtas > 0: that many CTAs to an SM, each with as many stages as its share of shared memory holds; 0: the
 // format's rule below. kExact: FP4 x e4m3 shapes for block-exact weights (the FP8 arithmetic:
 // grouped_gemm_sm90_fp4_exact.cuh), the same layout and occupancy as their per-32 twins.
@@ -443,10 +438,9 @@ __device__ __forceinline__ void stage_mmas(float (&acc)[S::kAcc], const char* st
 // lanes a row's run of blocks, so each warp-wide copy reads whole sectors; per stage, each row's scale took a
 // sector of its own (at 16384 tokens the profiler put most of the 64-token CTAs' excess global sectors, 19%, and
 // shared wavefronts, 34%, on those copies: bench/results/2026-12-03-cuda-indexed-rows.md). (The producer warp
-// copying them all before its first stage's arrival was slower: DecodeShape::kHoldsScales.) `wait`: wait for
-// this thread's copies here; else the caller does before the scales are read.
+// copying them all before its first stage's arrival was slower: DecodeShape::kHoldsScales.)
 template <class S>
-__device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, float* held, bool wait) {
+__device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, const Tile& t, float* held) {
     constexpr int kWarps = kConsumers / 32, kWarpRows = S::kTokens / kWarps;
     static_assert(kWarpRows <= 32, "a lane holds each of its warp's rows' source");
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
@@ -463,7 +457,7 @@ __device__ __forceinline__ void hold_token_scales(const GroupedGemmLaunch& g, co
         }
     }
     cp_async_commit();
-    if (wait) cp_async_wait<0>();  // then the consumers' barrier shows every thread's copies to all of them
+    cp_async_wait<0>();  // then the consumers' barrier shows every thread's copies to all of them
 }
 
 // The epilogue of 64-token CTAs, from their results parked as [token][feature] (kTokenParkLd floats a token):
@@ -501,7 +495,7 @@ __device__ __forceinline__ void wide_epilogue(const GroupedGemmLaunch& g, const 
 
 // A CTA of the kernel, its token rows by the producer's cp.async or (given rows_map) by tensor copies.
 template <class S, bool kScaled>
-__device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, HeldScales held_scales, const CUtensorMap* rows_map) {
+__device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold_scales, const CUtensorMap* rows_map) {
     // The tiles come from the permutation's output: wait for the kernel before this one first, unless
     // tiles_before_wait (the tiles are older: the producer waits after its first weights' copies, the
     // consumers below). The next kernel starts at the epilogue, or here with early_dependents.
@@ -518,8 +512,7 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, HeldScale
     uint64_t* empty = full + S::kStages;
     const int stages = (t.ktiles / kSubs + S::kBlocks - 1) / S::kBlocks;  // a split's k range is a multiple of 128
     // Held token scales (launch_typed decides: the same for every CTA of the launch), else per stage.
-    float* held = S::kHeldBlocks > 0 && held_scales != HeldScales::None ? reinterpret_cast<float*>(smem + S::kHeldScaleOffset) : nullptr;
-    const bool scales_behind = held && held_scales == HeldScales::Behind;
+    float* held = S::kHeldBlocks > 0 && hold_scales ? reinterpret_cast<float*>(smem + S::kHeldScaleOffset) : nullptr;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S::kStages; ++s) {
@@ -547,10 +540,9 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, HeldScale
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
     wait_for_prior_kernels();  // (where it waited above, it returns at once)
-    if (held && !scales_behind) hold_token_scales<S>(g, t, held, true);
+    if (held) hold_token_scales<S>(g, t, held);
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
-    if (scales_behind) hold_token_scales<S>(g, t, held, false);  // waited for once the first stage has landed
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, q = lane & 3;
     const int row = warp * 16 + (lane >> 2);  // this thread's weight rows: row and row + 8
@@ -569,10 +561,6 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, HeldScale
         // loop's 300 instructions a block; deepseek-v4-flash's routed experts took 1.6% less time without it
         // at 4096 and 16384 tokens: bench/results/2026-12-06-cuda-wide-epilogue.md).
         if (!rows_map) fence_async_shared();
-        if (scales_behind && ks == 0) {  // the held scales' copies, every thread's for every consumer
-            cp_async_wait<0>();
-            barrier::sync_threads(1, kConsumers);
-        }
         const char* stage = smem + s * S::kStageBytes;
         const StageScales scales = held ? StageScales{held + ks * S::kBlocks * S::kScaleLd, S::kScaleLd}
                                         : StageScales{reinterpret_cast<const float*>(stage + S::kTokenScaleOffset), S::kTokens};
@@ -629,13 +617,13 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, HeldScale
 }
 
 template <class S, bool kScaled>
-__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, HeldScales held_scales) {
-    decode_cta<S, kScaled>(g, held_scales, nullptr);
+__global__ void __launch_bounds__(kThreads, S::kCtasPerSm) decode_kernel(const GroupedGemmLaunch g, bool hold_scales) {
+    decode_cta<S, kScaled>(g, hold_scales, nullptr);
 }
 template <class S, bool kScaled>
 __global__ void __launch_bounds__(kThreads, S::kCtasPerSm)
-    decode_kernel_rows_by_map(const GroupedGemmLaunch g, HeldScales held_scales, const __grid_constant__ CUtensorMap rows_map) {
-    decode_cta<S, kScaled>(g, held_scales, &rows_map);
+    decode_kernel_rows_by_map(const GroupedGemmLaunch g, bool hold_scales, const __grid_constant__ CUtensorMap rows_map) {
+    decode_cta<S, kScaled>(g, hold_scales, &rows_map);
 }
 
 // Whether launches copy the tokens' scales per stage even where their CTAs could hold them
@@ -643,16 +631,6 @@ __global__ void __launch_bounds__(kThreads, S::kCtasPerSm)
 bool scales_per_stage() {
     static const bool per_stage = env_equals("STEADYMOE_HELD_TOKEN_SCALES", "0");
     return per_stage;
-}
-
-// Where the consumers wait for their held scales: before their first stage (STEADYMOE_HELD_SCALES_FIRST=1, to
-// compare: the same bits), or once it has landed, so that the copies' dependent loads (each row's source, then
-// its scales) overlap the first stage's. At one token they waited before it: deepseek-v4-flash's routed down
-// GEMM's consumers spent 14% of its samples at the barrier after those copies, the gate/up's 7%
-// (bench/results/2026-12-07-cuda-fp4-one-token-profile.md).
-HeldScales held_scales_mode(bool hold) {
-    static const bool first = env_equals("STEADYMOE_HELD_SCALES_FIRST", "1");
-    return !hold ? HeldScales::None : first ? HeldScales::First : HeldScales::Behind;
 }
 
 // Whether the 64-token CTAs of FP4 weights meeting e4m3 tokens take their rows by tensor copies where the
@@ -670,7 +648,7 @@ template <class S, bool kScaled>
 cudaError_t launch_typed(const GroupedGemmLaunch& g) {
     const dim3 grid = decode_grid(g, S::kTokens);
     // A CTA's k range: k / k_splits, a multiple of 128.
-    const HeldScales hold_scales = held_scales_mode(g.a_scale && g.k / 128 / g.k_splits <= S::kHeldBlocks && !scales_per_stage());
+    const bool hold_scales = g.a_scale && g.k / 128 / g.k_splits <= S::kHeldBlocks && !scales_per_stage();
     if constexpr (S::kFp4E4m3 && S::kTokens == 64) {  // a box of the CTA's 64 rows per 64 k
         CUtensorMap rows_map{};
         if (fp4_row_copies() && g.a_rows > 0 && !g.a_index && encode_row_map(rows_map, g.a_fp8, g.a_rows, g.k, RowElement::E4m3, S::kTokens)) {
