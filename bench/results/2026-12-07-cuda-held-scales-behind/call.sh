@@ -4,8 +4,8 @@
 # - held token scales waited for once a decode CTA's first stage has landed (the build's default) against
 #   before it (STEADYMOE_HELD_SCALES_FIRST=1): deepseek-v4-flash fp4 at 1, 8 and 128 tokens with traces (its
 #   FP4 x e4m3 decode CTAs are the ones that hold scales);
-# - the router GEMM's k blocks (bench/results/2026-12-07-cuda-one-token-rank/call2/call.sh, which this call
-#   takes in): qwen3-30b-a3b with blocks of 128, deepseek-v4-flash and deepseek-v3 with 256, beside the default,
+# - the router GEMM's k blocks (prepared as the one-token-rank record's call 2, taken in here before it ran):
+#   qwen3-30b-a3b with blocks of 128, deepseek-v4-flash and deepseek-v3 with 256, beside the default,
 #   at 1, 8 and 16384 tokens.
 # Tests first: the grouped GEMM, layer and tensor-core suites both ways of the held scales, the tensor-core suite
 # with each router block; memcheck and initcheck on the grouped GEMM suite's FP4 tests.
