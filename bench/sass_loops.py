@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The k loop of each kernel in a SASS listing, without a GPU: per function (those whose name contains FILTER,
-if given), the smallest loop that holds its MMAs — its first and last instruction, how many instructions it
-holds, and of which kinds — so that its length can be compared across two builds of a change before any device
-time is spent on it. `--all` lists every backward branch's span instead (a producer's stage loop, an epilogue's),
-those closed by a predicated branch first, largest first.
+"""The k loop of each kernel in a SASS listing, without a GPU: per function (those whose name contains FILTER, if
+given), the smallest loop that holds all of its MMAs (else the smallest that holds some, flagged) — its first and
+last instruction, how many instructions it holds, and of which kinds — so that its length can be compared across
+two builds of a change before any device time is spent on it. `--all` lists every backward branch's span instead
+(a producer's stage loop, an epilogue's), those closed by a predicated branch first, largest first.
 
 The listing is `cuobjdump -sass FILE.cubin` or `nvdisasm -c FILE.cubin` (bench/sass_listing.py);
 bench/local_sass.sh makes one from a source file here with the build's device flags.
@@ -54,11 +54,16 @@ def kinds(body, first, last):
 
 
 def k_loop(body, spans):
-    """The smallest span closed by a predicated branch that holds an MMA, or None."""
-    with_mmas = [(first, last) for first, last in spans
-                 if any(first <= a <= last and ("GMMA" in text or "HMMA" in text) for a, text in body)]
-    with_mmas.sort(key=lambda s: (not spans[s], s[1] - s[0]))
-    return with_mmas[0] if with_mmas and spans[with_mmas[0]] else None
+    """The smallest span closed by a predicated branch that holds all of the function's MMAs (a stage loop
+    whose blocks' MMAs are unrolled in it), else the smallest that holds any (flagged by the caller): None
+    where no such span holds one."""
+    mma_at = [a for a, text in body if "GMMA" in text or "HMMA" in text]
+    closed = sorted((s for s in spans if spans[s]), key=lambda s: s[1] - s[0])
+    holding = [s for s in closed if any(s[0] <= a <= s[1] for a in mma_at)]
+    whole = [s for s in holding if all(s[0] <= a <= s[1] for a in mma_at)]
+    if whole:
+        return whole[0], True
+    return (holding[0], False) if holding else (None, False)
 
 
 def main(argv):
@@ -73,15 +78,16 @@ def main(argv):
         if wanted not in name:
             continue
         spans = loops(body, labels)
-        chosen = list(spans) if every else [k_loop(body, spans)]
-        for span in chosen:
+        chosen = [(s, True) for s in spans] if every else [k_loop(body, spans)]
+        for span, whole in chosen:
             if span is None:
                 print(f"| {short_name(name)} | no loop holds an MMA | | " + " | ".join("" for _ in COLUMNS) + " |")
                 continue
             first, last = span
             counts = kinds(body, first, last)
             cells = " | ".join(str(counts[c]) for c in COLUMNS)
-            print(f"| {short_name(name)} | {first:#06x}-{last:#06x} | {sum(counts.values())} | {cells} |")
+            where = f"{first:#06x}-{last:#06x}" + ("" if whole else " (some MMAs outside)")
+            print(f"| {short_name(name)} | {where} | {sum(counts.values())} | {cells} |")
 
 
 if __name__ == "__main__":

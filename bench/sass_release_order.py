@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Whether a kernel's consumers release a block's stage before they fold it: in the SASS of every function
-whose name holds PATTERN (`cuobjdump -sass OBJECT`), the fold's FFMAs that lie between each wait for a block's
-MMAs (WARPGROUP.DEPBAR ... 0x0 followed by FFMAs) and the stage's arrival (SYNCS.ARRIVE) after it.
+whose name holds PATTERN (`cuobjdump -sass OBJECT` or `nvdisasm -c`: bench/sass_listing.py), the fold's FFMAs
+that lie between each wait for a block's MMAs (WARPGROUP.DEPBAR ... 0x0 followed by FFMAs) and the stage's
+arrival (SYNCS.ARRIVE) after it.
 usage: sass_release_order.py SASS.txt PATTERN"""
 import re
 import sys
