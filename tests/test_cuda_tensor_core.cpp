@@ -156,6 +156,7 @@ TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
         EXPECT_GT(times.gate_up_ms, 0.0);
         EXPECT_GT(times.untimed_ms, 0.0);  // the same layer run before, without stage timers
         EXPECT_GT(times.experts_untimed_ms, 0.0);  // its experts alone after, on the same routing: the bytes unchanged
+        EXPECT_GT(times.routed_untimed_ms, 0.0);   // and its routed experts alone (this layer has a shared expert)
     }
 }
 

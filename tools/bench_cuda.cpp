@@ -36,6 +36,7 @@ using nlohmann::json;
 struct GpuPoint {
     int64_t tokens = 0;
     double layer_us = 0, gpu_us = 0, untimed_us = 0, experts_us = 0, router_us = 0, routed_us = 0, gate_up_us = 0, down_us = 0, shared_us = 0, combine_us = 0;
+    double routed_alone_us = 0;  // the routed experts alone, untimed (CudaStageTimes::routed_untimed_ms)
     double routed_bytes = 0, layer_bytes = 0;
     double rel_error = -1;
     std::vector<int64_t> load;
@@ -99,7 +100,7 @@ int bench_cuda(const BenchOptions& given) {
             out = gpu.forward(in, &warm);
         }
         p.graph = gpu.graph_count() > graphs_before;
-        std::vector<double> wall, gpu_total, untimed, experts, router, routed, shared, combine, gate_up, down;
+        std::vector<double> wall, gpu_total, untimed, experts, routed_alone, router, routed, shared, combine, gate_up, down;
         double total = 0;
         while (int(wall.size()) < o.repeat || (total < 0.5 && int(wall.size()) < 20 * o.repeat)) {
             const double t0 = now_seconds();
@@ -110,13 +111,14 @@ int bench_cuda(const BenchOptions& given) {
             out = gpu.forward(in, &st);
             router.push_back(st.router_ms), routed.push_back(st.routed_ms), shared.push_back(st.shared_ms);
             combine.push_back(st.combine_ms), gpu_total.push_back(st.total_ms), untimed.push_back(st.untimed_ms);
-            experts.push_back(st.experts_untimed_ms);
+            experts.push_back(st.experts_untimed_ms), routed_alone.push_back(st.routed_untimed_ms);
             gate_up.push_back(st.gate_up_ms), down.push_back(st.down_ms);
         }
         p.layer_us = median_of(wall) * 1e6;
         p.router_us = median_of(router) * 1e3, p.routed_us = median_of(routed) * 1e3, p.shared_us = median_of(shared) * 1e3;
         p.combine_us = median_of(combine) * 1e3, p.gpu_us = median_of(gpu_total) * 1e3;
         p.untimed_us = median_of(untimed) * 1e3, p.experts_us = median_of(experts) * 1e3;
+        p.routed_alone_us = median_of(routed_alone) * 1e3;
         p.gate_up_us = median_of(gate_up) * 1e3, p.down_us = median_of(down) * 1e3;
         p.load = out.expert_load;
         for (size_t e = 0; e < p.load.size(); ++e)
@@ -169,7 +171,7 @@ int bench_cuda(const BenchOptions& given) {
         fmt::print("  FP4 weights x FP8 activations on the FP8 tensor cores ({}; block-exact: one sum per 128-wide block folded with "
                    "the block's scale, as FP8 weights; per-32: partial sums scaled per 32-wide group, folded per 128-wide block)\n", fp4);
     Table table({"tokens", "graph", "wall µs", "layer µs", "untimed µs", "experts µs", "untimed/experts", "routed µs", "gate/up µs", "down µs", "shared µs", "routed floor µs", "floor/routed",
-                 "layer floor µs", "floor/layer", "floor/untimed", "routed TFLOP/s", "rel err", "bitwise vs other batch"});
+                 "routed alone µs", "floor/routed alone", "layer floor µs", "floor/layer", "floor/untimed", "routed TFLOP/s", "rel err", "bitwise vs other batch"});
     json jpoints = json::array();
     for (const GpuPoint& p : points) {
         const double routed_floor = p.routed_bytes / bandwidth * 1e6, layer_floor = p.layer_bytes / bandwidth * 1e6;
@@ -180,11 +182,13 @@ int bench_cuda(const BenchOptions& given) {
                    fmt::format("{:.1f}", p.routed_us), fmt::format("{:.1f}", p.gate_up_us),
                    fmt::format("{:.1f}", p.down_us), fmt::format("{:.1f}", p.shared_us),
                    fmt::format("{:.1f}", routed_floor), fmt::format("{:.2f}", routed_floor / p.routed_us),
+                   p.routed_alone_us > 0 ? fmt::format("{:.1f}", p.routed_alone_us) : "n/a",
+                   p.routed_alone_us > 0 ? fmt::format("{:.2f}", routed_floor / p.routed_alone_us) : "n/a",
                    fmt::format("{:.1f}", layer_floor), fmt::format("{:.2f}", layer_floor / p.gpu_us),
                    p.untimed_us > 0 ? fmt::format("{:.2f}", layer_floor / p.untimed_us) : "n/a",
                    fmt::format("{:.1f}", routed_flops / (p.routed_us * 1e-6) * 1e-12), fmt::format("{:.2e}", p.rel_error),
                    p.compared_with ? fmt::format("{} (T={})", p.bitwise ? "yes" : "NO", p.compared_with) : "n/a"});
-        json j = {{"tokens", p.tokens},           {"wall_us", p.layer_us},        {"layer_us", p.gpu_us}, {"layer_untimed_us", p.untimed_us}, {"experts_untimed_us", p.experts_us},       {"router_us", p.router_us},
+        json j = {{"tokens", p.tokens},           {"wall_us", p.layer_us},        {"layer_us", p.gpu_us}, {"layer_untimed_us", p.untimed_us}, {"experts_untimed_us", p.experts_us}, {"routed_untimed_us", p.routed_alone_us},       {"router_us", p.router_us},
                   {"routed_us", p.routed_us},     {"shared_us", p.shared_us},     {"combine_us", p.combine_us}, {"gate_up_us", p.gate_up_us}, {"down_us", p.down_us},
                   {"routed_bytes", p.routed_bytes}, {"layer_bytes", p.layer_bytes}, {"routed_floor_us", routed_floor},
                   {"layer_floor_us", layer_floor}, {"routed_flops", routed_flops}, {"expert_load", p.load},
@@ -206,7 +210,8 @@ int bench_cuda(const BenchOptions& given) {
                "routed = routed experts only (permutation, gathers, both GEMMs), shared = the shared expert beside them; untimed = the "
                "same layer run without the stage timers' events between its kernels (which keep a kernel from starting before the one "
                "before it ends), timed from outside; experts = its routed and shared experts alone, run the same way (the layer's target: "
-               "untimed within 1.1 times experts). "
+               "untimed within 1.1 times experts); routed alone = the routed experts alone, run the same way, with no shared expert "
+               "streaming beside them (the time their floor is set against in floor/routed alone). "
                "wall = forward() from host tensors to host tensors (input checks, transfers included). graph: the batch ran as a "
                "CUDA graph replay\n");
     if (!trace_failure.empty()) fmt::print("\nno kernel trace: {}\n", trace_failure);

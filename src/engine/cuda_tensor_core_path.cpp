@@ -27,7 +27,7 @@ namespace {
 
 // The timers of one forward's stages (CudaStageTimes), or none; `untimed` brackets a run without them.
 struct StageTimers {
-    EventTimer router, routed, shared, combine, total, gate_up, down, untimed, experts_untimed;
+    EventTimer router, routed, shared, combine, total, gate_up, down, untimed, experts_untimed, routed_untimed;
 };
 
 }  // namespace
@@ -149,7 +149,7 @@ bool TensorCorePath::reserve(const Shape& b) const {
     return moved;
 }
 
-void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool experts_only) const {
+void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, Launches launches) const {
     Workspace& ws = *ws_;
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k, T = b.tokens;
@@ -158,6 +158,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     auto begin = [&](EventTimer StageTimers::*timer, cudaStream_t s) { if (t) (t->*timer).begin(s, capturing); };
     auto end = [&](EventTimer StageTimers::*timer, cudaStream_t s) { if (t) (t->*timer).end(s, capturing); };
     cudaStream_t main = ws.main;
+    const bool experts_only = launches != Launches::Layer, with_shared = launches != Launches::RoutedExperts;
 
     const tc::ContributionRows contributions{ws.contributions.get(), b.bf16};
     const float limit = float(cfg.swiglu_limit);
@@ -195,6 +196,9 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
                                                                                           : Fork::Logits;
     // (experts alone: no router to fork beside)
     const Fork fork_at = experts_only && fork_asked != Fork::After ? Fork::Start : fork_asked;
+    const auto fork_if = [&](Fork here) {
+        if (with_shared && fork_at == here) fork_shared(here != Fork::After);
+    };
 
     // Router logits, then the routing, on the GPU. At a decode step's few tokens the routing kernel permutes
     // the routed experts' rows too (cuda::launch_route_and_permute; timed, the permutation then counts in the
@@ -202,17 +206,17 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
     const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
     bool permuted = false;
     begin(&StageTimers::total, main);
-    if (fork_at == Fork::Start) fork_shared(true);
+    fork_if(Fork::Start);
     begin(&StageTimers::router, main);
     if (!experts_only) {
         router_.enqueue_logits(ws.router, ws.hidden.get(), T, b.tiles, b.bf16, main);
-        if (fork_at == Fork::Logits) fork_shared(true);
+        fork_if(Fork::Logits);
         const int64_t* token_ids = b.hash ? ws.token_ids.as<const int64_t>() : nullptr;
         permuted = router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main,
                                            &routed_perm, b.routed_tiles.tile_m);
     }
     end(&StageTimers::router, main);
-    if (fork_at == Fork::Routing) fork_shared(true);
+    fork_if(Fork::Routing);
 
     begin(&StageTimers::routed, main);
     if (!permuted)
@@ -224,8 +228,8 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, bool ex
                    b.routed_tiles.tile_m},
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
-    if (fork_at == Fork::After) fork_shared(false);
-    SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
+    fork_if(Fork::After);
+    if (with_shared) SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
     if (experts_only) return;
 
     begin(&StageTimers::combine, main);
@@ -272,29 +276,37 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     // run of each size (and every run of a size whose capture failed).
     const bool graph_sized = T <= graph_max_tokens_;
     const cuda::DependentLaunchScope dependent(graph_sized);
-    auto run = [&](bool with_stage_timers, bool experts_only) {
+    auto run = [&](bool with_stage_timers, Launches launches) {
         if (graph_sized) {
             // Graphs are keyed by everything that changes the launches: token count, input dtype, timing, stages.
-            const uint64_t key = uint64_t(T) | uint64_t(experts_only) << 61 | uint64_t(b.bf16) << 62 |
+            const uint64_t key = uint64_t(T) | uint64_t(launches) << 59 | uint64_t(b.bf16) << 62 |
                                  uint64_t(with_stage_timers) << 63;
-            ws.graphs.run(key, main, [&](bool capturing) { enqueue(b, with_stage_timers, capturing, experts_only); });
+            ws.graphs.run(key, main, [&](bool capturing) { enqueue(b, with_stage_timers, capturing, launches); });
         } else {
-            enqueue(b, with_stage_timers, false, experts_only);
+            enqueue(b, with_stage_timers, false, launches);
         }
     };
     if (timed) {
         // The layer as it runs when nobody times its stages, timed from outside: the stage timers' events
         // between kernels keep each kernel from starting before the one before it ends (dependent launches).
         ws.timers.untimed.begin(main);
-        run(false, false);
+        run(false, Launches::Layer);
         ws.timers.untimed.end(main);
     }
-    run(timed, false);
+    run(timed, Launches::Layer);
     if (timed) {
         // Its experts alone, again on the routing just made: the same contributions, bit for bit.
         ws.timers.experts_untimed.begin(main);
-        run(false, true);
+        run(false, Launches::Experts);
         ws.timers.experts_untimed.end(main);
+        // And its routed experts alone, where a shared expert streamed beside them (else that was the run
+        // above): the time of the routed experts that their memory floor is set against, with neither the
+        // stage timers' events between their kernels nor a shared expert's bytes in theirs.
+        if (shared_) {
+            ws.timers.routed_untimed.begin(main);
+            run(false, Launches::RoutedExperts);
+            ws.timers.routed_untimed.end(main);
+        }
     }
     ws.out.download(plan.out.output.mutable_raw(), b.out_bytes, main);
     ws.router.topk_ids.download(plan.out.topk_ids.mutable_raw(), size_t(T * K) * 4, main);
@@ -306,7 +318,8 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     if (timed) {
         const StageTimers& tm = ws.timers;
         *times = {tm.router.ms(), tm.routed.ms(), shared_ ? tm.shared.ms() : 0.0, tm.combine.ms(), tm.total.ms(),
-                  tm.gate_up.ms(), tm.down.ms(), tm.untimed.ms(), tm.experts_untimed.ms()};
+                  tm.gate_up.ms(), tm.down.ms(), tm.untimed.ms(), tm.experts_untimed.ms(),
+                  shared_ ? tm.routed_untimed.ms() : tm.experts_untimed.ms()};
     }
 }
 

@@ -61,9 +61,12 @@ private:
     struct Shape;
     // Grows the workspace for a batch; true when any buffer moved.
     bool reserve(const Shape& batch) const;
-    // The batch's launches from the router through the combine, on the workspace's streams; with
-    // `experts_only`, those of the experts alone (routed and shared, on the routing in the workspace).
-    void enqueue(const Shape& batch, bool timed, bool capturing, bool experts_only = false) const;
+    // What one enqueue launches: the layer from the router through the combine; its experts alone (routed and
+    // shared, on the routing in the workspace); or its routed experts alone (the permutation, gathers and both
+    // GEMMs, on that routing, no shared expert).
+    enum class Launches { Layer, Experts, RoutedExperts };
+    // The batch's launches, on the workspace's streams.
+    void enqueue(const Shape& batch, bool timed, bool capturing, Launches launches = Launches::Layer) const;
 
     const MoeLayer& layer_;
     tc::RouterStage router_;

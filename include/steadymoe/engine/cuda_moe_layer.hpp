@@ -57,6 +57,10 @@ struct CudaStageTimes {
     // and beside them the shared expert — on the routing just made, timed from outside: what the layer is
     // measured against (its router and combine on top). Tensor-core path only (0 on the portable path).
     double experts_untimed_ms = 0;
+    // The routed experts alone (permutation, gathers, both GEMMs; no shared expert beside them), run the same
+    // way after: what their memory floor is set against. Where the layer has no shared expert, the run above.
+    // Tensor-core path only (0 on the portable path).
+    double routed_untimed_ms = 0;
 };
 
 class CudaMoeLayer {
