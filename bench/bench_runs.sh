@@ -37,6 +37,7 @@ def us(p, key):  # (an older build's record may lack a field)
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     for p in json.load(open(path))["points"]:
         print(os.path.basename(path), p["tokens"], p.get("output_fnv1a"),
-              "untimed", us(p, "layer_untimed_us"), "routed", us(p, "routed_us"), us(p, "gate_up_us"), us(p, "down_us"))
+              "untimed", us(p, "layer_untimed_us"), "routed", us(p, "routed_us"), us(p, "gate_up_us"), us(p, "down_us"),
+              "alone", us(p, "routed_untimed_us"))
 POINTS
 }

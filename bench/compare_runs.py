@@ -32,7 +32,8 @@ def load(spec):
 
 def median_point(points):
     """Medians of the timed fields over repeated runs of one point."""
-    keys = ("routed_us", "layer_untimed_us", "experts_untimed_us", "routed_floor_us", "gate_up_us", "down_us")
+    keys = ("routed_us", "layer_untimed_us", "experts_untimed_us", "routed_untimed_us", "routed_floor_us", "gate_up_us",
+            "down_us")
     return {k: statistics.median(p[k] for p in points) for k in keys if all(k in p for p in points)}
 
 
@@ -51,7 +52,7 @@ def main(specs):
     for label in dict.fromkeys(lbl for _, lbl in order):
         names = [n for n, lbl in order if lbl == label]
         print(f"## {label}")
-        print("| tokens | " + " | ".join(f"{n}: routed µs (floor/routed) / untimed / experts (untimed/experts) / gate/up + down" for n in names) + " |")
+        print("| tokens | " + " | ".join(f"{n}: routed µs (floor/routed) / untimed / experts (untimed/experts) / gate/up + down / routed alone (floor/routed alone)" for n in names) + " |")
         print("|---" * (len(names) + 1) + "|")
         all_tokens = sorted({t for n in names for t in runs[(n, label)]})
         for tokens in all_tokens:
@@ -68,6 +69,9 @@ def main(specs):
                 text += f" / {experts:.1f} ({untimed / experts:.2f})" if experts and untimed else " / —"
                 if m.get("gate_up_us") and m.get("down_us"):
                     text += f" / {m['gate_up_us']:.1f} + {m['down_us']:.1f}"
+                if m.get("routed_untimed_us"):  # (records from before it was measured lack it)
+                    alone = m["routed_untimed_us"]
+                    text += f" / alone {alone:.1f} ({m['routed_floor_us'] / alone:.2f})"
                 if first is None:
                     first = m
                 elif routed and first.get("routed_us"):
