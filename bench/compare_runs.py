@@ -69,7 +69,7 @@ def main(specs):
                 text += f" / {experts:.1f} ({untimed / experts:.2f})" if experts and untimed else " / —"
                 if m.get("gate_up_us") and m.get("down_us"):
                     text += f" / {m['gate_up_us']:.1f} + {m['down_us']:.1f}"
-                if m.get("routed_untimed_us"):  # (records from before it was measured lack it)
+                if m.get("routed_untimed_us") and m.get("routed_floor_us"):  # (older records lack the first)
                     alone = m["routed_untimed_us"]
                     text += f" / alone {alone:.1f} ({m['routed_floor_us'] / alone:.2f})"
                 if first is None:

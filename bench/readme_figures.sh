@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The README's speed table in one device call: the bench points its rows read (decode floor / routed at 1, 8,
-# 128 and 256 tokens, layer / experts at 1, 8, 128 and 16384, prefill TFLOP/s at 16384; block-exact FP4 weights
-# at 16384), each workload run RUNS times (2 unless set), then the peers and dense rates beside them
-# (bench/gpu_peers.py on the first run's records) and a line per point (bench_points). Run from the repository
-# root as a call's command, with the CLI carried (`bash bench/carry_build.sh steadymoe_cli`, `carry:
+# The README's speed table in one device call: the bench points its rows read (decode floor / routed, stage-timed
+# and alone, at 1, 8, 128 and 256 tokens, layer / experts at 1, 8, 128 and 16384, prefill TFLOP/s at 16384;
+# block-exact FP4 weights at 16384), each workload run RUNS times (2 unless set), then the peers and dense rates
+# beside them (bench/gpu_peers.py on the first run's records) and a line per point (bench_points). Run from the
+# repository root as a call's command, with the CLI carried (`bash bench/carry_build.sh steadymoe_cli`, `carry:
 # ["build-carry-packed"]`) or built there:
 #   bash bench/readme_figures.sh LABEL        (LABEL: the commit the records name)
 # One round of the four bench runs took about 40 s on an H200 (bench/results/2026-12-06-cuda-wide-epilogue.md,

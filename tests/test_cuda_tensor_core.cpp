@@ -158,6 +158,9 @@ TEST_P(CudaTensorCore, GraphReplaysGiveTheBytesOfEagerLaunches) {
         EXPECT_GT(times.experts_untimed_ms, 0.0);  // its experts alone after, on the same routing: the bytes unchanged
         EXPECT_GT(times.routed_untimed_ms, 0.0);   // and its routed experts alone (this layer has a shared expert)
     }
+    // The timed forwards of one size kept four graphs, none replacing another: the layer untimed and timed, its
+    // experts alone, its routed experts alone.
+    EXPECT_EQ(graphed.graph_count(), 4u);
 }
 
 // "fp4-fp8": FP4 experts meeting FP8 activations (on a Hopper the FP8 tensor cores, per-32 sums, in every

@@ -86,7 +86,7 @@ int bench_cuda_ep(const BenchOptions& given) {
             const MoeInput in = slice(o.tokens[i], 0);
             for (int run = 0; run <= o.repeat; ++run) {
                 const double t0 = now_seconds();
-                (void)one.forward(in);  // wall time as served: a timed forward runs the layer twice (CudaStageTimes)
+                (void)one.forward(in);  // wall time as served: a timed forward runs the layer more than once (CudaStageTimes)
                 const double wall_us = (now_seconds() - t0) * 1e6;
                 CudaStageTimes t;
                 (void)one.forward(in, &t);

@@ -26,8 +26,8 @@ public:
     // and launched the second time, and as a replay of that graph from then on. The least recently used
     // graph is dropped beyond `capacity` shapes. A shape whose capture fails runs eagerly from then on.
     // The caller must not have a replay in flight when a graph can be dropped (it synchronises after every
-    // batch; a timed forward's two runs are fine: the graph just launched is the most recently used, never
-    // the one dropped).
+    // batch; a timed forward's runs, up to four, are fine: the graph just launched is the most recently used,
+    // never the one dropped).
     void run(uint64_t key, cudaStream_t stream, const std::function<void(bool capturing)>& enqueue);
 
     // Forgets every graph: the buffers they were captured on have moved.

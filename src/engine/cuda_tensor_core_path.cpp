@@ -25,7 +25,8 @@ using tc::grow_filled;
 
 namespace {
 
-// The timers of one forward's stages (CudaStageTimes), or none; `untimed` brackets a run without them.
+// The timers of one forward's stages (CudaStageTimes), or none; `untimed`, `experts_untimed` and
+// `routed_untimed` each bracket a run without them.
 struct StageTimers {
     EventTimer router, routed, shared, combine, total, gate_up, down, untimed, experts_untimed, routed_untimed;
 };
@@ -229,6 +230,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, Launche
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
     fork_if(Fork::After);
+    // (the routed experts alone fork nothing: no shared run recorded the join event for this one)
     if (with_shared) SMOE_CUDA_CHECK(cudaStreamWaitEvent(main, ws.join));
     if (experts_only) return;
 
@@ -278,7 +280,8 @@ void TensorCorePath::forward(const MoeInput& input, BatchPlan& plan, CudaStageTi
     const cuda::DependentLaunchScope dependent(graph_sized);
     auto run = [&](bool with_stage_timers, Launches launches) {
         if (graph_sized) {
-            // Graphs are keyed by everything that changes the launches: token count, input dtype, timing, stages.
+            // Graphs are keyed by everything that changes the launches: token count, input dtype, timing, and which
+            // launches (Launches).
             const uint64_t key = uint64_t(T) | uint64_t(launches) << 59 | uint64_t(b.bf16) << 62 |
                                  uint64_t(with_stage_timers) << 63;
             ws.graphs.run(key, main, [&](bool capturing) { enqueue(b, with_stage_timers, capturing, launches); });

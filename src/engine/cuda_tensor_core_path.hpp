@@ -22,9 +22,9 @@ namespace steadymoe {
 
 // Decode-sized batches (up to this many tokens) run as CUDA graph replays by default.
 inline constexpr int64_t kDefaultGraphMaxTokens = 256;
-// Graphs kept per layer (one per batch size, input dtype and timing seen), least recently used dropped
-// first: every size up to the default limit fits for one dtype, untimed, so a serving loop cycling through
-// sizes never recaptures.
+// Graphs kept per layer (one per batch size, input dtype, timing and launches seen: a timed forward of a
+// size takes up to four), least recently used dropped first: every size up to the default limit fits for one
+// dtype, untimed, so a serving loop cycling through sizes never recaptures.
 inline constexpr size_t kGraphCapacity = 256;
 
 class TensorCorePath {

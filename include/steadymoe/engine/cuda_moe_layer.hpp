@@ -50,8 +50,9 @@ struct CudaStageTimes {
     double down_ms = 0;     // the routed experts' down GEMM alone (with the scatter)
     // The same layer run once more before, without the stage timers (whose events between kernels keep
     // each from starting before the one before it ends), timed from outside: the layer as served. So a
-    // timed forward runs the layer twice (and a size's first capture lands in this run). Tensor-core path
-    // only (0 on the portable path).
+    // timed forward runs the layer twice (and a size's first capture lands in this run), then its experts
+    // alone and, where it has a shared expert, its routed experts alone. Tensor-core path only (0 on the
+    // portable path).
     double untimed_ms = 0;
     // The experts alone as that untimed layer runs them — the routed experts (permutation, gathers, both GEMMs)
     // and beside them the shared expert — on the routing just made, timed from outside: what the layer is
