@@ -1216,6 +1216,56 @@ TEST(CudaGroupedGemm, IndexedRowsGiveTheBitsOfRowsInOrder) {
     }
 }
 
+// A bf16 decode launch given the routing kernel's early experts (GroupedGemmLaunch::early_route) over tiles of
+// one row each (tile i: expert e_i, row i, as one token's tiles are) gives the bits of the launch without them:
+// with the first 32 tiles' experts published (those CTAs start from them, the rest from the list), and with
+// nothing published (every CTA waits kEarlyRouteWaitNs, then reads the list). 40 tiles of 256 features are
+// 160 CTAs, few enough for the CTAs that take them (those of one token's gate/up launches, two to an SM).
+// Without a dependent launch the routing kernel has long ended, so this checks the CTAs' two ways to their
+// tile, not their timing; FP8 and FP4 launches, which ignore the experts, alike.
+TEST(CudaGroupedGemm, EarlyRoutedTilesGiveTheBitsOfTheTileList) {
+    SMOE_SKIP_WITHOUT_GPU();
+    const std::vector<float> e4m3 = every_e4m3_value(), e2m1 = every_e2m1_value();
+    Problem fp8 = make_problem(e4m3, e4m3, {0.001f, 0.01f, 0.1f}, 41), bf16 = fp8;
+    bf16.bf16 = true;
+    const Problem fp4 = make_fp4_problem(e4m3, e2m1, {-9, -5, 0}, 42);
+    constexpr int32_t kTiles = 40;
+    std::vector<int32_t> one_row_tiles(size_t(3 * kTiles + 1));
+    for (int32_t i = 0; i < kTiles; ++i)
+        one_row_tiles[size_t(i)] = 0, one_row_tiles[size_t(kTiles + i)] = i, one_row_tiles[size_t(2 * kTiles + i)] = 1;
+    one_row_tiles[size_t(3 * kTiles)] = kTiles;
+    cuda::DeviceBuffer tiles(one_row_tiles.size() * 4, "one-row tiles"), early(sizeof(cuda::EarlyRoute), "early experts");
+    tiles.upload(one_row_tiles.data(), one_row_tiles.size() * 4);
+    struct Case {
+        const char* name;
+        const Problem& p;
+        bool fp8_a, scaled;
+        cuda::WeightCode code;
+    };
+    for (const Case& c : {Case{"bf16 weights", bf16, false, false, cuda::WeightCode::Bf16},
+                          Case{"bf16 weights, scaled", bf16, false, true, cuda::WeightCode::Bf16},
+                          Case{"FP8 weights, e4m3 rows", fp8, true, true, cuda::WeightCode::Fp8},
+                          Case{"FP4 weights, e4m3 rows", fp4, true, true, cuda::WeightCode::Fp4}}) {
+        if (c.fp8_a && !fp8_path_here(c.p.fp4)) continue;
+        if (cuda::grouped_gemm_decode_ctas_per_sm(c.code) == 0) continue;
+        SCOPED_TRACE(c.name);
+        const int32_t tm = cuda::grouped_gemm_decode_tile_rows(c.code, c.fp8_a, 1, 1);  // one token's tiles
+        const std::vector<float> want = run(c.p, c.fp8_a, true, c.scaled, {}, 1, tm);
+        for (uint32_t ready : {1u, 0u}) {
+            SCOPED_TRACE(ready ? "32 experts published" : "nothing published");
+            cuda::EarlyRoute published{ready, 32, {}};  // tiles 0..31: expert 0 (the problem's one expert)
+            early.upload(&published, sizeof(published));
+            const std::vector<float> got = run(c.p, c.fp8_a, true, c.scaled, [&](cuda::GroupedGemmLaunch& g) {
+                const int32_t* t = tiles.as<int32_t>();
+                g.tile_expert = t, g.tile_row0 = t + kTiles, g.tile_rows = t + 2 * kTiles, g.tile_count = t + 3 * kTiles;
+                g.max_tiles = kTiles;
+                g.early_route = early.as<cuda::EarlyRoute>();
+            }, 1, tm);
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), size_t(kTiles * kN) * 4), 0) << "the first 40 rows";
+        }
+    }
+}
+
 // FP4 codes are stored in one order for bf16 activations and in another for e4m3 ones (expert_group.hpp): a
 // launch whose codes are in the other order than its activations need is refused before it touches a GPU.
 TEST(CudaGroupedGemm, RefusesFp4CodesInTheOtherOrder) {

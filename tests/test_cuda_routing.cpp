@@ -7,7 +7,9 @@
 // CudaRouting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -172,7 +174,8 @@ struct Permuted {
 // Routes and permutes c's tokens in tiles of tile_m rows: in one launch (launch_route_and_permute,
 // captured in a CUDA graph to count its kernels: one), or in the two it stands for (launch_route, then
 // launch_permute_routed).
-Permuted route_and_permute(const Case& c, const Inputs& in, int32_t tile_m, bool one_launch, bool block_steps) {
+Permuted route_and_permute(const Case& c, const Inputs& in, int32_t tile_m, bool one_launch, bool block_steps,
+                           cuda::EarlyRoute* early = nullptr) {
     const int64_t pairs = c.tokens * c.top_k, max_tiles = tc::tile_bound(pairs, c.experts, tile_m);
     cuda::DeviceBuffer ids(size_t(pairs) * 4, "ids"), weights(size_t(pairs) * 4, "weights"), rows(size_t(pairs) * 4, "rows"),
         dest(size_t(pairs) * 8, "dest"), weight(size_t(pairs) * 4, "weight"), tiles(size_t(3 * max_tiles + 1) * 4, "tiles"),
@@ -186,6 +189,7 @@ Permuted route_and_permute(const Case& c, const Inputs& in, int32_t tile_m, bool
                                    t + 3 * max_tiles, load.as<int32_t>(), o, o + c.experts + 1, nullptr};
     cuda::RouteLaunch p = route_launch(c, in, ids, weights);
     p.block_steps = block_steps;
+    p.early = early;
     if (one_launch) {
         EXPECT_TRUE(cuda::routes_and_permutes_in_one_launch(p));
         cudaStream_t stream = nullptr;
@@ -265,4 +269,69 @@ TEST(CudaRouteKernel, RoutingAndPermutationInOneLaunchGiveTheTwoLaunchesBytes) {
                 }
             }
     }
+}
+
+// A decode step's one token, routed by a warp and permuted in one launch, publishes its experts early
+// (RouteLaunch::early, for the routed gate/up GEMM: early_route.hpp): the flag set, the count of chosen experts
+// and the experts in ascending order, the permutation's tile experts; every other byte as without it. Left
+// before the launch as an earlier step would leave it (flag set, other experts), the record is overwritten.
+// Launches that cannot publish refuse it.
+TEST(CudaRouteKernel, OneTokenPublishesItsExpertsEarly) {
+    SMOE_SKIP_WITHOUT_GPU();
+    if (const char* off = std::getenv("STEADYMOE_EARLY_ROUTE"); off && std::string(off) == "0")
+        GTEST_SKIP() << "STEADYMOE_EARLY_ROUTE=0 publishes no experts early";
+    if (const char* apart = std::getenv("STEADYMOE_ROUTE_AND_PERMUTE"); apart && std::string(apart) == "0")
+        GTEST_SKIP() << "STEADYMOE_ROUTE_AND_PERMUTE=0 asks for two launches always";
+    uint32_t seed = 300;
+    cuda::DeviceBuffer early(sizeof(cuda::EarlyRoute), "early experts");
+    for (const Case& c : {Case{4, 128, 8, 0, false, 1, 1, 0, 1},   // qwen3's one token
+                          Case{4, 128, 8, 0, false, 1, 1, 0, 1, false, true},  // masked: no experts
+                          Case{9, 8, 2, 2, false, 1, 1, 0, 1},     // few experts
+                          Case{4, 128, 32, 0, false, 1, 1, 0, 1},  // top 32
+                          Case{1, 64, 4, 2, true, 4, 2, 1, 1},     // groups, bias, one split
+                          Case{4, 128, 8, 1, true, 1, 1, 0, 1}}) {  // sigmoid scores, a bias
+        SCOPED_TRACE(describe(c));
+        const Inputs in = make_inputs(c, seed++);
+        cuda::EarlyRoute stale{1, 3, {}};
+        for (int i = 0; i < 32; ++i) stale.experts[i] = 31 - i;
+        early.upload(&stale, sizeof(stale));
+        const Permuted with = route_and_permute(c, in, 8, true, false, early.as<cuda::EarlyRoute>());
+        const Permuted without = route_and_permute(c, in, 8, true, false);
+        for (int i = 0; i < 8; ++i)
+            EXPECT_EQ(test::first_bit_difference(with.bytes[i].data(), without.bytes[i].data(), with.bytes[i].size()), -1)
+                << Permuted::kNames[i];
+        cuda::EarlyRoute got{};
+        early.download(&got, sizeof(got));
+        std::vector<int32_t> ids(size_t(c.top_k));
+        std::memcpy(ids.data(), with.bytes[0].data(), ids.size() * 4);
+        std::vector<int32_t> chosen;
+        for (int32_t id : ids)
+            if (id >= 0) chosen.push_back(id);
+        std::sort(chosen.begin(), chosen.end());
+        EXPECT_EQ(got.ready, 1u);
+        ASSERT_EQ(got.count, int32_t(chosen.size()));
+        EXPECT_EQ(std::vector<int32_t>(got.experts, got.experts + got.count), chosen);
+        // the permutation's tiles: tile i is expert chosen[i] (tile_expert, the first max_tiles words of `tiles`)
+        std::vector<int32_t> tile_expert(chosen.size());
+        std::memcpy(tile_expert.data(), with.bytes[5].data(), tile_expert.size() * 4);
+        EXPECT_EQ(tile_expert, chosen);
+    }
+    // Not for hash routing, several tokens, a block's routing (many experts), or the routing alone.
+    cuda::DeviceBuffer ids(64 * 4, "ids"), weights(64 * 4, "weights");
+    for (const Case& c : {Case{8, 256, 6, 2, false, 1, 1, 0, 1, true}, Case{4, 128, 8, 0, false, 1, 1, 0, 2},
+                          Case{8, 256, 6, 2, true, 1, 1, 0, 1}}) {
+        SCOPED_TRACE(describe(c));
+        const Inputs in = make_inputs(c, seed++);
+        cuda::RouteLaunch p = route_launch(c, in, ids, weights);
+        EXPECT_FALSE(cuda::route_publishes_early(p));
+        p.early = early.as<cuda::EarlyRoute>();
+        EXPECT_EQ(cuda::launch_route_and_permute(p, 8, cuda::PermutationOut{}), cudaErrorInvalidValue);
+    }
+    const Case qwen3{4, 128, 8, 0, false, 1, 1, 0, 1};
+    const Inputs in = make_inputs(qwen3, seed);
+    cuda::RouteLaunch p = route_launch(qwen3, in, ids, weights);
+    EXPECT_TRUE(cuda::route_publishes_early(p));
+    p.early = early.as<cuda::EarlyRoute>();
+    EXPECT_EQ(cuda::launch_route(p), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }

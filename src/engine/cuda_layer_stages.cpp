@@ -333,6 +333,8 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     // lets a down GEMM that reads its outputs directly start at once. (A gather between them, which waits
     // first, keeps the chain: GroupedGemmLaunch::tiles_before_wait.)
     g1.tiles_before_wait = gathered && early_weights(g1.code);
+    // (right after the routing kernel that published them: no kernel between, so none that waits first)
+    if (!gathered) g1.early_route = r.early_route;
     g1.early_dependents = direct && early_weights(r.group->down.code);
     if (r.gate_up_time) r.gate_up_time->begin(s, capturing);
     SMOE_CUDA_CHECK(cuda::launch_grouped_gemm(g1));
@@ -461,6 +463,7 @@ void RouterStage::reserve(Buffers& b, int64_t T, const TileCounts& tiles, bool b
     grow(b.logits, size_t(splits * T * E) * 4, "router logits", moved);
     grow(b.topk_ids, size_t(T * K) * 4, "top-k ids", moved);
     grow(b.topk_weights, size_t(T * K) * 4, "top-k weights", moved);
+    grow_filled(b.early, sizeof(cuda::EarlyRoute), "early experts", 0, moved);
 }
 
 void RouterStage::enqueue_logits(Buffers& b, const void* hidden, int64_t T, const TileCounts& tiles, bool bf16,
@@ -488,8 +491,9 @@ void RouterStage::enqueue_logits(Buffers& b, const void* hidden, int64_t T, cons
     }
 }
 
-bool RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t T, bool bf16,
-                                  cudaStream_t s, const cuda::PermutationOut* permute, int32_t tile_m) const {
+RouterStage::Enqueued RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t T,
+                                                  bool bf16, cudaStream_t s, const cuda::PermutationOut* permute,
+                                                  int32_t tile_m) const {
     const MoeConfig& cfg = layer_.config();
     const int64_t H = cfg.hidden_size, E = cfg.n_routed_experts, K = cfg.top_k;
     cuda::RouteLaunch route;
@@ -518,8 +522,9 @@ bool RouterStage::enqueue_routing(Buffers& b, const uint8_t* active, const int64
     route.stream = s;
     SMOE_CHECK(!permute || tile_m > 0, Internal, "routing asked to permute into tiles of {} rows", tile_m);
     const bool one_launch = permute && cuda::routes_and_permutes_in_one_launch(route);
+    if (one_launch && cuda::route_publishes_early(route)) route.early = b.early.as<cuda::EarlyRoute>();
     SMOE_CUDA_CHECK(one_launch ? cuda::launch_route_and_permute(route, tile_m, *permute) : cuda::launch_route(route));
-    return one_launch;
+    return {one_launch, route.early};
 }
 
 }  // namespace steadymoe::tc

@@ -86,6 +86,9 @@ struct GroupRun {
     // place); as bf16 to a GEMM that takes rows in order, copied straight into its pairs' rows.
     int64_t source_rows = 0;
     int32_t tile_m = 0;  // rows per tile of perm (GroupTiles); 0: grouped_gemm_tile_rows()
+    // The routing kernel that made perm, just before, published its one token's experts here
+    // (RouterStage::Enqueued::early): the gate/up GEMM takes them where no kernel runs between them.
+    const cuda::EarlyRoute* early_route = nullptr;
 };
 
 // Where the down GEMM scatters the expert outputs: f32 rows, or bf16 bits where the activations are bf16
@@ -145,6 +148,13 @@ class RouterStage {
     struct Buffers {
         DeviceBuffer logits;  // the logits, or the router GEMM's k splits' partial sums
         DeviceBuffer topk_ids, topk_weights;
+        DeviceBuffer early;  // one cuda::EarlyRoute, zeroed (enqueue_routing)
+    };
+    // What enqueue_routing launched: whether it permuted the routed experts' rows too, and where it published
+    // the one token's experts early for the routed gate/up GEMM (GroupedGemmLaunch::early_route), or null.
+    struct Enqueued {
+        bool permuted = false;
+        const cuda::EarlyRoute* early = nullptr;
     };
 
     explicit RouterStage(const MoeLayer& layer);
@@ -161,9 +171,10 @@ class RouterStage {
                         cudaStream_t s) const;
     // With `permute` (the routed experts' permutation, in tiles of tile_m rows), where a decode step's few
     // tokens allow: the routing's top-k permuted there too, in the same launch
-    // (cuda::launch_route_and_permute). Returns whether it permuted them.
-    bool enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t tokens, bool bf16,
-                         cudaStream_t s, const cuda::PermutationOut* permute = nullptr, int32_t tile_m = 0) const;
+    // (cuda::launch_route_and_permute), and where it can (cuda::route_publishes_early), the one token's
+    // experts published early in b.early.
+    Enqueued enqueue_routing(Buffers& b, const uint8_t* active, const int64_t* token_ids, int64_t tokens, bool bf16,
+                             cudaStream_t s, const cuda::PermutationOut* permute = nullptr, int32_t tile_m = 0) const;
 
   private:
     const MoeLayer& layer_;

@@ -205,7 +205,7 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, Launche
     // the routed experts' rows too (cuda::launch_route_and_permute; timed, the permutation then counts in the
     // router's time), else the routed experts' stage starts with the permutation.
     const cuda::PermutationOut routed_perm = ws.routed_perm.view(b.routed_tiles.tiles, E);
-    bool permuted = false;
+    tc::RouterStage::Enqueued routing;
     begin(&StageTimers::total, main);
     fork_if(Fork::Start);
     begin(&StageTimers::router, main);
@@ -213,20 +213,20 @@ void TensorCorePath::enqueue(const Shape& b, bool timed, bool capturing, Launche
         router_.enqueue_logits(ws.router, ws.hidden.get(), T, b.tiles, b.bf16, main);
         fork_if(Fork::Logits);
         const int64_t* token_ids = b.hash ? ws.token_ids.as<const int64_t>() : nullptr;
-        permuted = router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main,
-                                           &routed_perm, b.routed_tiles.tile_m);
+        routing = router_.enqueue_routing(ws.router, ws.active.as<const uint8_t>(), token_ids, T, b.bf16, main,
+                                          &routed_perm, b.routed_tiles.tile_m);
     }
     end(&StageTimers::router, main);
     fork_if(Fork::Routing);
 
     begin(&StageTimers::routed, main);
-    if (!permuted)
+    if (!routing.permuted)
         SMOE_CUDA_CHECK(cuda::launch_permute_routed(ws.router.topk_ids.as<const int32_t>(),
                                                     ws.router.topk_weights.as<const float>(), b.pairs, int32_t(K),
                                                     int32_t(E), b.routed_tiles.tile_m, routed_perm, main));
     tc::run_group({&routed_, &routed_perm, b.pairs, b.routed_tiles.tiles, routed_perm.offsets + E, &ws.routed,
                    limit, before, t ? &t->gate_up : nullptr, t ? &t->down : nullptr, fp8_tensor_cores_, T,
-                   b.routed_tiles.tile_m},
+                   b.routed_tiles.tile_m, routing.early},
                   ws.hidden.get(), b.bf16, H, aq, contributions, main, capturing);
     end(&StageTimers::routed, main);
     fork_if(Fork::After);

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "device_clock.cuh"
 #include "ep_peer_kernels.hpp"
 
 namespace steadymoe::cuda {
@@ -25,12 +26,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr unsigned kCopyBlocks = 528;  // four blocks per SM of an H200: the copies are bandwidth-bound
-
-__device__ uint64_t global_ns() {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-    return t;
-}
 
 // Where source/destination d's rows and pairs start, from headers [d][kEpHeaderInts].
 struct Bases {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "early_route.hpp"
 #include "scale_layout.hpp"
 
 namespace steadymoe::cuda {
@@ -126,6 +127,12 @@ struct GroupedGemmLaunch {
     // it start once this launch's CTAs have begun, not at their epilogues.
     bool tiles_before_wait = false;
     bool early_dependents = false;
+    // A decode launch right after a routing kernel that publishes its one token's experts there
+    // (RouteLaunch::early): each CTA takes its tile's expert from it (tile i: the i-th expert, one row, row i)
+    // and starts its first stages' weight copies before waiting for the routing kernel, as with
+    // tiles_before_wait; then it reads the tile list after the wait as without, and stops with an error where
+    // the two differ. Other kernels wait as they do without it. Null: none.
+    const EarlyRoute* early_route = nullptr;
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits
     // Rows `a` (or `a_fp8`) holds (its allocation), or 0: with it, Hopper may load row tiles by tensor

@@ -24,6 +24,7 @@
 // weights'), the same at every CTA width.
 #include "async_barrier.cuh"
 #include "dependent_launch.cuh"
+#include "early_route.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm_sm90.hpp"
 #include "grouped_gemm_sm90_fp4_e4m3.cuh"
@@ -88,6 +89,12 @@ struct DecodeShape {
     // Two blocks' MMAs interleaved (fp4_exact::stage) where their registers fit without serialising the MMAs
     // (ptxas notice C7512 at five and six CTAs to an SM)
     static constexpr bool kExactPairs = kBlockExact && kBlocks == 2 && kCtasPerSm <= 4;
+    // Takes the routing kernel's early experts (GroupedGemmLaunch::early_route; unscaled launches only): the
+    // shape of one token's bf16 gate/up launches (Bf16Deep below). Not the others: the experts' wait and its
+    // block barrier in the prologue cost other bf16 shapes' k loops their uniform registers (ptxas' choice;
+    // 66 to 139 instructions a stage for the 16-token CTAs five to an SM, 92 to 193 for scaled ones), and
+    // a kernel runs between their routing and their gate/up anyway (e4m3 tokens' quantisation).
+    static constexpr bool kTakesEarlyRoute = kCode == WeightCode::Bf16 && !kE4m3 && kTokens == 16 && kSmCtas == 2;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
     static constexpr int kWeightRowBytes = kCode == WeightCode::Bf16 ? kRowBytes : kCode == WeightCode::Fp8 ? kBK : kBK / 2;
@@ -241,6 +248,25 @@ __device__ __forceinline__ Tile decode_tile(const GroupedGemmLaunch& g) {
     return t;
 }
 
+// Whether this CTA's tile has a row by the routing kernel's early experts (GroupedGemmLaunch::early_route: tile
+// i is the i-th expert, with one row, row i), asked by one thread once they are published. False where it has
+// none (no i-th expert, a chunk past the row, the padding half of an n-tile) or nothing was published in time:
+// such a CTA waits for the routing kernel and takes its tile from the list, as without early experts (so no
+// CTA leaves on the early experts' word alone).
+template <int kTokens>
+__device__ __forceinline__ bool early_route_has_row(const GroupedGemmLaunch& g) {
+    const int chunks = decode_chunks(g, kTokens);
+    return int(blockIdx.y) % chunks == 0 && int(blockIdx.x) * kFeatures < g.n &&
+           early_route_expert(g.early_route, int(blockIdx.y) / chunks) >= 0;
+}
+
+// That tile, but its expert, which only the producer needs (and reads: produce).
+template <int kTokens>
+__device__ __forceinline__ Tile early_route_tile(const GroupedGemmLaunch& g) {
+    const int ktiles = int(g.k / kBK) / g.k_splits, split = int(blockIdx.z);
+    return {-1, int(blockIdx.y) / decode_chunks(g, kTokens), 1, int(blockIdx.x) * kFeatures, split, split * ktiles, ktiles};
+}
+
 // A stage's 128-wide k blocks: ks * kBlocks onwards of the tile's k range, as many as are left (a split's k
 // range is a multiple of 128, not always of kBlocks blocks).
 template <class S>
@@ -268,9 +294,12 @@ __device__ __forceinline__ int32_t source_row(const GroupedGemmLaunch& g, const 
 // the down GEMM). Each such stage's barrier expects all of its bytes at once: its phase ends only when its
 // rows have come too.
 template <class S, bool kScaled>
-__device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& t, char* smem, uint64_t* full,
-                                        uint64_t* empty, int stages, bool held, const CUtensorMap* rows_map) {
+__device__ __forceinline__ void produce(const GroupedGemmLaunch& g, Tile t, char* smem, uint64_t* full,
+                                        uint64_t* empty, int stages, bool held, const CUtensorMap* rows_map,
+                                        bool tiles_early, bool routed_early) {
     constexpr WeightCode kCode = S::kFormat;
+    // (published before the block's barrier that told this CTA its tile has a row: read past L1)
+    if (routed_early) t.expert = __ldcg(&g.early_route->experts[t.row0]);
     const int lane = threadIdx.x & 31, half = int(blockIdx.x) & 1, n_tile = t.n0 / kTileN;
     const char* weights = static_cast<const char*>(g.w) + int64_t(t.expert) * g.w_expert_bytes;
     // In e4m3 order this CTA's blocks are one run; else its half of each stored tile, and FP4's exponents
@@ -304,9 +333,12 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
                                    exps + int64_t(first) * (kTileN * 4), S::kExpBytes, &full[s]);
         }
     };
-    const int early = g.tiles_before_wait ? min(stages, S::kStages) : 0;
+    const int early = tiles_early ? min(stages, S::kStages) : 0;
     for (int ks = 0; ks < early && lane == 0; ++ks) expect_and_copy_weights(ks);
     wait_for_prior_kernels();  // (decode_cta waited already where the tiles are the kernel before's work)
+    // A tile taken from the routing kernel's early experts must be the list's: read now, compared once the
+    // stages are asked for (not before: the rows' copies do not wait for these loads).
+    const Tile listed = routed_early ? decode_tile<S::kTokens>(g) : t;
     // The rows this lane copies (and those whose scales it copies): where they lie in a / a_fp8 / a_scale,
     // read after the wait (a_index is the permutation's, as the tiles are, but not read past L1).
     constexpr int kRowStep = S::kE4m3Tokens ? 8 : 4, kLanesPerRow = 32 / kRowStep, kLaneRows = S::kTokens / kRowStep;
@@ -359,6 +391,8 @@ __device__ __forceinline__ void produce(const GroupedGemmLaunch& g, const Tile& 
         }
         barrier::arrive_after_cp_async(&full[s]);
     }
+    // (never without a fault: the experts published for another step, or a routing of other tiles)
+    if (listed.expert != t.expert || listed.row0 != t.row0 || listed.rows != t.rows) __trap();
 }
 
 // One weight row's codes for two 16-wide k steps (2p, 2p + 1) of a stored 64-k tile, widened to the
@@ -498,16 +532,30 @@ template <class S, bool kScaled>
 __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold_scales, const CUtensorMap* rows_map) {
     // The tiles come from the permutation's output: wait for the kernel before this one first, unless
     // tiles_before_wait (the tiles are older: the producer waits after its first weights' copies, the
-    // consumers below). The next kernel starts at the epilogue, or here with early_dependents.
-    if (!g.tiles_before_wait) wait_for_prior_kernels();
-    if (g.early_dependents) allow_next_kernel();
+    // consumers below) or the routing kernel before published this CTA's tile early (early_route: the same).
+    // The next kernel starts at the epilogue, or here with early_dependents.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr WeightCode kCode = S::kFormat;
     static_assert(!S::kE4m3Tokens || kScaled, "e4m3 tokens come with their scales");
-    const Tile t = g.tiles_before_wait ? decode_tile<S::kTokens, true>(g) : decode_tile<S::kTokens>(g);
-    if (t.rows == 0) return;
     extern __shared__ __align__(128) char smem_raw[];
     char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    // Thread 0 waits for the experts; the block takes its answer through shared memory (a word no copy has
+    // reached yet), read back as one value for every thread, so that the compiler keeps what follows from the
+    // tile on the uniform datapath (a block vote's answer took the k loops from 65 to 140 instructions a stage).
+    bool routed_early = false;
+    if (S::kTakesEarlyRoute && !kScaled && g.early_route) {
+        int* answer = reinterpret_cast<int*>(smem);
+        if (threadIdx.x == 0) *answer = early_route_has_row<S::kTokens>(g);
+        __syncthreads();
+        routed_early = *answer != 0;
+    }
+    const bool tiles_early = g.tiles_before_wait || routed_early;
+    if (!tiles_early) wait_for_prior_kernels();
+    if (g.early_dependents) allow_next_kernel();
+    const Tile t = routed_early ? early_route_tile<S::kTokens>(g)
+                   : tiles_early ? decode_tile<S::kTokens, true>(g)
+                                 : decode_tile<S::kTokens>(g);
+    if (t.rows == 0) return;
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kStageBytes);
     uint64_t* empty = full + S::kStages;
     const int stages = (t.ktiles / kSubs + S::kBlocks - 1) / S::kBlocks;  // a split's k range is a multiple of 128
@@ -523,7 +571,7 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
     }
     __syncthreads();
     if (threadIdx.x >= kConsumers) {
-        produce<S, kScaled>(g, t, smem, full, empty, stages, held != nullptr, rows_map);
+        produce<S, kScaled>(g, t, smem, full, empty, stages, held != nullptr, rows_map, tiles_early, routed_early);
         return;
     }
 

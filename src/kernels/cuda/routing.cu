@@ -1,4 +1,5 @@
 #include "dependent_launch.cuh"
+#include "early_route.cuh"
 #include "env_switch.hpp"
 #include "grouped_gemm.hpp"
 #include "live_rows.cuh"
@@ -18,6 +19,7 @@ namespace {
 using namespace permute;
 
 constexpr int kRouteWarps = 4;
+
 // Token t's routing by the calling warp, each lane kPerLane experts, with a row of kMaxRoutedExperts scores
 // and one of 32 ids in shared memory of its own; where pair_ids is given, its pairs' ids and weights are
 // copied there too (pair_ids, pair_weights), for a permutation in the same block.
@@ -63,6 +65,7 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
             ids[s] = -1, weights[s] = 0.0f;
             if (pair_ids) pair_ids[s] = -1, pair_weights[s] = 0.0f;
         }
+        if (p.early) publish_early_route(p.early, ids_of, 0, E);  // no experts
         return;
     }
     if (p.score_func == 0) {  // softmax
@@ -162,6 +165,9 @@ __device__ __forceinline__ void route_token_by_warp(const RouteLaunch& p, int64_
         }
     }
     __syncwarp();
+    // The experts are known: the gate/up GEMM's CTAs may start their weights' copies while the weights and the
+    // permutation are made (RouteLaunch::early: one token, routed by this warp).
+    if (p.early) publish_early_route(p.early, ids_of, K, E);
     // The weights, as the CPU router forms them: lane s slot s's.
     const SlotOfLane slot = slot_of_lane(scores_of, ids_of, K, p.normalise_eps, p.normalise, p.scale);
     if (lane < K) {
@@ -343,7 +349,12 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 // registers), and launch_route gives more than 128 experts a block per token at a decode step's few tokens.
 constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
 __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out) {
-    begin_dependent_kernel();
+    wait_for_prior_kernels();
+    if (p.early) {  // (the next kernel starts once every thread has let it: after the clearing)
+        if (threadIdx.x == 0) retract_early_route(p.early);
+        __syncthreads();
+    }
+    allow_next_kernel();
     __shared__ float scores_of[kRouteAndPermuteTokens][kMaxRoutedExperts];
     __shared__ int32_t ids_of[kRouteAndPermuteTokens][32];
     __shared__ SmallPermutation s;
@@ -398,7 +409,7 @@ auto route_kernel_for(int32_t experts) {
 }  // namespace
 
 cudaError_t launch_route(const RouteLaunch& p) {
-    if (!valid_route(p)) return cudaErrorInvalidValue;
+    if (!valid_route(p) || p.early) return cudaErrorInvalidValue;  // (early: launch_route_and_permute's alone)
     if (p.tokens <= 0) return cudaSuccess;
     if (routes_wide(p)) return launch_route_wide(p);
     const unsigned blocks = unsigned((p.tokens + kRouteWarps - 1) / kRouteWarps);
@@ -411,8 +422,15 @@ bool routes_and_permutes_in_one_launch(const RouteLaunch& p) {
     return routes_wide(p) ? p.tokens == 1 : p.tokens <= kRouteAndPermuteTokens && p.experts <= kRouteAndPermuteExperts;
 }
 
+bool route_publishes_early(const RouteLaunch& p) {
+    static const bool off = env_equals("STEADYMOE_EARLY_ROUTE", "0");
+    return !off && routes_and_permutes_in_one_launch(p) && !routes_wide(p) && p.tokens == 1 && !p.tid2eid &&
+           p.top_k <= p.experts;
+}
+
 cudaError_t launch_route_and_permute(const RouteLaunch& p, int32_t tile_m, const PermutationOut& out) {
     if (!routes_and_permutes_in_one_launch(p) || tile_m <= 0) return cudaErrorInvalidValue;
+    if (p.early && !route_publishes_early(p)) return cudaErrorInvalidValue;
     if (routes_wide(p)) return launch_route_wide_and_permute(p, tile_m, out);
     return launch_dependent(route_and_permute_kernel, 1, kScanThreads, 0, p.stream, p, tile_m, out);
 }

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "early_route.hpp"
+
 namespace steadymoe::cuda {
 
 inline constexpr int kMaxRoutedExperts = 512;  // experts per lane: 16
@@ -50,6 +52,10 @@ struct RouteLaunch {
     // for group limits, where by default each warp takes its top K first and a warp takes a group of 32
     // (route_wide.cu). STEADYMOE_ROUTE_SELECT=steps sets it for every launch.
     bool block_steps = false;
+    // Where launch_route_and_permute publishes the one token's experts as soon as it has chosen them, for the
+    // routed gate/up GEMM launched after it (early_route.hpp; GroupedGemmLaunch::early_route): only for launches
+    // route_publishes_early takes, else null.
+    EarlyRoute* early = nullptr;
 };
 
 cudaError_t launch_route(const RouteLaunch& launch);
@@ -91,6 +97,10 @@ cudaError_t launch_permute_routed(const int32_t* topk_ids, const float* topk_wei
 cudaError_t launch_route_and_permute(const RouteLaunch& launch, int32_t tile_m, const PermutationOut& out);
 // Whether launch_route_and_permute takes `launch`; never with STEADYMOE_ROUTE_AND_PERMUTE=0 (to compare).
 bool routes_and_permutes_in_one_launch(const RouteLaunch& launch);
+// Whether launch_route_and_permute can publish `launch`'s experts early (RouteLaunch::early): one token, a warp
+// routing it, chosen by its scores (not hash routing), each expert chosen at most once, so that each has one
+// row and one tile; never with STEADYMOE_EARLY_ROUTE=0 (to compare: the same bits).
+bool route_publishes_early(const RouteLaunch& launch);
 
 // The shared expert: every real token t (ascending), dest base + t, weight 1.
 cudaError_t launch_permute_shared(const uint8_t* active, int64_t tokens, int64_t dest_base, int32_t tile_m,
