@@ -330,8 +330,9 @@ void run_group(const GroupRun& r, const void* hidden, bool bf16, int64_t H, Acti
     g1.round_bf16 = bf16;
     // Decode CTAs whose tile list is older than the kernel before them start their weights' copies before
     // waiting for it (early_weights): the down GEMM always, the gate/up GEMM after a gather; the gate/up GEMM
-    // lets a down GEMM that reads its outputs directly start at once. (A gather between them, which waits
-    // first, keeps the chain: GroupedGemmLaunch::tiles_before_wait.)
+    // lets a down GEMM that reads its outputs directly start at once (once it has waited for the routing
+    // kernel, where it took that kernel's early experts). (A gather between them, which waits first, keeps the
+    // chain: GroupedGemmLaunch::tiles_before_wait.)
     g1.tiles_before_wait = gathered && early_weights(g1.code);
     // (right after the routing kernel that published them: no kernel between, so none that waits first)
     if (!gathered) g1.early_route = r.early_route;

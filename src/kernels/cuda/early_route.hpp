@@ -25,5 +25,7 @@ struct EarlyRoute {
 // always right, only later): far longer than a one-token routing kernel takes, so that only a fault leaves
 // a CTA there.
 inline constexpr uint64_t kEarlyRouteWaitNs = 50'000;
+// Between a CTA's looks at the flag (at least; the GPU may sleep longer).
+inline constexpr uint32_t kEarlyRoutePollNs = 200;
 
 }  // namespace steadymoe::cuda

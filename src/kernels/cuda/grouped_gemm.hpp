@@ -131,7 +131,8 @@ struct GroupedGemmLaunch {
     // (RouteLaunch::early): each CTA takes its tile's expert from it (tile i: the i-th expert, one row, row i)
     // and starts its first stages' weight copies before waiting for the routing kernel, as with
     // tiles_before_wait; then it reads the tile list after the wait as without, and stops with an error where
-    // the two differ. Other kernels wait as they do without it. Null: none.
+    // the two differ. Only unscaled bf16 launches of few CTAs (one token's gate/up) take it on Hopper; others
+    // wait as they do without it. Null: none.
     const EarlyRoute* early_route = nullptr;
 
     const uint16_t* a = nullptr;    // [rows][k] bf16 bits

@@ -90,10 +90,11 @@ struct DecodeShape {
     // (ptxas notice C7512 at five and six CTAs to an SM)
     static constexpr bool kExactPairs = kBlockExact && kBlocks == 2 && kCtasPerSm <= 4;
     // Takes the routing kernel's early experts (GroupedGemmLaunch::early_route; unscaled launches only): the
-    // shape of one token's bf16 gate/up launches (Bf16Deep below). Not the others: the experts' wait and its
-    // block barrier in the prologue cost other bf16 shapes' k loops their uniform registers (ptxas' choice;
-    // 66 to 139 instructions a stage for the 16-token CTAs five to an SM, 92 to 193 for scaled ones), and
-    // a kernel runs between their routing and their gate/up anyway (e4m3 tokens' quantisation).
+    // shape of one token's bf16 gate/up launches of few CTAs (Bf16Deep below). Not the others: compiled into
+    // them, the experts' wait and its block barrier in the prologue moved their k loops' descriptor arithmetic
+    // off the uniform datapath (66 to 139 instructions a stage for the 16-token CTAs five to an SM, 92 to 193
+    // for scaled ones; bench/results/2026-12-08-cuda-early-route.md). (e4m3 tokens' shapes never meet it: their
+    // quantisation kernel runs between the routing and the gate/up.)
     static constexpr bool kTakesEarlyRoute = kCode == WeightCode::Bf16 && !kE4m3 && kTokens == 16 && kSmCtas == 2;
     static constexpr int kAcc = kTokens / 2;  // accumulators per thread of an m64 x kTokens MMA
     static constexpr int kTokenRowBytes = a_row_bytes(kE4m3Tokens);
@@ -551,7 +552,9 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
     }
     const bool tiles_early = g.tiles_before_wait || routed_early;
     if (!tiles_early) wait_for_prior_kernels();
-    if (g.early_dependents) allow_next_kernel();
+    // (a CTA on early experts lets the next kernel start only once its consumers have waited: that kernel may
+    // read this one's tile list before its own wait, which the routing kernel is still writing)
+    if (g.early_dependents && !routed_early) allow_next_kernel();
     const Tile t = routed_early ? early_route_tile<S::kTokens>(g)
                    : tiles_early ? decode_tile<S::kTokens, true>(g)
                                  : decode_tile<S::kTokens>(g);
@@ -588,6 +591,7 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
     wait_for_prior_kernels();  // (where it waited above, it returns at once)
+    if (g.early_dependents && routed_early) allow_next_kernel();
     if (held) hold_token_scales<S>(g, t, held);
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);

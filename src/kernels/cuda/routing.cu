@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
 __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out) {
     wait_for_prior_kernels();
-    if (p.early) {  // (the next kernel starts once every thread has let it: after the clearing)
+    if (p.early) {  // (a CTA's first trigger lets the next kernel start: the barrier keeps every one after the clearing)
         if (threadIdx.x == 0) retract_early_route(p.early);
         __syncthreads();
     }
@@ -424,8 +424,8 @@ bool routes_and_permutes_in_one_launch(const RouteLaunch& p) {
 
 bool route_publishes_early(const RouteLaunch& p) {
     static const bool off = env_equals("STEADYMOE_EARLY_ROUTE", "0");
-    return !off && routes_and_permutes_in_one_launch(p) && !routes_wide(p) && p.tokens == 1 && !p.tid2eid &&
-           p.top_k <= p.experts;
+    return !off && valid_route(p) && routes_and_permutes_in_one_launch(p) && !routes_wide(p) && p.tokens == 1 &&
+           !p.tid2eid && p.top_k <= p.experts;
 }
 
 cudaError_t launch_route_and_permute(const RouteLaunch& p, int32_t tile_m, const PermutationOut& out) {
