@@ -591,7 +591,9 @@ __device__ __forceinline__ void decode_cta(const GroupedGemmLaunch& g, bool hold
                 reinterpret_cast<float*>(stage + S::kTokenScaleOffset)[b * S::kTokens + row] = 0.0f;
     }
     wait_for_prior_kernels();  // (where it waited above, it returns at once)
-    if (g.early_dependents && routed_early) allow_next_kernel();
+    // (a CTA on early experts lets the next kernel start here; for others it is a repeat, which does nothing.
+    // Asked only there, it moved the k loop of one token's shape off the uniform datapath: 65 to 141)
+    if (g.early_dependents) allow_next_kernel();
     if (held) hold_token_scales<S>(g, t, held);
     fence_async_shared();
     barrier::sync_threads(1, kConsumers);
