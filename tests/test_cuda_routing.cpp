@@ -278,8 +278,6 @@ TEST(CudaRouteKernel, RoutingAndPermutationInOneLaunchGiveTheTwoLaunchesBytes) {
 // Launches that cannot publish refuse it.
 TEST(CudaRouteKernel, OneTokenPublishesItsExpertsEarly) {
     SMOE_SKIP_WITHOUT_GPU();
-    if (const char* off = std::getenv("STEADYMOE_EARLY_ROUTE"); off && std::string(off) == "0")
-        GTEST_SKIP() << "STEADYMOE_EARLY_ROUTE=0 publishes no experts early";
     if (const char* apart = std::getenv("STEADYMOE_ROUTE_AND_PERMUTE"); apart && std::string(apart) == "0")
         GTEST_SKIP() << "STEADYMOE_ROUTE_AND_PERMUTE=0 asks for two launches always";
     uint32_t seed = 300;

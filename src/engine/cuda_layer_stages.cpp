@@ -256,6 +256,16 @@ bool early_weights(cuda::WeightCode code) {
     return !off && (all || code != cuda::WeightCode::Fp8);
 }
 
+// Whether a one-token step's routing kernel publishes its experts early for the routed gate/up GEMM
+// (RouteLaunch::early, GroupedGemmLaunch::early_route): only with STEADYMOE_EARLY_ROUTE=1 until a GPU run
+// measures the form that lets the down GEMM start only after the routing kernel. Its first form took qwen3's
+// one-token layer 0.2-0.6 µs longer, its gate/up CTAs' polls slowing the routing kernel from 5.6 to 10.8 µs
+// (H100, bench/results/2026-12-08-cuda-early-route.md). The same bits either way.
+bool early_route_asked() {
+    static const bool on = cuda::env_equals("STEADYMOE_EARLY_ROUTE", "1");
+    return on;
+}
+
 }  // namespace
 
 int64_t swiglu_mid_bytes(const cuda::DeviceExpertGroup& group, ActivationQuant aq, bool fp8_tensor_cores, bool bf16) {
@@ -523,7 +533,7 @@ RouterStage::Enqueued RouterStage::enqueue_routing(Buffers& b, const uint8_t* ac
     route.stream = s;
     SMOE_CHECK(!permute || tile_m > 0, Internal, "routing asked to permute into tiles of {} rows", tile_m);
     const bool one_launch = permute && cuda::routes_and_permutes_in_one_launch(route);
-    if (one_launch && cuda::route_publishes_early(route)) route.early = b.early.as<cuda::EarlyRoute>();
+    if (one_launch && early_route_asked() && cuda::route_publishes_early(route)) route.early = b.early.as<cuda::EarlyRoute>();
     SMOE_CUDA_CHECK(one_launch ? cuda::launch_route_and_permute(route, tile_m, *permute) : cuda::launch_route(route));
     return {one_launch, route.early};
 }

@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# A one-token step's routing kernel publishes its experts before it ends and the routed gate/up GEMM's CTAs
-# start their weights' copies from them (RouteLaunch::early, GroupedGemmLaunch::early_route), against
-# STEADYMOE_EARLY_ROUTE=0 in the same build (built here and carried:
+# The next call (prepared, not run): a one-token step's routing kernel publishes its experts before it ends and
+# the routed gate/up GEMM's CTAs start their weights' copies from them (RouteLaunch::early,
+# GroupedGemmLaunch::early_route; asked for by STEADYMOE_EARLY_ROUTE=1), against the default in the same build
+# (built here and carried:
 # `bash bench/carry_build.sh steadymoe_cli test_cuda_grouped_gemm test_cuda_tensor_core test_cuda_layer test_cuda_routing`).
-# Tests (the routing, grouped-GEMM, tensor-core and layer suites; the tensor-core suite with the switch off too),
+# Tests (the routing, grouped-GEMM, tensor-core and layer suites; the tensor-core suite with the switch on too),
 # memcheck and racecheck on the new tests, then qwen3-30b-a3b bf16 at 1 and 8 tokens, on and off alternating,
-# five rounds, and one traced one-token run each way. (Call 1 ran dcce4b7 with the grouped-GEMM suite's
-# early, indexed-row and few-row tests only, and three rounds.)
+# five rounds, and one traced one-token run each way. (call1/call.sh is the script call 1 ran on dcce4b7, where
+# the early experts were on by default.)
 source bench/call_common.sh "$1"
 tests() {
   build_gpu steadymoe_cli test_cuda_grouped_gemm test_cuda_tensor_core test_cuda_layer test_cuda_routing || return 1
   run_test test_cuda_routing
   run_test test_cuda_grouped_gemm
   run_test test_cuda_tensor_core
-  run_test test_cuda_tensor_core STEADYMOE_EARLY_ROUTE=0
+  run_test test_cuda_tensor_core STEADYMOE_EARLY_ROUTE=1
   run_test test_cuda_layer
   memcheck test_cuda_routing "*Early*"
   memcheck test_cuda_grouped_gemm "*EarlyRouted*"
@@ -26,11 +27,11 @@ call_tests tests || exit 1
 BENCH_BUDGET_S=${BENCH_BUDGET_S:-400}
 for r in 1 2 3 4 5; do
   again=$([[ $r == 1 ]] && echo "" || echo "-again$r")
-  bench_run "on$again" - --workload qwen3-30b-a3b --format bf16 --tokens 1,8
-  bench_run "off$again" STEADYMOE_EARLY_ROUTE=0 --workload qwen3-30b-a3b --format bf16 --tokens 1,8
+  bench_run "on$again" STEADYMOE_EARLY_ROUTE=1 --workload qwen3-30b-a3b --format bf16 --tokens 1,8
+  bench_run "off$again" - --workload qwen3-30b-a3b --format bf16 --tokens 1,8
 done
-bench_run "on-trace" - --workload qwen3-30b-a3b --format bf16 --tokens 1 --trace
-bench_run "off-trace" STEADYMOE_EARLY_ROUTE=0 --workload qwen3-30b-a3b --format bf16 --tokens 1 --trace
+bench_run "on-trace" STEADYMOE_EARLY_ROUTE=1 --workload qwen3-30b-a3b --format bf16 --tokens 1 --trace
+bench_run "off-trace" - --workload qwen3-30b-a3b --format bf16 --tokens 1 --trace
 compare_named on on-again2 on-again3 on-again4 on-again5 off off-again2 off-again3 off-again4 off-again5
 grep -A14 "^kernels of one forward" "$OUT/t/on-trace.log" "$OUT/t/off-trace.log" 2>/dev/null | cut -c1-150
 call_end

@@ -423,8 +423,7 @@ bool routes_and_permutes_in_one_launch(const RouteLaunch& p) {
 }
 
 bool route_publishes_early(const RouteLaunch& p) {
-    static const bool off = env_equals("STEADYMOE_EARLY_ROUTE", "0");
-    return !off && valid_route(p) && routes_and_permutes_in_one_launch(p) && !routes_wide(p) && p.tokens == 1 &&
+    return valid_route(p) && routes_and_permutes_in_one_launch(p) && !routes_wide(p) && p.tokens == 1 &&
            !p.tid2eid && p.top_k <= p.experts;
 }
 

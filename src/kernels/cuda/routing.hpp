@@ -99,7 +99,7 @@ cudaError_t launch_route_and_permute(const RouteLaunch& launch, int32_t tile_m, 
 bool routes_and_permutes_in_one_launch(const RouteLaunch& launch);
 // Whether launch_route_and_permute can publish `launch`'s experts early (RouteLaunch::early): one token, a warp
 // routing it, chosen by its scores (not hash routing), each expert chosen at most once, so that each has one
-// row and one tile; never with STEADYMOE_EARLY_ROUTE=0 (to compare: the same bits).
+// row and one tile. (The layer asks for it only with STEADYMOE_EARLY_ROUTE=1: RouterStage::enqueue_routing.)
 bool route_publishes_early(const RouteLaunch& launch);
 
 // The shared expert: every real token t (ascending), dest base + t, weight 1.
