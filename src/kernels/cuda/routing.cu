@@ -19,7 +19,6 @@ namespace {
 using namespace permute;
 
 constexpr int kRouteWarps = 4;
-
 // Token t's routing by the calling warp, each lane kPerLane experts, with a row of kMaxRoutedExperts scores
 // and one of 32 ids in shared memory of its own; where pair_ids is given, its pairs' ids and weights are
 // copied there too (pair_ids, pair_weights), for a permutation in the same block.
@@ -348,6 +347,11 @@ __global__ void __launch_bounds__(kScanThreads) permute_small_kernel(const int32
 // Four experts a lane only: with eight or sixteen, 512 threads would spill (route_kernel's take 167 and 162
 // registers), and launch_route gives more than 128 experts a block per token at a decode step's few tokens.
 constexpr int kRouteAndPermuteTokens = kScanThreads / 32, kRouteAndPermuteExperts = 128;
+// Whether route_and_permute_kernel permutes by permute_one_token: one token whose experts a selection chose
+// (each at most once, so one row and one tile each, in ascending order: what route_publishes_early relies on).
+__host__ __device__ inline bool permutes_one_token(const RouteLaunch& p) {
+    return p.tokens == 1 && !p.tid2eid && p.top_k <= p.experts;
+}
 __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const RouteLaunch p, int32_t tile_m, PermutationOut out) {
     wait_for_prior_kernels();
     if (p.early) {  // (a CTA's first trigger lets the next kernel start: the barrier keeps every one after the clearing)
@@ -365,7 +369,7 @@ __global__ void __launch_bounds__(kScanThreads) route_and_permute_kernel(const R
         route_token_by_warp<kRouteAndPermuteExperts / 32>(p, warp, scores_of[warp], ids_of[warp], pair_ids + warp * p.top_k,
                                                           pair_weights + warp * p.top_k);
     __syncthreads();  // (the block's writes of the ids and weights, for its reads below)
-    if (p.tokens == 1 && !p.tid2eid && p.top_k <= p.experts)
+    if (permutes_one_token(p))
         permute_one_token(pair_ids, pair_weights, p.top_k, p.experts, tile_m, out);
     else
         permute_small_block(pair_ids, pair_weights, nullptr, p.tokens * p.top_k, nullptr, p.top_k, p.experts, tile_m, out, s);
@@ -423,8 +427,7 @@ bool routes_and_permutes_in_one_launch(const RouteLaunch& p) {
 }
 
 bool route_publishes_early(const RouteLaunch& p) {
-    return valid_route(p) && routes_and_permutes_in_one_launch(p) && !routes_wide(p) && p.tokens == 1 &&
-           !p.tid2eid && p.top_k <= p.experts;
+    return valid_route(p) && routes_and_permutes_in_one_launch(p) && !routes_wide(p) && permutes_one_token(p);
 }
 
 cudaError_t launch_route_and_permute(const RouteLaunch& p, int32_t tile_m, const PermutationOut& out) {
